@@ -1,0 +1,58 @@
+#include "bindings/accel_core.h"
+
+#include "bindings/distributed_ops.h"
+#include "bindings/op_tables.h"
+#include "bindings/tensor_fields.h"
+#include "bindings/tensor_handle.h"
+
+namespace accel::lua {
+namespace {
+
+void add_table(lua_State* L, const char* name, const char* prefix,
+               const std::vector<Binding>& bindings) {
+  lua_newtable(L);
+  register_bindings(L, -1, prefix, bindings);
+  lua_setfield(L, -2, name);
+}
+
+}  // namespace
+
+int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
+  lua_newtable(L);  // core
+  int core = lua_gettop(L);
+
+  // Tensor methods double as module functions: t:sum() and accel.sum(t).
+  lua_newtable(L);
+  int methods = lua_gettop(L);
+  for (const auto& table : {tensor_math_bindings(), tensor_shape_bindings(),
+                            tensor_conversion_bindings(), autograd_method_bindings()}) {
+    register_bindings(L, methods, "accel.", table);
+  }
+  lua_pushnil(L);
+  while (lua_next(L, methods) != 0) {
+    bool metamethod = std::string(lua_tostring(L, -2)).rfind("__", 0) == 0;
+    if (metamethod) {
+      lua_pop(L, 1);
+      continue;
+    }
+    lua_pushvalue(L, -2);
+    lua_insert(L, -2);
+    lua_rawset(L, core);
+  }
+  add_field_metamethods(L, methods);
+  open_tensor_metatable(L, methods);
+  lua_pop(L, 1);
+
+  register_bindings(L, core, "accel.", tensor_creation_bindings());
+  register_bindings(L, core, "accel.", runtime_bindings());
+  register_grad_mode_functions(L, core);
+  add_table(L, "functional", "accel.nn.functional.", nn_functional_bindings());
+  open_optimizer_metatable(L);
+  add_table(L, "optim", "accel.optim.", optim_bindings());
+  add_table(L, "data", "accel.data.", data_bindings());
+  open_distributed(L, options);
+  lua_setfield(L, core, "dist");
+  return 1;
+}
+
+}  // namespace accel::lua

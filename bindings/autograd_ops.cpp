@@ -1,0 +1,56 @@
+// Autograd from Lua: backward, detach, grad modes. Lua never runs inside
+// LibTorch's backward: no Lua hooks are registered on the graph.
+#include "bindings/op_tables.h"
+
+namespace accel::lua {
+namespace {
+
+using T = const at::Tensor&;
+using at::Tensor;
+
+// Calls the function at index 1 with grad mode set to `enabled`. The call is
+// unprotected so an error keeps its full traceback; the guard restores the
+// previous mode because LuaJIT on x64 unwinds errors through C++ frames
+// like exceptions, running destructors.
+int call_with_grad_mode(lua_State* L, bool enabled) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  int base = lua_gettop(L);
+  at::AutoGradMode mode(enabled);
+  lua_pushvalue(L, 1);
+  lua_call(L, 0, LUA_MULTRET);
+  return lua_gettop(L) - base;
+}
+
+int no_grad(lua_State* L) { return call_with_grad_mode(L, false); }
+int enable_grad(lua_State* L) { return call_with_grad_mode(L, true); }
+
+}  // namespace
+
+std::vector<Binding> autograd_method_bindings() {
+  return {
+      bind("backward", [](T t, c10::optional<Tensor> gradient, c10::optional<bool> retain_graph) {
+        TORCH_CHECK(gradient || t.numel() == 1,
+                    "backward() without a gradient needs a one-element tensor, got shape ",
+                    t.sizes());
+        t.backward(gradient.value_or(Tensor()), retain_graph);
+      }),
+      bind("detach", [](T t) { return t.detach(); }),
+      bind("requires_grad_", [](Tensor t, c10::optional<bool> flag) {
+        return t.requires_grad_(flag.value_or(true));
+      }),
+      bind("retain_grad", [](Tensor t) {
+        t.retain_grad();
+        return t;
+      }),
+  };
+}
+
+void register_grad_mode_functions(lua_State* L, int table_index) {
+  table_index = table_index < 0 ? lua_gettop(L) + table_index + 1 : table_index;
+  lua_pushcfunction(L, no_grad);
+  lua_setfield(L, table_index, "no_grad");
+  lua_pushcfunction(L, enable_grad);
+  lua_setfield(L, table_index, "enable_grad");
+}
+
+}  // namespace accel::lua

@@ -1,0 +1,30 @@
+#include "bindings/error_log.h"
+
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+
+#include "engine/launch/error_file.h"
+
+namespace accel::lua {
+namespace {
+const char* error_file() { return std::getenv(kErrorFileVariable); }
+}  // namespace
+
+void log_cpp_backtrace(const std::string& text) {
+  if (const char* path = error_file()) append_error_record(path, "c++ backtrace", text);
+}
+
+void on_collective_failure(const std::string& text) {
+  const char* path = error_file();
+  if (!path) return;
+  append_error_record(path, kPeerLostRecord, text);
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+}
+
+bool log_fatal_error(const std::string& text) {
+  const char* path = error_file();
+  return path && append_error_record(path, kFatalRecord, text);
+}
+
+}  // namespace accel::lua

@@ -1,0 +1,329 @@
+// How C++ functions become Lua functions: argument conversion from the Lua
+// stack, pushing results back, and the one place where C++ exceptions turn
+// into Lua errors.
+//
+// A binding is a plain C++ function (or capture-less lambda); `bind(fn)`
+// reads its parameter types and generates the checks, so the op tables in
+// bindings/*_ops.cpp are declarative: one line per op, and no hand-written
+// lua_to* calls. Parameter types carry the conventions of the Lua API:
+// `Dim` is a 1-based dim (negative counts from the end), `Sizes` accepts a
+// table or trailing numbers, `Operand` accepts a tensor or a number.
+#pragma once
+
+extern "C" {
+#include <lauxlib.h>
+#include <lua.h>
+}
+
+#include <ATen/ATen.h>
+
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace accel::lua {
+
+// A bad argument: raised by conversions, reported like any other error.
+struct ArgError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// ---- tensor handles (bindings/tensor_handle.cpp) -------------------------
+void push_tensor(lua_State* L, at::Tensor t);
+// The tensor at `idx`, or nullptr when the value is not a tensor.
+at::Tensor* to_tensor(lua_State* L, int idx);
+const char* type_name_at(lua_State* L, int idx);
+
+// ---- parameter types with Lua API conventions ---------------------------
+struct Dim {  // 1-based, as the user wrote it; `value` is LibTorch's
+  int64_t value;
+};
+struct Position {  // a 1-based position (narrow start, t[i]); `value` is 0-based
+  int64_t value;
+};
+struct Sizes {  // {2, 3} or 2, 3 as the last arguments
+  std::vector<int64_t> value;
+};
+struct Dims {  // a table of 1-based dims, or trailing dims
+  std::vector<int64_t> value;
+};
+struct Operand {  // a tensor, or a number wrapped as PyTorch wraps scalars
+  at::Tensor value;
+};
+struct TensorList {  // a Lua array of tensors
+  std::vector<at::Tensor> value;
+};
+struct Options {  // an optional table of named options: {dtype=..., requires_grad=...}
+  int index = 0;  // stack index of the table, 0 when absent
+};
+
+// Parses "float32", "int64", ... (the values of accel.float32 etc.).
+at::ScalarType parse_dtype(const std::string& name);
+const char* dtype_name(at::ScalarType type);
+// Reads dtype and device from an options table.
+at::TensorOptions tensor_options(lua_State* L, const Options& opts,
+                                 at::TensorOptions base = at::TensorOptions());
+// Applies the table's requires_grad (ATen's factories ignore it in options).
+at::Tensor with_requires_grad(lua_State* L, const Options& opts, at::Tensor t);
+
+// Named fields of an options table, with defaults; a field of the wrong
+// type is an error naming it.
+double option_number(lua_State* L, const Options& opts, const char* name, double fallback);
+std::string option_string(lua_State* L, const Options& opts, const char* name,
+                          const std::string& fallback);
+bool option_present(lua_State* L, const Options& opts, const char* name);
+
+int64_t to_zero_based_dim(int64_t dim, const char* what);
+
+// ---- argument reading ----------------------------------------------------
+struct Cursor {
+  lua_State* L;
+  int index;  // next stack slot to read
+  int argument;  // 1-based argument number for messages
+};
+
+[[noreturn]] void throw_arg_error(const Cursor& c, const char* expected);
+
+template <class T, class = void>
+struct Arg;
+
+template <>
+struct Arg<at::Tensor> {
+  static at::Tensor get(Cursor& c) {
+    at::Tensor* t = to_tensor(c.L, c.index);
+    if (!t) throw_arg_error(c, "tensor");
+    ++c.index;
+    return *t;
+  }
+};
+template <>
+struct Arg<double> {
+  static double get(Cursor& c) {
+    if (lua_type(c.L, c.index) != LUA_TNUMBER) throw_arg_error(c, "number");
+    return lua_tonumber(c.L, c.index++);
+  }
+};
+template <>
+struct Arg<int64_t> {
+  static int64_t get(Cursor& c) {
+    if (lua_type(c.L, c.index) != LUA_TNUMBER) throw_arg_error(c, "integer");
+    double v = lua_tonumber(c.L, c.index);
+    if (v != static_cast<double>(static_cast<int64_t>(v))) throw_arg_error(c, "integer");
+    ++c.index;
+    return static_cast<int64_t>(v);
+  }
+};
+template <>
+struct Arg<bool> {
+  static bool get(Cursor& c) {
+    if (lua_type(c.L, c.index) != LUA_TBOOLEAN) throw_arg_error(c, "boolean");
+    return lua_toboolean(c.L, c.index++) != 0;
+  }
+};
+template <>
+struct Arg<std::string> {
+  static std::string get(Cursor& c) {
+    if (lua_type(c.L, c.index) != LUA_TSTRING) throw_arg_error(c, "string");
+    size_t len = 0;
+    const char* s = lua_tolstring(c.L, c.index++, &len);
+    return std::string(s, len);
+  }
+};
+template <>
+struct Arg<at::Scalar> {
+  static at::Scalar get(Cursor& c) {
+    int type = lua_type(c.L, c.index);
+    if (type == LUA_TBOOLEAN) return at::Scalar(lua_toboolean(c.L, c.index++) != 0);
+    if (type != LUA_TNUMBER) throw_arg_error(c, "number");
+    return at::Scalar(lua_tonumber(c.L, c.index++));
+  }
+};
+template <>
+struct Arg<at::ScalarType> {
+  static at::ScalarType get(Cursor& c) {
+    if (lua_type(c.L, c.index) != LUA_TSTRING) throw_arg_error(c, "dtype");
+    return parse_dtype(lua_tostring(c.L, c.index++));
+  }
+};
+template <>
+struct Arg<Dim> {
+  static Dim get(Cursor& c) {
+    int64_t d = Arg<int64_t>::get(c);
+    return Dim{to_zero_based_dim(d, "dim")};
+  }
+};
+template <>
+struct Arg<Position> {
+  static Position get(Cursor& c) {
+    int64_t p = Arg<int64_t>::get(c);
+    if (p == 0) throw ArgError("position 0 is invalid: positions are 1-based");
+    return Position{p > 0 ? p - 1 : p};
+  }
+};
+template <>
+struct Arg<Operand> {
+  static Operand get(Cursor& c);
+};
+template <>
+struct Arg<Sizes> {
+  static Sizes get(Cursor& c);
+};
+template <>
+struct Arg<Dims> {
+  static Dims get(Cursor& c);
+};
+template <>
+struct Arg<TensorList> {
+  static TensorList get(Cursor& c);
+};
+template <>
+struct Arg<Options> {
+  static Options get(Cursor& c) {
+    int type = lua_type(c.L, c.index);
+    if (type == LUA_TNONE || type == LUA_TNIL) return Options{0};
+    if (type != LUA_TTABLE) throw_arg_error(c, "options table");
+    return Options{c.index++};
+  }
+};
+// The receiver of a method on a userdata (argument 1), which the binding
+// reads itself; conversion just steps over it.
+struct Receiver {};
+template <>
+struct Arg<Receiver> {
+  static Receiver get(Cursor& c) {
+    ++c.index;
+    return {};
+  }
+};
+template <>
+struct Arg<lua_State*> {  // the state itself, for bindings that need it
+  static lua_State* get(Cursor& c) { return c.L; }
+};
+
+// An optional argument: nil or absent gives nullopt.
+template <class T>
+struct Arg<c10::optional<T>> {
+  static c10::optional<T> get(Cursor& c) {
+    if (lua_isnoneornil(c.L, c.index)) {
+      ++c.index;
+      return c10::nullopt;
+    }
+    return Arg<T>::get(c);
+  }
+};
+
+// ---- result pushing ------------------------------------------------------
+// Returned by bindings that push their results themselves.
+struct Pushed {
+  int count;
+};
+inline int push(lua_State*, Pushed p) { return p.count; }
+inline int push(lua_State* L, at::Tensor t) {
+  push_tensor(L, std::move(t));
+  return 1;
+}
+inline int push(lua_State* L, double v) {
+  lua_pushnumber(L, v);
+  return 1;
+}
+inline int push(lua_State* L, int64_t v) {
+  lua_pushnumber(L, static_cast<lua_Number>(v));
+  return 1;
+}
+inline int push(lua_State* L, bool v) {
+  lua_pushboolean(L, v);
+  return 1;
+}
+inline int push(lua_State* L, const std::string& v) {
+  lua_pushlstring(L, v.data(), v.size());
+  return 1;
+}
+int push(lua_State* L, const std::vector<at::Tensor>& list);
+int push(lua_State* L, const std::vector<int64_t>& list);
+template <class... Ts>
+int push(lua_State* L, std::tuple<Ts...> values) {
+  return std::apply([L](auto&&... v) { return (push(L, std::move(v)) + ...); },
+                    std::move(values));
+}
+
+// ---- the error boundary --------------------------------------------------
+// Runs `body`; a C++ exception becomes a Lua error "file:line: name: message"
+// raised after the catch block has ended. LibTorch's C++ backtrace goes to
+// the rank's error file, never into the Lua message.
+// Pushes "file:line: " of the innermost caller outside the accel Lua library,
+// so errors point at the recipe line rather than at library internals.
+void push_caller_location(lua_State* L);
+void set_library_source_prefix(const std::string& lua_dir);
+
+// Pushes the Lua error value for a failed call of `name`.
+void push_error(lua_State* L, const char* name, const std::string& message);
+std::string describe_exception(const std::exception& e);
+
+template <class Body>
+int protect(lua_State* L, const char* name, Body&& body) {
+  {
+    std::string message;
+    try {
+      return body();
+    } catch (const std::exception& e) {
+      message = describe_exception(e);
+    }
+    push_error(L, name, message);
+  }  // no C++ object may be alive when lua_error unwinds
+  return lua_error(L);
+}
+
+// ---- binding generation ----------------------------------------------------
+template <class R, class... Args>
+struct Binder {
+  using Fn = R (*)(Args...);
+
+  static int call(lua_State* L) {
+    auto fn = reinterpret_cast<Fn>(lua_touserdata(L, lua_upvalueindex(1)));
+    const char* name = lua_tostring(L, lua_upvalueindex(2));
+    return protect(L, name, [&]() -> int {
+      Cursor c{L, 1, 1};
+      // Braced initialisation evaluates the arguments left to right.
+      std::tuple<std::decay_t<Args>...> args{read<std::decay_t<Args>>(c)...};
+      if constexpr (std::is_void_v<R>) {
+        std::apply(fn, std::move(args));
+        return 0;
+      } else {
+        return push(L, std::apply(fn, std::move(args)));
+      }
+    });
+  }
+
+  template <class T>
+  static T read(Cursor& c) {
+    T value = Arg<T>::get(c);
+    ++c.argument;
+    return value;
+  }
+};
+
+struct Binding {
+  const char* name;
+  lua_CFunction trampoline;
+  void* function;
+};
+
+template <class R, class... Args>
+Binding bind(const char* name, R (*fn)(Args...)) {
+  return Binding{name, &Binder<R, Args...>::call, reinterpret_cast<void*>(fn)};
+}
+// Capture-less lambdas decay to function pointers.
+template <class Lambda>
+Binding bind(const char* name, Lambda lambda) {
+  return bind(name, +lambda);
+}
+
+// Sets table[name] = the bound function for each binding; table at
+// `table_index`. Errors name the function as `prefix .. name`.
+void register_bindings(lua_State* L, int table_index, const char* prefix,
+                       const std::vector<Binding>& bindings);
+
+}  // namespace accel::lua

@@ -1,0 +1,32 @@
+// The declarative tables of bound functions, one per area; luaopen_accel_core
+// installs them. Each entry is a name and a plain C++ function whose
+// parameter types define the argument checks (see lua_support.h).
+#pragma once
+#include <vector>
+
+#include "bindings/lua_support.h"
+
+namespace accel::lua {
+
+// Functions that are also tensor methods (`accel.sum(t)` and `t:sum()`);
+// entries named "__..." become metamethods.
+std::vector<Binding> tensor_math_bindings();
+std::vector<Binding> tensor_shape_bindings();
+std::vector<Binding> tensor_conversion_bindings();
+std::vector<Binding> autograd_method_bindings();
+
+// Module functions only.
+std::vector<Binding> tensor_creation_bindings();
+std::vector<Binding> nn_functional_bindings();
+std::vector<Binding> runtime_bindings();
+std::vector<Binding> optim_bindings();
+std::vector<Binding> data_bindings();
+
+// The metatable optimizer values share; made once when the module opens.
+void open_optimizer_metatable(lua_State* L);
+
+// no_grad(fn) and enable_grad(fn) call back into Lua, so they are written
+// by hand rather than bound.
+void register_grad_mode_functions(lua_State* L, int table_index);
+
+}  // namespace accel::lua

@@ -1,0 +1,25 @@
+// Process-level switches: seeding, threads, and the tensor accounting that
+// tests read to prove memory is released.
+#include <ATen/Parallel.h>
+
+#include "bindings/op_tables.h"
+#include "bindings/tensor_handle.h"
+
+namespace accel::lua {
+
+std::vector<Binding> runtime_bindings() {
+  return {
+      bind("manual_seed", [](int64_t seed) { at::manual_seed(static_cast<uint64_t>(seed)); }),
+      bind("set_num_threads", [](int64_t n) {
+        TORCH_CHECK(n >= 1, "set_num_threads: need at least 1 thread, got ", n);
+        at::set_num_threads(static_cast<int>(n));
+      }),
+      bind("get_num_threads", []() { return static_cast<int64_t>(at::get_num_threads()); }),
+      bind("is_grad_enabled", []() { return at::GradMode::is_enabled(); }),
+      bind("live_tensors", []() { return tensor_stats().live_handles; }),
+      bind("tensor_bytes", []() { return tensor_stats().live_bytes; }),
+      bind("tensor_collections", []() { return tensor_stats().collections; }),
+  };
+}
+
+}  // namespace accel::lua

@@ -1,0 +1,153 @@
+// Functions that make new tensors. Random ones draw from LibTorch's default
+// generator, which accel.set_seed seeds.
+#include "bindings/op_tables.h"
+
+namespace accel::lua {
+namespace {
+
+using T = const at::Tensor&;
+using at::Tensor;
+
+// Shape of a nested Lua table of numbers; errors name the offending path.
+void infer_shape(lua_State* L, int idx, std::vector<int64_t>& sizes, size_t depth,
+                 const std::string& path) {
+  size_t n = lua_objlen(L, idx);
+  if (depth == sizes.size()) {
+    sizes.push_back(static_cast<int64_t>(n));
+  } else {
+    TORCH_CHECK(static_cast<int64_t>(n) == sizes[depth], "accel.tensor: ragged table: ", path,
+                " has ", n, " elements, expected ", sizes[depth]);
+  }
+  if (n == 0) return;
+  lua_rawgeti(L, idx, 1);
+  bool nested = lua_type(L, -1) == LUA_TTABLE;
+  lua_pop(L, 1);
+  if (!nested) return;
+  for (size_t i = 1; i <= n; ++i) {
+    lua_rawgeti(L, idx, static_cast<int>(i));
+    TORCH_CHECK(lua_type(L, -1) == LUA_TTABLE, "accel.tensor: ", path, "[", i,
+                "] is not a table like its siblings");
+    infer_shape(L, lua_gettop(L), sizes, depth + 1, path + "[" + std::to_string(i) + "]");
+    lua_pop(L, 1);
+  }
+}
+
+// Flattens the leaves; reports whether all are integral (then int64, as
+// PyTorch infers from Python ints) or booleans.
+void flatten_leaves(lua_State* L, int idx, std::vector<double>& out, bool& integral, bool& boolean) {
+  size_t n = lua_objlen(L, idx);
+  for (size_t i = 1; i <= n; ++i) {
+    lua_rawgeti(L, idx, static_cast<int>(i));
+    int type = lua_type(L, -1);
+    if (type == LUA_TTABLE) {
+      flatten_leaves(L, lua_gettop(L), out, integral, boolean);
+    } else if (type == LUA_TNUMBER) {
+      double v = lua_tonumber(L, -1);
+      integral = integral && v == static_cast<double>(static_cast<int64_t>(v));
+      boolean = false;
+      out.push_back(v);
+    } else if (type == LUA_TBOOLEAN) {
+      out.push_back(lua_toboolean(L, -1) ? 1.0 : 0.0);
+      integral = false;
+    } else {
+      lua_pop(L, 1);
+      TORCH_CHECK(false, "accel.tensor: element ", out.size() + 1, " is a ",
+                  lua_typename(L, type), ", expected a number or boolean");
+    }
+    lua_pop(L, 1);
+  }
+}
+
+Tensor from_lua(lua_State* L, Options opts) {
+  int idx = 1;
+  if (lua_type(L, idx) == LUA_TNUMBER || lua_type(L, idx) == LUA_TBOOLEAN) {
+    Cursor c{L, idx, 1};
+    at::Scalar s = Arg<at::Scalar>::get(c);
+    at::TensorOptions base =
+        s.isBoolean() ? at::TensorOptions(at::kBool)
+                      : (s.toDouble() == static_cast<double>(s.toLong()) ? at::TensorOptions(at::kLong)
+                                                                        : at::TensorOptions(at::kFloat));
+    return with_requires_grad(L, opts, at::scalar_tensor(s, tensor_options(L, opts, base)));
+  }
+  TORCH_CHECK(lua_type(L, idx) == LUA_TTABLE, "accel.tensor: expected a table or a number, got ",
+              type_name_at(L, idx));
+  std::vector<int64_t> sizes;
+  infer_shape(L, idx, sizes, 0, "table");
+  std::vector<double> values;
+  bool integral = true, boolean = true;
+  flatten_leaves(L, idx, values, integral, boolean);
+  int64_t expected = 1;
+  for (int64_t s : sizes) expected *= s;
+  TORCH_CHECK(static_cast<int64_t>(values.size()) == expected,
+              "accel.tensor: ragged table: found ", values.size(), " numbers for shape ", sizes);
+  at::ScalarType inferred = values.empty() ? at::kFloat
+                            : boolean      ? at::kBool
+                            : integral     ? at::kLong
+                                           : at::kFloat;
+  Tensor doubles = at::from_blob(values.data(), sizes, at::kDouble);
+  return with_requires_grad(
+      L, opts, doubles.to(tensor_options(L, opts, at::TensorOptions(inferred)), false, true));
+}
+
+at::TensorOptions float_default(lua_State* L, const Options& opts) {
+  return tensor_options(L, opts, at::TensorOptions(at::kFloat));
+}
+
+}  // namespace
+
+std::vector<Binding> tensor_creation_bindings() {
+  return {
+      bind("tensor", [](lua_State* L) {
+        // The data is argument 1 whatever it is; options, if any, follow it.
+        Cursor c{L, 2, 2};
+        return from_lua(L, Arg<Options>::get(c));
+      }),
+      bind("zeros", [](lua_State* L, Sizes s, Options o) {
+        return with_requires_grad(L, o, at::zeros(s.value, float_default(L, o)));
+      }),
+      bind("ones", [](lua_State* L, Sizes s, Options o) {
+        return with_requires_grad(L, o, at::ones(s.value, float_default(L, o)));
+      }),
+      bind("empty", [](lua_State* L, Sizes s, Options o) {
+        return with_requires_grad(L, o, at::empty(s.value, float_default(L, o)));
+      }),
+      bind("randn", [](lua_State* L, Sizes s, Options o) {
+        return with_requires_grad(L, o, at::randn(s.value, float_default(L, o)));
+      }),
+      bind("rand", [](lua_State* L, Sizes s, Options o) {
+        return with_requires_grad(L, o, at::rand(s.value, float_default(L, o)));
+      }),
+      bind("full", [](lua_State* L, Sizes s, at::Scalar v, Options o) {
+        return with_requires_grad(L, o, at::full(s.value, v, float_default(L, o)));
+      }),
+      // randint(low, high, sizes): low inclusive, high exclusive, as in PyTorch.
+      bind("randint", [](lua_State* L, int64_t low, int64_t high, Sizes s, Options o) {
+        return at::randint(low, high, s.value, tensor_options(L, o, at::TensorOptions(at::kLong)));
+      }),
+      // A random permutation of 1..n (an index tensor, so 1-based).
+      bind("randperm", [](lua_State* L, int64_t n, Options o) {
+        return at::randperm(n, tensor_options(L, o, at::TensorOptions(at::kLong))).add_(1);
+      }),
+      // arange(end) or arange(start, end[, step]); the end is excluded.
+      bind("arange", [](lua_State* L, double a, c10::optional<double> b, c10::optional<double> step,
+                        Options o) {
+        bool integral = a == static_cast<int64_t>(a) && (!b || *b == static_cast<int64_t>(*b)) &&
+                        (!step || *step == static_cast<int64_t>(*step));
+        auto options = tensor_options(L, o, at::TensorOptions(integral ? at::kLong : at::kFloat));
+        return b ? at::arange(a, *b, step.value_or(1.0), options) : at::arange(a, options);
+      }),
+      bind("linspace", [](lua_State* L, double a, double b, int64_t n, Options o) {
+        return with_requires_grad(L, o, at::linspace(a, b, n, float_default(L, o)));
+      }),
+      bind("eye", [](lua_State* L, int64_t n, c10::optional<int64_t> m, Options o) {
+        return at::eye(n, m.value_or(n), float_default(L, o));
+      }),
+      bind("zeros_like", [](T t) { return at::zeros_like(t); }),
+      bind("ones_like", [](T t) { return at::ones_like(t); }),
+      bind("randn_like", [](T t) { return at::randn_like(t); }),
+      bind("rand_like", [](T t) { return at::rand_like(t); }),
+      bind("full_like", [](T t, at::Scalar v) { return at::full_like(t, v); }),
+  };
+}
+
+}  // namespace accel::lua

@@ -1,0 +1,106 @@
+#include "bindings/tensor_handle.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <new>
+
+#include "bindings/lua_support.h"
+
+namespace accel::lua {
+namespace {
+
+struct TensorHandle {
+  at::Tensor tensor;
+  int64_t bytes;
+};
+
+// Process-wide like the allocator they describe: a worker has one Lua state.
+TensorStats g_stats;
+int64_t g_made_since_collection = 0;
+int64_t g_live_after_collection = 0;
+int g_metatable_ref = LUA_NOREF;
+
+constexpr int64_t kCollectionFloorBytes = 32 << 20;
+
+// A view counts its own extent, not its base's whole storage: indexing rows of
+// a large tensor in a loop must not look like allocating the tensor again.
+int64_t handle_bytes(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) return 0;
+  return std::min(static_cast<int64_t>(t.storage().nbytes()),
+                  t.numel() * static_cast<int64_t>(t.element_size()));
+}
+
+void pace_collector(lua_State* L, int64_t bytes) {
+  g_made_since_collection += bytes;
+  if (g_made_since_collection <= std::max(kCollectionFloorBytes, g_live_after_collection)) return;
+  g_made_since_collection = 0;
+  ++g_stats.collections;
+  lua_gc(L, LUA_GCCOLLECT, 0);
+  g_live_after_collection = g_stats.live_bytes;
+}
+
+int tensor_gc(lua_State* L) {
+  auto* handle = static_cast<TensorHandle*>(lua_touserdata(L, 1));
+  g_stats.live_handles -= 1;
+  g_stats.live_bytes -= handle->bytes;
+  handle->~TensorHandle();
+  return 0;
+}
+
+}  // namespace
+
+TensorStats tensor_stats() { return g_stats; }
+
+void push_tensor(lua_State* L, at::Tensor t) {
+  if (!t.defined()) {  // an absent result (no grad yet, no indices) is nil
+    lua_pushnil(L);
+    return;
+  }
+  int64_t bytes = handle_bytes(t);
+  void* memory = lua_newuserdata(L, sizeof(TensorHandle));
+  new (memory) TensorHandle{std::move(t), bytes};
+  lua_rawgeti(L, LUA_REGISTRYINDEX, g_metatable_ref);
+  lua_setmetatable(L, -2);
+  g_stats.live_handles += 1;
+  g_stats.live_bytes += bytes;
+  pace_collector(L, bytes);
+}
+
+at::Tensor* to_tensor(lua_State* L, int idx) {
+  void* memory = lua_touserdata(L, idx);
+  if (!memory || !lua_getmetatable(L, idx)) return nullptr;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, g_metatable_ref);
+  bool is_tensor = lua_rawequal(L, -1, -2);
+  lua_pop(L, 2);
+  return is_tensor ? &static_cast<TensorHandle*>(memory)->tensor : nullptr;
+}
+
+const char* type_name_at(lua_State* L, int idx) {
+  if (to_tensor(L, idx)) return "tensor";
+  return lua_typename(L, lua_type(L, idx));
+}
+
+void open_tensor_metatable(lua_State* L, int methods_index) {
+  methods_index = methods_index < 0 ? lua_gettop(L) + methods_index + 1 : methods_index;
+  lua_newtable(L);
+  lua_pushcfunction(L, tensor_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pushliteral(L, "tensor");
+  lua_setfield(L, -2, "__name");
+  // Metamethods (__index, __add, __tostring, ...) are bindings like any op:
+  // the method table carries them and they are copied here.
+  lua_pushnil(L);
+  while (lua_next(L, methods_index) != 0) {
+    if (lua_type(L, -2) == LUA_TSTRING && std::string(lua_tostring(L, -2)).rfind("__", 0) == 0) {
+      lua_pushvalue(L, -2);
+      lua_insert(L, -2);
+      lua_rawset(L, -4);
+    } else {
+      lua_pop(L, 1);
+    }
+  }
+  g_metatable_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+}  // namespace accel::lua

@@ -1,0 +1,148 @@
+// A worker: one rank of a run. Embeds LuaJIT, opens the accel module and
+// runs the recipe; a Lua error ends the worker with its message and
+// traceback in the rank's error file, for the launcher's report.
+#include <ATen/Parallel.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+extern "C" {
+#include <lauxlib.h>
+#include <lua.h>
+#include <lualib.h>
+}
+
+#include "bindings/accel_core.h"
+#include "bindings/error_log.h"
+#include "bindings/lua_support.h"
+#include "engine/communicator.h"
+#include "engine/launch/launch_options.h"
+
+namespace accel::lua {
+namespace {
+
+std::string lua_directory() {
+  if (const char* dir = std::getenv("ACCEL_LUA_PATH")) return dir;
+  return ACCEL_LUA_DIR;
+}
+
+int threads_for_this_rank(const LaunchOptions& options) {
+  if (const char* threads = std::getenv("ACCEL_THREADS")) {
+    int n = std::atoi(threads);
+    if (n > 0) return n;
+  }
+  return options.threads;
+}
+
+int open_core(lua_State* L) {
+  auto* options = static_cast<CommunicatorOptions*>(lua_touserdata(L, lua_upvalueindex(1)));
+  return protect(L, "require 'accel.core'", [&] { return open_accel_core(L, *options); });
+}
+
+void set_package_path(lua_State* L, const std::string& dir) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "path");
+  std::string path = dir + "/?.lua;" + dir + "/?/init.lua;" + lua_tostring(L, -1);
+  lua_pop(L, 1);
+  lua_pushstring(L, path.c_str());
+  lua_setfield(L, -2, "path");
+  lua_pop(L, 1);
+}
+
+void preload_core(lua_State* L, CommunicatorOptions* options) {
+  lua_getglobal(L, "package");
+  lua_getfield(L, -1, "preload");
+  lua_pushlightuserdata(L, options);
+  lua_pushcclosure(L, open_core, 1);
+  lua_setfield(L, -2, "accel.core");
+  lua_pop(L, 2);
+}
+
+// arg[0] is the recipe, arg[1..] its own arguments, as the lua command does.
+void set_arg_table(lua_State* L, const LaunchOptions& options) {
+  lua_createtable(L, static_cast<int>(options.recipe_args.size()), 1);
+  lua_pushstring(L, options.recipe.c_str());
+  lua_rawseti(L, -2, 0);
+  for (size_t i = 0; i < options.recipe_args.size(); ++i) {
+    lua_pushstring(L, options.recipe_args[i].c_str());
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  lua_setglobal(L, "arg");
+}
+
+int traceback(lua_State* L) {
+  if (!lua_isstring(L, 1)) {  // error(non-string): describe it rather than lose it
+    lua_getglobal(L, "tostring");
+    lua_pushvalue(L, 1);
+    lua_call(L, 1, 1);
+    lua_replace(L, 1);
+  }
+  lua_getglobal(L, "debug");
+  lua_getfield(L, -1, "traceback");
+  lua_pushvalue(L, 1);
+  lua_pushinteger(L, 2);
+  lua_call(L, 2, 1);
+  return 1;
+}
+
+// Loads accel (as the global `accel` too) and runs the recipe. On failure
+// the error with its traceback is on the stack.
+bool run_recipe(lua_State* L, const std::string& recipe) {
+  lua_pushcfunction(L, traceback);
+  int handler = lua_gettop(L);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "accel");
+  if (lua_pcall(L, 1, 1, handler) != 0) return false;
+  lua_setglobal(L, "accel");
+  if (luaL_loadfile(L, recipe.c_str()) != 0) return false;  // message names file and line
+  if (lua_pcall(L, 0, 0, handler) != 0) return false;
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "accel.core");
+  if (lua_pcall(L, 1, 1, handler) != 0) return false;
+  lua_getfield(L, -1, "dist");
+  lua_getfield(L, -1, "finish");
+  return lua_pcall(L, 0, 0, handler) == 0;
+}
+
+void report_fatal(const std::string& text) {
+  if (!log_fatal_error(text)) std::fprintf(stderr, "%s\n", text.c_str());
+}
+
+}  // namespace
+}  // namespace accel::lua
+
+extern "C" int accel_worker_main(int argc, char** argv) {
+  using namespace accel;
+  // Lines reach the launcher as they are printed, and none is lost when
+  // the worker is stopped.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  LaunchOptions options;
+  try {
+    options = parse_launch_options(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const LaunchOptionsError& e) {
+    lua::report_fatal(std::string("accel-run: ") + e.what());
+    return 2;
+  }
+  at::set_num_threads(lua::threads_for_this_rank(options));
+
+  CommunicatorOptions comm_options;
+  comm_options.backend = options.backend;
+
+  lua_State* L = luaL_newstate();
+  luaL_openlibs(L);
+  std::string lua_dir = lua::lua_directory();
+  lua::set_library_source_prefix(lua_dir);
+  lua::set_package_path(L, lua_dir);
+  lua::preload_core(L, &comm_options);
+  lua::set_arg_table(L, options);
+  if (!lua::run_recipe(L, options.recipe)) {
+    lua::report_fatal(lua_tostring(L, -1));
+    std::fflush(nullptr);
+    // No teardown: peers may be blocked on us, and exiting is what frees them.
+    std::_Exit(1);
+  }
+  lua_close(L);
+  return 0;
+}

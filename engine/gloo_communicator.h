@@ -1,0 +1,30 @@
+// Collectives over Gloo through LibTorch's c10d, joined by rendezvous on the
+// launcher's store (engine/store_client.h).
+#pragma once
+#include <memory>
+
+#include "engine/communicator.h"
+
+namespace accel {
+
+class GlooCommunicator final : public Communicator {
+ public:
+  // Blocks until every rank has joined or the timeout passes.
+  GlooCommunicator(const ProcessState& state, const CommunicatorOptions& options);
+  ~GlooCommunicator() override;
+
+  int rank() const override;
+  int size() const override;
+  std::string backend() const override { return "gloo"; }
+  void all_reduce(at::Tensor& t, ReduceOp op) override;
+  std::unique_ptr<PendingOp> all_reduce_async(at::Tensor& t, ReduceOp op) override;
+  void broadcast(at::Tensor& t, int root) override;
+  std::vector<at::Tensor> all_gather(const at::Tensor& t) override;
+  void barrier() override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace accel

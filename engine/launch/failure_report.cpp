@@ -1,0 +1,108 @@
+#include "engine/launch/failure_report.h"
+
+#include <csignal>
+#include <sstream>
+#include <tuple>
+
+namespace accel {
+namespace {
+
+bool failed_on_its_own(const RankExit& exit, const std::optional<StopCause>& stop) {
+  if (!exit.reaped) return false;  // only a rank being stopped is left unreaped
+  return exit.failed() && (!stop || exit.failure_ns() < stop->time_ns);
+}
+
+// Whether `a` is more to blame than `b`, both having failed on their own.
+bool blamed_before(const RankExit& a, const RankExit& b) {
+  return std::make_tuple(a.lost_peer, a.failure_ns(), a.rank) <
+         std::make_tuple(b.lost_peer, b.failure_ns(), b.rank);
+}
+
+std::string how_it_ended(const RankExit& exit) {
+  if (exit.signal == 0) return "failed with exit code " + std::to_string(exit.exit_code);
+  std::string text = "was killed by signal " + std::to_string(exit.signal) + " (" +
+                     signal_name(exit.signal);
+  // The kernel's out-of-memory killer sends SIGKILL; nothing else here does
+  // unprompted, and the launcher cannot read the kernel log to be sure.
+  if (exit.signal == SIGKILL) text += ", out of memory?";
+  return text + ")";
+}
+
+void indent(std::ostringstream& out, const std::string& text) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) out << "  " << line << '\n';
+}
+
+}  // namespace
+
+std::string signal_name(int signal) {
+  struct Name {
+    int number;
+    const char* name;
+  };
+  static constexpr Name kNames[] = {
+      {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"}, {SIGILL, "SIGILL"},
+      {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},
+      {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+      {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"}, {SIGXCPU, "SIGXCPU"},
+      {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},
+  };
+  for (const Name& entry : kNames) {
+    if (entry.number == signal) return entry.name;
+  }
+  return "signal " + std::to_string(signal);
+}
+
+Verdict judge(const std::vector<RankExit>& exits, const std::optional<StopCause>& stop) {
+  Verdict verdict;
+  verdict.fates.resize(exits.size(), Fate::succeeded);
+  for (size_t i = 0; i < exits.size(); ++i) {
+    const RankExit& exit = exits[i];
+    if (failed_on_its_own(exit, stop)) {
+      verdict.fates[i] = Fate::failed_too;
+      if (!verdict.culprit || blamed_before(exit, exits[*verdict.culprit])) verdict.culprit = i;
+    } else if (stop && (exit.failed() || exit.reaped_ns >= stop->time_ns)) {
+      verdict.fates[i] = Fate::stopped;
+    }
+  }
+  if (verdict.culprit) {
+    verdict.fates[*verdict.culprit] = Fate::culprit;
+    const RankExit& culprit = exits[*verdict.culprit];
+    verdict.exit_code = culprit.signal != 0 ? 128 + culprit.signal : culprit.exit_code;
+  } else if (stop && stop->signal != 0) {
+    verdict.exit_code = 128 + stop->signal;
+  }
+  return verdict;
+}
+
+std::string failure_report(const std::vector<RankExit>& exits, const Verdict& verdict,
+                           const std::optional<StopCause>& stop) {
+  std::ostringstream out;
+  std::string cause;
+  if (verdict.culprit) {
+    const RankExit& culprit = exits[*verdict.culprit];
+    out << "accel-run: rank " << culprit.rank << ' ' << how_it_ended(culprit) << " (pid "
+        << culprit.pid << ")\n";
+    if (culprit.fatal) indent(out, culprit.fatal->text);
+    cause = "after rank " + std::to_string(culprit.rank) + " failed";
+  } else if (stop && stop->signal != 0) {
+    out << "accel-run: interrupted by " << signal_name(stop->signal) << '\n';
+    cause = "on " + signal_name(stop->signal);
+  }
+  for (size_t i = 0; i < exits.size(); ++i) {
+    const RankExit& exit = exits[i];
+    std::string who = "accel-run: rank " + std::to_string(exit.rank);
+    if (!exit.reaped) {
+      out << who << " (pid " << exit.pid << ") did not exit after SIGKILL and was left behind\n";
+    } else if (verdict.fates[i] == Fate::failed_too) {
+      out << who << (exit.lost_peer ? " lost a peer and " : " also ") << how_it_ended(exit)
+          << " (pid " << exit.pid << "), " << cause << '\n';
+    } else if (verdict.fates[i] == Fate::stopped) {
+      out << who << " was stopped by the launcher " << cause
+          << (exit.signal == SIGKILL ? " (it needed SIGKILL)" : "") << '\n';
+    }
+  }
+  return out.str();
+}
+
+}  // namespace accel

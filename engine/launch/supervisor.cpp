@@ -1,0 +1,503 @@
+#include "engine/launch/supervisor.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <system_error>
+#include <utility>
+
+#include "engine/launch/error_file.h"
+#include "engine/launch/output_relay.h"
+
+namespace accel {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// How long a worker may survive SIGKILL (stuck in the kernel, say on a dead
+// network file system) before the launcher stops waiting for it.
+constexpr std::chrono::seconds kKillTimeout{10};
+
+int64_t realtime_ns() {
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+}
+
+[[noreturn]] void throw_errno(const std::string& what) {
+  throw std::system_error(errno, std::generic_category(), what);
+}
+
+// ---- signals reach the poll() loop through a self-pipe -------------------
+// A handler may run on any thread (the store server has its own), so it only
+// writes the signal number to a pipe that the loop watches.
+
+std::atomic<int> g_signal_pipe{-1};
+std::atomic<bool> g_supervising{false};
+
+void on_signal(int signal) {
+  int saved = errno;
+  auto byte = static_cast<unsigned char>(signal);
+  // Fails only when the pipe holds 64 KiB of unread signals, which are
+  // wake-ups enough.
+  [[maybe_unused]] ssize_t written = ::write(g_signal_pipe.load(), &byte, 1);
+  errno = saved;
+}
+
+class SignalPipe {
+ public:
+  SignalPipe() {
+    if (g_supervising.exchange(true)) {
+      throw std::logic_error("supervise() is already running in this process");
+    }
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+      g_supervising = false;
+      throw_errno("cannot create the launcher's signal pipe");
+    }
+    read_fd_ = fds[0];
+    write_fd_ = fds[1];
+    g_signal_pipe = write_fd_;
+
+    struct sigaction handle {};
+    handle.sa_handler = on_signal;
+    sigfillset(&handle.sa_mask);
+    handle.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    struct sigaction by_default {};
+    by_default.sa_handler = SIG_DFL;
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    for (size_t i = 0; i < kManaged.size(); ++i) {
+      int signal = kManaged[i];
+      ::sigaction(signal, nullptr, &saved_[i]);
+      for_child_[i] = saved_[i];  // a handler becomes the default at exec
+      if (signal == SIGCHLD) {
+        ::sigaction(signal, &handle, nullptr);
+        for_child_[i] = by_default;  // workers may wait for children of their own
+      } else if (signal == SIGPIPE) {
+        // A reader of the launcher's output going away must not kill the run.
+        ::sigaction(signal, &ignore, nullptr);
+      } else if (saved_[i].sa_handler != SIG_IGN) {
+        // A stop signal the launcher was started ignoring (nohup's SIGHUP, a
+        // shell's SIGINT for background jobs) stays ignored, in workers too.
+        ::sigaction(signal, &handle, nullptr);
+      }
+    }
+  }
+
+  ~SignalPipe() {
+    for (size_t i = 0; i < kManaged.size(); ++i) ::sigaction(kManaged[i], &saved_[i], nullptr);
+    g_signal_pipe = -1;
+    ::close(read_fd_);
+    ::close(write_fd_);
+    g_supervising = false;
+  }
+
+  SignalPipe(const SignalPipe&) = delete;
+  SignalPipe& operator=(const SignalPipe&) = delete;
+
+  int fd() const { return read_fd_; }
+
+  // The signals received since the last call, oldest first.
+  std::vector<int> drain() const {
+    std::vector<int> received;
+    unsigned char bytes[64];
+    ssize_t n;
+    while ((n = ::read(read_fd_, bytes, sizeof(bytes))) > 0 || (n < 0 && errno == EINTR)) {
+      received.insert(received.end(), bytes, bytes + std::max<ssize_t>(n, 0));
+    }
+    return received;
+  }
+
+  // For a forked child about to exec: the dispositions a worker starts with.
+  // Async-signal-safe.
+  void set_for_child() const noexcept {
+    for (size_t i = 0; i < kManaged.size(); ++i) ::sigaction(kManaged[i], &for_child_[i], nullptr);
+  }
+
+ private:
+  static constexpr std::array<int, 5> kManaged = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+
+  int read_fd_ = -1;
+  int write_fd_ = -1;
+  struct sigaction saved_[kManaged.size()] {};
+  struct sigaction for_child_[kManaged.size()] {};
+};
+
+// ---- the run directory, home of the error files --------------------------
+
+class RunDirectory {
+ public:
+  RunDirectory() {
+    const char* tmpdir = std::getenv("TMPDIR");
+    std::string base = tmpdir && *tmpdir ? tmpdir : "/tmp";
+    std::string path = base + "/accel-run-XXXXXX";
+    if (!::mkdtemp(path.data())) throw_errno("cannot create a run directory in " + base);
+    path_ = std::move(path);
+  }
+  ~RunDirectory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  RunDirectory(const RunDirectory&) = delete;
+  RunDirectory& operator=(const RunDirectory&) = delete;
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// ---- the child between fork and exec --------------------------------------
+// The launcher may have threads (the store server), so the child calls only
+// async-signal-safe functions: everything it needs is prepared before fork.
+
+struct ChildPlan {
+  const char* program;
+  char* const* argv;
+  char* const* envp;
+  int stdin_fd;
+  int stdout_fd;
+  int stderr_fd;
+  int status_fd;  // write end of the exec-status pipe: gets errno if exec fails
+  pid_t launcher;
+  const SignalPipe* signals;
+  const sigset_t* mask;  // the launcher's signal mask before fork blocked everything
+};
+
+// Makes `from` available as `to` in the exec'd program.
+bool move_fd(int from, int to) {
+  if (from == to) return ::fcntl(to, F_SETFD, 0) == 0;  // only clear close-on-exec
+  return ::dup2(from, to) == to;
+}
+
+[[noreturn]] void exec_worker(const ChildPlan& plan) noexcept {
+  // Die with the launcher, and make sure it did not die before this took effect.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != plan.launcher) ::_exit(1);
+  ::setpgid(0, 0);
+  if (move_fd(plan.stdin_fd, STDIN_FILENO) && move_fd(plan.stdout_fd, STDOUT_FILENO) &&
+      move_fd(plan.stderr_fd, STDERR_FILENO)) {
+    plan.signals->set_for_child();
+    ::pthread_sigmask(SIG_SETMASK, plan.mask, nullptr);
+    ::execve(plan.program, plan.argv, plan.envp);
+  }
+  int error = errno;
+  [[maybe_unused]] ssize_t written = ::write(plan.status_fd, &error, sizeof(error));
+  ::_exit(127);
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> result;
+  for (std::string& s : strings) result.push_back(s.data());
+  result.push_back(nullptr);
+  return result;
+}
+
+// A pipe whose ends close themselves; both ends are close-on-exec.
+struct Pipe {
+  int read = -1;
+  int write = -1;
+  Pipe() {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno("cannot create a pipe for a worker");
+    read = fds[0];
+    write = fds[1];
+  }
+  ~Pipe() {
+    for (int fd : {read, write}) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  Pipe(const Pipe&) = delete;
+  Pipe& operator=(const Pipe&) = delete;
+  int release_read() { return std::exchange(read, -1); }
+};
+
+// Sends `signal` to a worker's process group, which includes what it started.
+void signal_worker(pid_t pid, int signal) {
+  if (::kill(-pid, signal) != 0) ::kill(pid, signal);  // it left its group
+}
+
+// ---- one run ---------------------------------------------------------------
+
+struct Worker {
+  pid_t pid = -1;
+  bool running = false;
+  std::string error_file;
+  int status_fd = -1;  // read end of the exec-status pipe, until read
+  RankExit exit;
+};
+
+class Run {
+ public:
+  explicit Run(const SupervisorOptions& options) : options_(options) {
+    null_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (null_fd_ < 0) throw_errno("cannot open /dev/null");
+  }
+
+  // Workers still running here mean an exception cut the run short: they
+  // are killed and reaped, as far as the kill timeout allows.
+  ~Run() {
+    for (Worker& worker : workers_) {
+      if (worker.running) signal_worker(worker.pid, SIGKILL);
+    }
+    auto deadline = SteadyClock::now() + kKillTimeout;
+    for (Worker& worker : workers_) {
+      while (worker.running && SteadyClock::now() < deadline) {
+        pid_t done = ::waitpid(worker.pid, nullptr, WNOHANG);
+        worker.running = done == 0 || (done < 0 && errno == EINTR);
+        if (worker.running) ::usleep(10000);
+      }
+      if (worker.status_fd >= 0) ::close(worker.status_fd);
+    }
+    ::close(null_fd_);
+  }
+
+  Run(const Run&) = delete;
+  Run& operator=(const Run&) = delete;
+
+  SupervisorResult execute() {
+    std::vector<std::string> argv_strings = options_.command.argv;
+    std::vector<char*> argv = pointers(argv_strings);
+    workers_.reserve(static_cast<size_t>(options_.nproc));
+    relays_.reserve(2 * static_cast<size_t>(options_.nproc));
+    for (int rank = 0; rank < options_.nproc; ++rank) spawn(rank, argv.data());
+    collect_exec_failures();
+    watch();
+    for (OutputRelay& relay : relays_) relay.finish();
+
+    SupervisorResult result;
+    for (Worker& worker : workers_) result.exits.push_back(std::move(worker.exit));
+    result.stop = stop_;
+    result.verdict = judge(result.exits, stop_);
+    result.report = failure_report(result.exits, result.verdict, stop_);
+    result.exit_code = result.verdict.exit_code;
+    return result;
+  }
+
+ private:
+  std::vector<std::string> environment(int rank, const std::string& error_file) const {
+    const std::pair<std::string, std::string> launch[] = {
+        {"RANK", std::to_string(rank)},
+        {"LOCAL_RANK", std::to_string(rank)},
+        {"WORLD_SIZE", std::to_string(options_.nproc)},
+        {"LOCAL_WORLD_SIZE", std::to_string(options_.nproc)},
+        {"MASTER_ADDR", options_.master_addr},
+        {"MASTER_PORT", std::to_string(options_.master_port)},
+        {"ACCEL_ROLE", "worker"},
+        {"ACCEL_THREADS", std::to_string(options_.threads)},
+        {kErrorFileVariable, error_file},
+    };
+    std::vector<std::string> env;
+    for (const std::string& entry : options_.command.env) {
+      std::string_view name = std::string_view(entry).substr(0, entry.find('='));
+      bool overridden = std::any_of(std::begin(launch), std::end(launch),
+                                    [&](const auto& var) { return var.first == name; });
+      if (!overridden) env.push_back(entry);
+    }
+    for (const auto& [name, value] : launch) env.push_back(name + "=" + value);
+    return env;
+  }
+
+  void spawn(int rank, char* const* argv) {
+    Worker worker;
+    worker.exit.rank = rank;
+    worker.error_file = run_dir_.path() + "/rank-" + std::to_string(rank) + ".error";
+    std::vector<std::string> env = environment(rank, worker.error_file);
+    std::vector<char*> envp = pointers(env);
+
+    // Rank 0 owns the launcher's streams; the others are relayed with a prefix
+    // and read nothing (several readers of one stdin would split it at random).
+    std::optional<Pipe> out, err;
+    if (rank > 0) out.emplace(), err.emplace();
+    Pipe status;
+    ChildPlan plan{options_.command.program.c_str(),
+                   argv,
+                   envp.data(),
+                   rank == 0 ? STDIN_FILENO : null_fd_,
+                   out ? out->write : options_.stdout_fd,
+                   err ? err->write : options_.stderr_fd,
+                   status.write,
+                   ::getpid(),
+                   &signals_,
+                   nullptr};
+
+    // Block signals across fork so none runs the launcher's handler in the
+    // child before the child sets a worker's dispositions.
+    sigset_t all, previous;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, &previous);
+    plan.mask = &previous;
+    pid_t pid = ::fork();
+    if (pid == 0) exec_worker(plan);
+    int fork_error = errno;
+    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+    if (pid < 0) {
+      errno = fork_error;
+      throw_errno("cannot start rank " + std::to_string(rank));
+    }
+    // Also set here, so the group exists before the parent ever signals it.
+    ::setpgid(pid, pid);
+
+    worker.pid = pid;
+    worker.exit.pid = pid;
+    worker.running = true;
+    worker.status_fd = status.release_read();
+    workers_.push_back(std::move(worker));
+    if (rank > 0) {
+      std::string prefix = "[rank " + std::to_string(rank) + "] ";
+      relays_.emplace_back(out->release_read(), options_.stdout_fd, prefix);
+      relays_.emplace_back(err->release_read(), options_.stderr_fd, prefix);
+    }
+  }
+
+  // A child that could not exec wrote its errno before exiting 127; the
+  // reason goes to its error file, so it is reported like a worker's own error.
+  void collect_exec_failures() {
+    for (Worker& worker : workers_) {
+      int error = 0;
+      ssize_t n;
+      do {
+        n = ::read(worker.status_fd, &error, sizeof(error));
+      } while (n < 0 && errno == EINTR);
+      ::close(std::exchange(worker.status_fd, -1));
+      if (n == sizeof(error)) {
+        std::string text = "cannot execute " + options_.command.program + ": " + std::strerror(error);
+        append_error_record(worker.error_file.c_str(), kFatalRecord, text);
+      }
+    }
+  }
+
+  void watch() {
+    std::vector<pollfd> fds;
+    std::vector<OutputRelay*> polled;
+    while (std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; })) {
+      fds.assign(1, pollfd{signals_.fd(), POLLIN, 0});
+      polled.clear();
+      for (OutputRelay& relay : relays_) {
+        if (relay.fd() < 0) continue;
+        fds.push_back(pollfd{relay.fd(), POLLIN, 0});
+        polled.push_back(&relay);
+      }
+      if (::poll(fds.data(), fds.size(), timeout_ms()) < 0 && errno != EINTR) {
+        throw_errno("poll() in the launcher");
+      }
+      for (int signal : signals_.drain()) {
+        if (signal != SIGCHLD) on_stop_signal(signal);
+      }
+      for (size_t i = 0; i < polled.size(); ++i) {
+        if (fds[i + 1].revents != 0) polled[i]->pump();
+      }
+      reap();
+      enforce_deadlines();
+    }
+  }
+
+  int timeout_ms() const {
+    if (!stop_) return -1;  // nothing to time: workers run as long as they need
+    auto deadline = killed_ ? give_up_at_ : kill_at_;
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now());
+    return static_cast<int>(std::max<int64_t>(left.count(), 0));
+  }
+
+  void on_stop_signal(int signal) {
+    if (!stop_) {
+      begin_stop(signal, signal, 0);
+    } else {
+      kill_at_ = SteadyClock::now();  // asked twice: no more grace
+    }
+  }
+
+  // `after_ns` is the failure that caused the stop: the stop is stamped later
+  // even if the clock stepped back, so that failure stays the rank's own.
+  void begin_stop(int cause, int signal, int64_t after_ns) {
+    stop_ = StopCause{std::max(realtime_ns(), after_ns + 1), cause};
+    kill_at_ = SteadyClock::now() + options_.grace_period;
+    signal_running(signal);
+  }
+
+  void signal_running(int signal) {
+    for (Worker& worker : workers_) {
+      if (worker.running) signal_worker(worker.pid, signal);
+    }
+  }
+
+  void reap() {
+    for (Worker& worker : workers_) {
+      if (!worker.running) continue;
+      int status = 0;
+      pid_t done;
+      do {
+        done = ::waitpid(worker.pid, &status, WNOHANG);
+      } while (done < 0 && errno == EINTR);
+      if (done == 0) continue;
+      if (done < 0) throw_errno("waitpid() for rank " + std::to_string(worker.exit.rank));
+      worker.running = false;
+      RankExit& exit = worker.exit;
+      exit.reaped_ns = realtime_ns();
+      if (WIFSIGNALED(status)) {
+        exit.signal = WTERMSIG(status);
+      } else {
+        exit.exit_code = WEXITSTATUS(status);
+      }
+      if (exit.failed()) {
+        std::vector<ErrorRecord> records = read_error_records(worker.error_file);
+        exit.fatal = last_record(records, kFatalRecord);
+        exit.lost_peer = last_record(records, kPeerLostRecord).has_value();
+        if (!stop_) begin_stop(0, SIGTERM, exit.failure_ns());
+      }
+    }
+  }
+
+  void enforce_deadlines() {
+    if (!stop_) return;
+    auto now = SteadyClock::now();
+    if (!killed_ && now >= kill_at_) {
+      signal_running(SIGKILL);
+      killed_ = true;
+      give_up_at_ = now + kKillTimeout;
+    } else if (killed_ && now >= give_up_at_) {
+      for (Worker& worker : workers_) {
+        if (!worker.running) continue;
+        worker.running = false;
+        worker.exit.reaped = false;
+      }
+    }
+  }
+
+  const SupervisorOptions& options_;
+  SignalPipe signals_;
+  RunDirectory run_dir_;
+  int null_fd_ = -1;
+  std::vector<Worker> workers_;
+  std::vector<OutputRelay> relays_;
+  std::optional<StopCause> stop_;
+  SteadyClock::time_point kill_at_{};
+  SteadyClock::time_point give_up_at_{};
+  bool killed_ = false;
+};
+
+}  // namespace
+
+SupervisorResult supervise(const SupervisorOptions& options) {
+  if (options.nproc < 1) {
+    throw std::invalid_argument("supervise(): nproc is " + std::to_string(options.nproc) +
+                                ", must be at least 1");
+  }
+  return Run(options).execute();
+}
+
+}  // namespace accel

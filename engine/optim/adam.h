@@ -1,0 +1,45 @@
+// Adam and AdamW, as PyTorch 1.13's _single_tensor_adam / _single_tensor_adamw.
+#pragma once
+#include "engine/optim/optimizer.h"
+
+namespace accel::optim {
+
+// Options (PyTorch's names and defaults; PyTorch's `betas` pair is beta1, beta2):
+//   lr            1e-3, >= 0
+//   beta1, beta2  0.9, 0.999, each in [0, 1)
+//   eps           1e-8, >= 0
+//   weight_decay  0 (Adam: L2 penalty added to the gradient), >= 0
+//   amsgrad       flag, 0; normalise by the running maximum of exp_avg_sq
+//   maximize      flag, 0; ascend instead of descend
+// State per parameter: step (0-dim float32 counter, as PyTorch keeps it), exp_avg,
+// exp_avg_sq, and max_exp_avg_sq when amsgrad is on. Turning amsgrad on for a group
+// that already has state starts its max_exp_avg_sq at zero.
+// Complex parameters are rejected.
+class Adam : public Optimizer {
+ public:
+  explicit Adam(std::vector<at::Tensor> params, const OptionMap& options = {});
+  // Per-group options override `options`, which override the defaults above.
+  explicit Adam(std::vector<ParamGroup> groups, const OptionMap& options = {});
+
+ protected:
+  // decoupled: AdamW's weight decay, applied to the parameter (param *= 1 - lr * wd)
+  // before the Adam update instead of being added to the gradient.
+  Adam(std::string name, bool decoupled, double default_weight_decay,
+       std::vector<ParamGroup> groups, const OptionMap& options);
+
+  void step_group(const ParamGroup& group, std::vector<ParamState>& states) override;
+  void check_options(const OptionMap& options) const override;
+  std::vector<std::size_t> required_slots(const OptionMap& options) const override;
+
+ private:
+  bool decoupled_;
+};
+
+// Adam with decoupled weight decay; same options, but weight_decay defaults to 1e-2.
+class AdamW : public Adam {
+ public:
+  explicit AdamW(std::vector<at::Tensor> params, const OptionMap& options = {});
+  explicit AdamW(std::vector<ParamGroup> groups, const OptionMap& options = {});
+};
+
+}  // namespace accel::optim

@@ -1,0 +1,141 @@
+// Base class of the engine's optimizers: parameter groups with hyper-parameters
+// addressed by name, per-parameter state, and a flat state dict.
+//
+// The math of every optimizer follows PyTorch 1.13's single-tensor ("foreach=False")
+// implementations exactly, so a run here and the same run in PyTorch produce the
+// same parameters.
+#pragma once
+#include <ATen/ATen.h>
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace accel::optim {
+
+// Hyper-parameters by name. Flags (nesterov, amsgrad, maximize) are stored as 0 or 1
+// so that every option has one type: a scheduler or a checkpoint treats them alike.
+using OptionMap = std::map<std::string, double>;
+
+// A flat, ordered state dict: stable string keys to tensors, ready to be written as
+// safetensors. Keys:
+//   state.<i>.<slot>          per-parameter state (for example state.0.exp_avg),
+//                             i counting parameters across groups in group order;
+//                             absent for parameters never stepped. state.<i>.step
+//                             is a 0-dim float32 tensor, as in PyTorch
+//   param_groups.<g>.params   int64 1-D: the indices i of group g's parameters
+//   param_groups.<g>.<option> 0-dim double: every hyper-parameter of group g
+using StateDict = std::vector<std::pair<std::string, at::Tensor>>;
+
+enum class OptionKind { Real, Flag };
+
+// One hyper-parameter an optimizer accepts. An option without a default must be
+// given when the optimizer is made (SGD's lr, as in PyTorch).
+struct OptionSpec {
+  std::string name;
+  std::optional<double> default_value;
+  OptionKind kind = OptionKind::Real;
+};
+
+// Parameters optimized with the same hyper-parameters. When passed to a constructor
+// or to add_param_group, `options` holds only overrides of the optimizer's defaults;
+// once added, it holds every option.
+struct ParamGroup {
+  std::vector<at::Tensor> params;
+  OptionMap options;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  // One update of every parameter that has a gradient; parameters whose grad is
+  // undefined are skipped and get no state. Runs with autograd disabled.
+  void step();
+
+  // set_to_none releases each gradient (its memory returns to the allocator and the
+  // next backward allocates a fresh one); otherwise gradients are detached and
+  // zeroed in place.
+  void zero_grad(bool set_to_none = true);
+
+  // Appends a group. Every parameter must be a defined leaf tensor that no group
+  // holds yet; options not given take the optimizer's defaults.
+  void add_param_group(ParamGroup group);
+
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  const std::string& name() const { return name_; }
+  const std::vector<OptionSpec>& option_specs() const { return specs_; }
+  const OptionMap& defaults() const { return defaults_; }
+  // Names of the per-parameter state tensors, as they appear in state dict keys.
+  const std::vector<std::string>& state_slots() const { return slots_; }
+
+  // Hyper-parameters of one group, by name. Unknown names, a group index out of
+  // range and invalid values (a negative lr, a flag other than 0 or 1) are errors
+  // that name the option and the optimizer.
+  double option(std::size_t group, const std::string& option_name) const;
+  void set_option(std::size_t group, const std::string& option_name, double value);
+
+  // The state tensors in the result alias the live state (as PyTorch's do): clone
+  // them to keep a snapshot while training goes on.
+  StateDict state_dict() const;
+
+  // Replaces every group's hyper-parameters and all per-parameter state; state is
+  // copied (cast to each parameter's dtype and device), never aliased. Fails, leaving
+  // the optimizer untouched, on a missing or unexpected key or a shape mismatch, with
+  // a message naming the key.
+  void load_state_dict(const StateDict& state_dict);
+
+ protected:
+  // One state tensor per entry of `slots`, undefined until first needed. A slot
+  // named "step" is the step counter: a 0-dim float32 CPU tensor (PyTorch keeps it
+  // so, and float32 counting is part of the math), never cast to the parameter's
+  // dtype or device.
+  using ParamState = std::vector<at::Tensor>;
+
+  // `defaults` overrides the specs' defaults. Subclasses must call check_options on
+  // defaults() and add their groups in their own constructor, where the virtual
+  // functions below already dispatch to them.
+  Optimizer(std::string name, std::vector<OptionSpec> specs, std::vector<std::string> slots,
+            const OptionMap& defaults);
+
+  // Adds the groups of a subclass constructor; groups holding no parameter at all
+  // are an error (PyTorch's "empty parameter list").
+  void add_initial_groups(std::vector<ParamGroup> groups);
+
+  // Updates every parameter of `group` that has a gradient; states[j] is the state of
+  // group.params[j].
+  virtual void step_group(const ParamGroup& group, std::vector<ParamState>& states) = 0;
+
+  // Throws, naming the option, when a complete option set is invalid (bounds and
+  // constraints between options).
+  virtual void check_options(const OptionMap& options) const = 0;
+
+  // The slots a parameter in a group with these options holds once stepped; a
+  // loaded state dict must give all of them or none.
+  virtual std::vector<std::size_t> required_slots(const OptionMap& options) const = 0;
+
+  // Reads an option that add_param_group guarantees is present.
+  static double get(const OptionMap& options, const char* option_name);
+
+ private:
+  std::string name_;
+  std::vector<OptionSpec> specs_;
+  std::vector<std::string> slots_;
+  OptionMap defaults_;
+  std::vector<ParamGroup> groups_;
+  std::vector<std::vector<ParamState>> states_;  // [group][parameter]
+
+  const OptionSpec& spec(const std::string& option_name) const;
+  std::vector<std::string> option_names() const;
+  // Checks what the spec alone says (flags are 0 or 1); `what` names the value in
+  // the error ("option 'lr'", "'param_groups.0.lr'").
+  void check_value(const OptionSpec& spec, double value, const std::string& what) const;
+  std::size_t num_params() const;
+};
+
+}  // namespace accel::optim

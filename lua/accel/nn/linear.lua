@@ -1,0 +1,27 @@
+-- y = x W^T + b, initialised as PyTorch does: U(-1/sqrt(in), 1/sqrt(in)).
+local core = require("accel.core")
+local Module = require("accel.nn.module")
+
+local Linear = Module:extend("Linear")
+
+function Linear:init(in_features, out_features, bias)
+  assert(type(in_features) == "number" and type(out_features) == "number",
+         "nn.Linear(in_features, out_features[, bias])")
+  self.in_features, self.out_features = in_features, out_features
+  local bound = 1 / math.sqrt(in_features)
+  self.weight = (core.rand(out_features, in_features) * (2 * bound) - bound):requires_grad_()
+  if bias ~= false then
+    self.bias = (core.rand(out_features) * (2 * bound) - bound):requires_grad_()
+  end
+end
+
+function Linear:forward(x)
+  return core.functional.linear(x, self.weight, self.bias)
+end
+
+function Linear:__tostring()
+  return string.format("Linear(%d -> %d%s)", self.in_features, self.out_features,
+                       self.bias and "" or ", no bias")
+end
+
+return Linear

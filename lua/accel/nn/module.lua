@@ -1,0 +1,248 @@
+-- The Module class: every layer, and every model a recipe defines with
+--   local Block = nn.Module:extend("Block")
+--   function Block:init(dim) self.fc = nn.Linear(dim, dim) end
+--   function Block:forward(x) return self.fc(x):relu() end
+-- Fields holding modules or parameters (leaf tensors that require grad) are
+-- registered in assignment order; buffers are registered explicitly.
+local core = require("accel.core")
+
+local Module = { __name = "Module" }
+
+local function is_module(v)
+  return type(v) == "table" and getmetatable(v) ~= nil and rawget(v, "_fields") ~= nil
+end
+Module.is_module = is_module
+
+local function is_parameter(v)
+  return type(v) == "userdata" and v.requires_grad and v.is_leaf
+end
+
+-- Records first assignments so enumeration follows definition order, as
+-- PyTorch's does. Later assignments replace values under the same name.
+local function record_field(self, key, value)
+  local fields = rawget(self, "_fields")
+  fields[#fields + 1] = key
+  rawset(self, key, value)
+end
+
+local function call_forward(self, ...)
+  return self:forward(...)
+end
+
+local function describe(self)
+  return self.__name .. "()"
+end
+
+local function new_instance(cls, ...)
+  local self = setmetatable({ _fields = {}, _buffers = {}, training = true }, cls)
+  self:init(...)
+  return self
+end
+
+-- A subclass: instances get the class's methods, and `Class(...)` makes one.
+function Module:extend(name)
+  assert(type(name) == "string", "Module:extend needs a class name")
+  local cls = {}
+  for k, v in pairs(self) do
+    if type(k) == "string" and k:sub(1, 2) == "__" then cls[k] = v end
+  end
+  cls.__name = name
+  cls.__index = cls
+  cls.super = self
+  return setmetatable(cls, { __index = self, __call = new_instance, __tostring = function() return name end })
+end
+
+Module.__index = Module
+Module.__newindex = record_field
+Module.__call = call_forward
+Module.__tostring = describe
+
+function Module:init() end
+
+function Module:forward()
+  error(self.__name .. " has no forward method", 2)
+end
+
+function Module:register_buffer(name, tensor)
+  self._buffers[name] = true
+  self[name] = tensor
+end
+
+-- Direct children as an ordered list of {name, module}.
+function Module:named_children()
+  local out = {}
+  for _, key in ipairs(self._fields) do
+    local v = rawget(self, key)
+    if is_module(v) then out[#out + 1] = { tostring(key), v } end
+  end
+  return out
+end
+
+function Module:children()
+  local out = {}
+  for _, pair in ipairs(self:named_children()) do out[#out + 1] = pair[2] end
+  return out
+end
+
+-- Every module of the tree, this one first, as an ordered list of {path, module}.
+function Module:named_modules(prefix, out, seen)
+  out, seen = out or {}, seen or {}
+  if seen[self] then return out end
+  seen[self] = true
+  out[#out + 1] = { prefix or "", self }
+  for _, pair in ipairs(self:named_children()) do
+    local path = prefix and prefix ~= "" and (prefix .. "." .. pair[1]) or pair[1]
+    pair[2]:named_modules(path, out, seen)
+  end
+  return out
+end
+
+function Module:modules()
+  local out = {}
+  for _, pair in ipairs(self:named_modules()) do out[#out + 1] = pair[2] end
+  return out
+end
+
+-- Ordered list of {dotted name, tensor}; shared tensors appear once.
+local function collect(self, want_buffers)
+  local out, seen = {}, {}
+  for _, pair in ipairs(self:named_modules()) do
+    local prefix, m = pair[1], pair[2]
+    for _, key in ipairs(m._fields) do
+      local v = rawget(m, key)
+      local wanted
+      if want_buffers then
+        wanted = m._buffers[key] and v ~= nil
+      else
+        wanted = is_parameter(v) and not m._buffers[key]
+      end
+      if wanted and not seen[v] then
+        seen[v] = true
+        out[#out + 1] = { prefix == "" and tostring(key) or (prefix .. "." .. tostring(key)), v }
+      end
+    end
+  end
+  return out
+end
+
+-- `for name, p in model:named_parameters() do ... end`, in definition order.
+function Module:named_parameters()
+  local list, i = collect(self, false), 0
+  return function()
+    i = i + 1
+    if list[i] then return list[i][1], list[i][2] end
+  end
+end
+
+function Module:parameters()
+  local out = {}
+  for _, pair in ipairs(collect(self, false)) do out[#out + 1] = pair[2] end
+  return out
+end
+
+function Module:named_buffers()
+  local list, i = collect(self, true), 0
+  return function()
+    i = i + 1
+    if list[i] then return list[i][1], list[i][2] end
+  end
+end
+
+function Module:buffers()
+  local out = {}
+  for _, pair in ipairs(collect(self, true)) do out[#out + 1] = pair[2] end
+  return out
+end
+
+function Module:num_parameters()
+  local n = 0
+  for _, p in ipairs(self:parameters()) do n = n + p:numel() end
+  return n
+end
+
+-- name -> tensor for parameters and buffers. The tensors alias the module's.
+function Module:state_dict()
+  local out = {}
+  for _, pair in ipairs(collect(self, false)) do out[pair[1]] = pair[2] end
+  for _, pair in ipairs(collect(self, true)) do out[pair[1]] = pair[2] end
+  return out
+end
+
+local function sorted_keys(set)
+  local keys = {}
+  for k in pairs(set) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
+-- Copies values in place. With strict (the default) the keys must match
+-- exactly; the error lists every missing and unexpected key.
+function Module:load_state_dict(state, strict)
+  if strict == nil then strict = true end
+  local own = self:state_dict()
+  local missing, unexpected = {}, {}
+  for name in pairs(own) do
+    if state[name] == nil then missing[name] = true end
+  end
+  for name in pairs(state) do
+    if own[name] == nil then unexpected[name] = true end
+  end
+  if strict and (next(missing) or next(unexpected)) then
+    local parts = {}
+    if next(missing) then parts[#parts + 1] = "missing keys: " .. table.concat(sorted_keys(missing), ", ") end
+    if next(unexpected) then parts[#parts + 1] = "unexpected keys: " .. table.concat(sorted_keys(unexpected), ", ") end
+    error(self.__name .. ":load_state_dict: " .. table.concat(parts, "; "), 2)
+  end
+  core.no_grad(function()
+    for name, target in pairs(own) do
+      local source = state[name]
+      if source ~= nil then
+        local want, got = target:size(), source:size()
+        if table.concat(want, "x") ~= table.concat(got, "x") then
+          error(string.format("%s:load_state_dict: '%s' has shape [%s] in the state dict but [%s] in the model",
+                              self.__name, name, table.concat(got, "x"), table.concat(want, "x")), 3)
+        end
+        target:copy_(source)
+      end
+    end
+  end)
+end
+
+function Module:train(mode)
+  if mode == nil then mode = true end
+  for _, m in ipairs(self:modules()) do rawset(m, "training", mode) end
+  return self
+end
+
+function Module:eval()
+  return self:train(false)
+end
+
+function Module:zero_grad()
+  for _, p in ipairs(self:parameters()) do p.grad = nil end
+end
+
+-- Calls fn(module) on every module of the tree, children first.
+function Module:apply(fn)
+  for _, child in ipairs(self:children()) do child:apply(fn) end
+  fn(self)
+  return self
+end
+
+-- Moves parameters and buffers to a device or dtype. Make optimizers after
+-- moving a model: the moved parameters are new tensors.
+function Module:to(target)
+  for _, m in ipairs(self:modules()) do
+    for _, key in ipairs(m._fields) do
+      local v = rawget(m, key)
+      if is_parameter(v) then
+        rawset(m, key, v:detach():to(target):requires_grad_(true))
+      elseif m._buffers[key] and v ~= nil then
+        rawset(m, key, v:to(target))
+      end
+    end
+  end
+  return self
+end
+
+return Module

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs the Debian packages accel builds and runs with. Nothing else is
+# downloaded. Safe to run again: it does nothing when all are present.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config ccache
+  libtorch-dev libgloo-dev          # LibTorch 1.13 CPU with c10d and Gloo
+  libluajit-5.1-dev                 # the embedded Lua
+  libopenmpi-dev openmpi-bin        # the MPI backend
+  libyaml-cpp-dev                   # config files
+  catch2                            # C++ tests
+  libopenblas0-openmp               # fast BLAS for LibTorch (the reference one is ~18x slower)
+  python3-sklearn                   # ships the digits data set recipes/digits.lua reads
+  gzip procps                       # reading .csv.gz; pgrep in the launch tests
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# LibTorch calls whatever libblas.so.3 is selected: make it OpenBLAS (OpenMP).
+openblas=/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3
+if [ -e "$openblas" ] && [ "$(readlink -f /etc/alternatives/libblas.so.3-x86_64-linux-gnu)" != "$openblas" ]; then
+  ${sudo:-} update-alternatives --set libblas.so.3-x86_64-linux-gnu "$openblas"
+fi

@@ -1,0 +1,176 @@
+// The communicator's collectives between real processes over Gloo, joined
+// through the launcher's store, and gradient averaging on top of them.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/communicator.h"
+#include "engine/gradient_sync.h"
+#include "engine/launch/store_server.h"
+#include "engine/process_state.h"
+
+namespace {
+
+// A failed check in a child process: print it and exit non-zero, which the
+// parent's REQUIRE reports.
+#define CHILD_CHECK(cond)                                                                  \
+  do {                                                                                     \
+    if (!(cond)) {                                                                         \
+      std::fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, __LINE__, #cond); \
+      std::_Exit(1);                                                                       \
+    }                                                                                      \
+  } while (0)
+
+// Runs body(rank, comm) in `world` forked processes; returns their exit codes.
+std::vector<int> run_ranks(int world,
+                           const std::function<void(int, accel::Communicator&)>& body) {
+  accel::StoreServer store("127.0.0.1", 0);
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < world; ++rank) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      // The child must never return into Catch: it would run the other tests.
+      try {
+        accel::ProcessState state;
+        state.rank = rank;
+        state.local_rank = rank;
+        state.world_size = world;
+        state.local_world_size = world;
+        state.master_port = store.port();
+        accel::CommunicatorOptions options;
+        options.timeout = std::chrono::seconds(30);
+        auto comm = accel::make_communicator(state, options);
+        body(rank, *comm);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+        std::fflush(nullptr);
+        std::_Exit(1);
+      }
+      std::fflush(nullptr);
+      std::_Exit(0);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> codes;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (pid_t pid : pids) {
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (pid_t p : pids) ::kill(p, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  }
+  return codes;
+}
+
+}  // namespace
+
+TEST_CASE("collectives between two processes over Gloo") {
+  auto codes = run_ranks(2, [](int rank, accel::Communicator& comm) {
+    CHILD_CHECK(comm.rank() == rank && comm.size() == 2 && comm.backend() == "gloo");
+
+    at::Tensor sum = at::full({3}, rank + 1.0);
+    comm.all_reduce(sum, accel::ReduceOp::Sum);
+    CHILD_CHECK(sum.equal(at::full({3}, 3.0)));
+
+    at::Tensor mean = at::full({2, 2}, rank * 4.0);
+    comm.all_reduce(mean, accel::ReduceOp::Average);
+    CHILD_CHECK(mean.equal(at::full({2, 2}, 2.0)));
+
+    at::Tensor biggest = at::tensor({rank == 0 ? 5.0 : 1.0, rank == 0 ? -1.0 : 7.0});
+    comm.all_reduce(biggest, accel::ReduceOp::Max);
+    CHILD_CHECK(biggest.equal(at::tensor({5.0, 7.0})));
+
+    at::Tensor async = at::full({4}, 1.0);
+    auto pending = comm.all_reduce_async(async, accel::ReduceOp::Sum);
+    pending->wait();
+    CHILD_CHECK(async.equal(at::full({4}, 2.0)));
+
+    at::Tensor root = rank == 1 ? at::arange(5.0) : at::zeros({5});
+    comm.broadcast(root, 1);
+    CHILD_CHECK(root.equal(at::arange(5.0)));
+
+    auto parts = comm.all_gather(at::full({2}, static_cast<double>(rank)));
+    CHILD_CHECK(parts.size() == 2 && parts[0].equal(at::zeros({2})) && parts[1].equal(at::ones({2})));
+
+    auto flags = comm.all_gather(at::full({1}, rank == 1, at::kBool));
+    CHILD_CHECK(flags[0].item<bool>() == false && flags[1].item<bool>() == true);
+
+    comm.barrier();
+    CHILD_CHECK(comm.counts().all_reduce == 4 && comm.counts().broadcast == 1 &&
+                comm.counts().all_gather == 2 && comm.counts().barrier == 1);
+  });
+  REQUIRE(codes == std::vector<int>{0, 0});
+}
+
+TEST_CASE("gradient sync averages grads in buckets, unused parameters count as zero") {
+  auto codes = run_ranks(2, [](int rank, accel::Communicator& comm) {
+    // Three parameters of 4 floats (16 bytes); 32-byte buckets hold two.
+    std::vector<at::Tensor> params;
+    for (int i = 0; i < 3; ++i) params.push_back(at::zeros({4}).requires_grad_());
+    accel::GradientSync sync(comm, params, 32);
+    CHILD_CHECK(sync.num_buckets() == 2);
+
+    params[0].mutable_grad() = at::full({4}, rank == 0 ? 1.0 : 3.0);
+    params[1].mutable_grad() = at::full({4}, static_cast<double>(rank));
+    if (rank == 1) params[2].mutable_grad() = at::full({4}, 8.0);  // unused on rank 0
+    int64_t before = comm.counts().all_reduce;
+    sync.synchronize();
+    CHILD_CHECK(comm.counts().all_reduce - before == 2);  // one per bucket
+    CHILD_CHECK(params[0].grad().equal(at::full({4}, 2.0)));
+    CHILD_CHECK(params[1].grad().equal(at::full({4}, 0.5)));
+    CHILD_CHECK(params[2].grad().equal(at::full({4}, 4.0)));
+  });
+  REQUIRE(codes == std::vector<int>{0, 0});
+}
+
+TEST_CASE("a world of one rank communicates nothing") {
+  accel::ProcessState state;
+  auto comm = accel::make_communicator(state, {});
+  REQUIRE(comm->size() == 1);
+  at::Tensor t = at::ones({2});
+  comm->all_reduce(t, accel::ReduceOp::Average);
+  REQUIRE(t.equal(at::ones({2})));
+  REQUIRE(comm->all_gather(t).size() == 1);
+}
+
+TEST_CASE("process state comes from the launch environment") {
+  ::setenv("RANK", "2", 1);
+  ::setenv("WORLD_SIZE", "4", 1);
+  ::setenv("LOCAL_RANK", "0", 1);
+  ::setenv("LOCAL_WORLD_SIZE", "2", 1);
+  ::setenv("MASTER_ADDR", "10.1.2.3", 1);
+  ::setenv("MASTER_PORT", "29511", 1);
+  auto state = accel::ProcessState::from_environment();
+  CHECK(state.rank == 2);
+  CHECK(state.world_size == 4);
+  CHECK(state.local_rank == 0);
+  CHECK(state.local_world_size == 2);
+  CHECK(state.master_addr == "10.1.2.3");
+  CHECK(state.master_port == 29511);
+  CHECK_FALSE(state.is_main_process());
+  CHECK(state.is_local_main_process());
+
+  ::setenv("RANK", "4", 1);
+  CHECK_THROWS_WITH(accel::ProcessState::from_environment(),
+                    Catch::Contains("RANK=4 is not below WORLD_SIZE=4"));
+  ::setenv("RANK", "x", 1);
+  CHECK_THROWS_WITH(accel::ProcessState::from_environment(), Catch::Contains("RANK='x'"));
+  for (const char* name : {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                           "MASTER_PORT"}) {
+    ::unsetenv(name);
+  }
+}
