@@ -1,6 +1,7 @@
 #include "bindings/accel_core.h"
 
 #include "bindings/distributed_ops.h"
+#include "bindings/lua_random.h"
 #include "bindings/op_tables.h"
 #include "bindings/tensor_fields.h"
 #include "bindings/tensor_handle.h"
@@ -24,7 +25,10 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
   // Tensor methods double as module functions: t:sum() and accel.sum(t).
   lua_newtable(L);
   int methods = lua_gettop(L);
-  for (const auto& table : {tensor_math_bindings(), tensor_shape_bindings(),
+  for (const auto& table : {tensor_math_bindings(), tensor_compare_bindings(),
+                            tensor_reduction_bindings(), tensor_linalg_bindings(),
+                            tensor_shape_bindings(), tensor_index_bindings(),
+                            tensor_indexing_bindings(), tensor_random_bindings(),
                             tensor_conversion_bindings(), autograd_method_bindings()}) {
     register_bindings(L, methods, "accel.", table);
   }
@@ -45,11 +49,20 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
 
   register_bindings(L, core, "accel.", tensor_creation_bindings());
   register_bindings(L, core, "accel.", runtime_bindings());
+  register_bindings(L, core, "accel.", grad_clipping_bindings());
   register_grad_mode_functions(L, core);
   add_table(L, "functional", "accel.nn.functional.", nn_functional_bindings());
+  lua_getfield(L, core, "functional");
+  register_bindings(L, -1, "accel.nn.functional.", nn_layer_bindings());
+  lua_pop(L, 1);
   open_optimizer_metatable(L);
   add_table(L, "optim", "accel.optim.", optim_bindings());
   add_table(L, "data", "accel.data.", data_bindings());
+  add_table(L, "checkpoint", "accel.checkpoint.", checkpoint_bindings());
+  register_bindings(L, core, "accel.", lua_random_bindings());
+  lua_newtable(L);
+  open_amp(L, -1);
+  lua_setfield(L, core, "amp");
   open_distributed(L, options);
   lua_setfield(L, core, "dist");
   return 1;

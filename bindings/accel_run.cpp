@@ -1,29 +1,34 @@
-// accel-run: the launcher, and the program every worker runs.
+// accel-run: the launcher, its subcommands, and the program every worker runs.
 //
-// Launcher mode parses the command line, hosts the rendezvous store and
-// supervises one worker per rank, each this same executable started again
-// with ACCEL_ROLE=worker. Worker mode (that variable, or a rank given by
-// mpirun or srun) loads libaccel_worker.so from this executable's directory
-// and hands it the command line. Only workers load LibTorch and Lua, so the
-// launcher stays a few megabytes.
+// Launcher mode reads the command line over the config file, then runs the
+// recipe on this machine's workers (engine/launch/run_command.h), each this
+// same executable started again with ACCEL_ROLE=worker. `accel-run config`,
+// `accel-run env` and `accel-run test` are subcommands. Worker mode (that
+// variable, or a rank given by mpirun or srun) loads libaccel_worker.so from
+// this executable's directory and hands it the command line. Only workers
+// (and `env`, to ask them) load LibTorch and Lua, so the launcher stays a
+// few megabytes.
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <climits>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "engine/launch/config_command.h"
+#include "engine/launch/config_file.h"
+#include "engine/launch/env_command.h"
 #include "engine/launch/error_file.h"
 #include "engine/launch/launch_options.h"
-#include "engine/launch/store_server.h"
-#include "engine/launch/supervisor.h"
+#include "engine/launch/mpi_launch.h"
+#include "engine/launch/run_command.h"
+#include "engine/launch/test_command.h"
 
 extern char** environ;
 
@@ -35,12 +40,21 @@ bool is_worker() {
   return std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK");
 }
 
-std::string executable_directory() {
+std::string executable_path() {
   char path[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", path, sizeof(path) - 1);
-  if (n <= 0) return ".";
-  std::string exe(path, static_cast<size_t>(n));
-  return exe.substr(0, exe.rfind('/'));
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : "accel-run";
+}
+
+std::string executable_directory() {
+  std::string exe = executable_path();
+  size_t slash = exe.rfind('/');
+  return slash == std::string::npos ? "." : exe.substr(0, slash);
+}
+
+std::string lua_directory() {
+  if (const char* dir = std::getenv("ACCEL_LUA_PATH")) return dir;
+  return ACCEL_LUA_DIR;
 }
 
 // Ends a worker that cannot start: the reason goes to its error file, where
@@ -54,6 +68,14 @@ int worker_cannot_start(const std::string& message) {
 }
 
 int run_worker(int argc, char** argv) {
+  // Ranks that mpirun started for accel-run share one error directory; each
+  // takes its own file there, named by its MPI rank.
+  const char* error_dir = std::getenv(accel::kErrorDirVariable);
+  const char* mpi_rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (error_dir && mpi_rank) {
+    std::string file = std::string(error_dir) + "/rank-" + mpi_rank + ".error";
+    ::setenv(accel::kErrorFileVariable, file.c_str(), 1);
+  }
   std::string library = executable_directory() + "/libaccel_worker.so";
   void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (!handle) {
@@ -69,18 +91,38 @@ int run_worker(int argc, char** argv) {
   return entry(argc, argv);
 }
 
-int run_launcher(int argc, char** argv) {
+accel::RunContext run_context() {
+  accel::RunContext context;
+  context.accel_run = executable_path();
+  for (char** entry = environ; *entry; ++entry) context.env.emplace_back(*entry);
+  return context;
+}
+
+// -h or --help before any `--`: the help needs no config file, and a broken
+// one must not hide it.
+bool wants_help(const std::vector<std::string>& args) {
+  for (const std::string& arg : args) {
+    if (arg == "--") return false;
+    if (arg == "-h" || arg == "--help") return true;
+  }
+  return false;
+}
+
+int run_launcher(const std::vector<std::string>& args) {
+  if (wants_help(args)) {
+    std::fputs(accel::usage_text().c_str(), stdout);
+    return 0;
+  }
   accel::LaunchOptions options;
   try {
-    options = accel::parse_launch_options(std::vector<std::string>(argv + 1, argv + argc));
+    options = accel::resolve_launch_options(args);
+  } catch (const accel::ConfigError& error) {
+    std::fprintf(stderr, "accel-run: error: %s\n", error.what());
+    return 2;
   } catch (const accel::LaunchOptionsError& error) {
     std::fprintf(stderr, "accel-run: error: %s\nTry 'accel-run --help' for more information.\n",
                  error.what());
     return 2;
-  }
-  if (options.help) {
-    std::fputs(accel::usage_text().c_str(), stdout);
-    return 0;
   }
   // Checked here so a typo fails at once rather than in every rank.
   if (::access(options.recipe.c_str(), R_OK) != 0) {
@@ -88,31 +130,22 @@ int run_launcher(int argc, char** argv) {
                  options.recipe.c_str(), std::strerror(errno));
     return 2;
   }
-  try {
-    accel::StoreServer store(options.master_addr, static_cast<uint16_t>(options.master_port));
-    accel::SupervisorOptions supervision;
-    // /proc/self/exe rather than a path: it stays this very binary even if
-    // the file is rebuilt or moved while the run goes on.
-    supervision.command.program = "/proc/self/exe";
-    supervision.command.argv.assign(argv, argv + argc);
-    for (char** entry = environ; *entry; ++entry) supervision.command.env.emplace_back(*entry);
-    supervision.nproc = options.nproc;
-    supervision.threads = options.threads;
-    supervision.master_addr = options.master_addr;
-    supervision.master_port = store.port();
-    supervision.grace_period =
-        std::chrono::milliseconds(std::llround(options.grace_period_s * 1000));
-    accel::SupervisorResult result = accel::supervise(supervision);
-    std::fputs(result.report.c_str(), stderr);
-    return result.exit_code;
-  } catch (const std::exception& error) {
-    std::fprintf(stderr, "accel-run: error: %s\n", error.what());
-    return 1;
-  }
+  return accel::run_recipe(options, run_context());
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  return is_worker() ? run_worker(argc, argv) : run_launcher(argc, argv);
+  if (is_worker()) return run_worker(argc, argv);
+  std::vector<std::string> args(argv + 1, argv + argc);
+  const std::string verb = args.empty() ? "" : args.front();
+  std::vector<std::string> rest(args.begin() + (args.empty() ? 0 : 1), args.end());
+  if (verb == "config") return accel::run_config_command(rest, std::cin, std::cout, std::cerr);
+  if (verb == "env") {
+    accel::EnvContext context{ACCEL_VERSION, executable_path(),
+                              executable_directory() + "/libaccel_worker.so"};
+    return accel::run_env_command(rest, context, std::cout, std::cerr);
+  }
+  if (verb == "test") return accel::run_test_command(rest, run_context(), lua_directory());
+  return run_launcher(args);
 }

@@ -35,12 +35,17 @@ std::vector<Binding> autograd_method_bindings() {
         t.backward(gradient.value_or(Tensor()), retain_graph);
       }),
       bind("detach", [](T t) { return t.detach(); }),
+      bind("detach_", [](Tensor t) {
+        t.detach_();
+        return Self{};
+      }),
       bind("requires_grad_", [](Tensor t, c10::optional<bool> flag) {
-        return t.requires_grad_(flag.value_or(true));
+        t.requires_grad_(flag.value_or(true));
+        return Self{};
       }),
       bind("retain_grad", [](Tensor t) {
         t.retain_grad();
-        return t;
+        return Self{};
       }),
   };
 }

@@ -7,7 +7,7 @@
 
 #include "bindings/lua_support.h"
 #include "engine/communicator.h"
-#include "engine/gradient_sync.h"
+#include "engine/gradient_reducer.h"
 #include "engine/process_state.h"
 
 namespace accel::lua {
@@ -19,15 +19,15 @@ struct DistContext {
   std::shared_ptr<Communicator> comm;
 };
 
-// A GradientSync keeps its communicator alive: Lua finalizers run in no
+// A reducer keeps its communicator alive: Lua finalizers run in no
 // particular order when the state closes.
-struct GradientSyncHandle {
+struct ReducerHandle {
   std::shared_ptr<Communicator> comm;
-  GradientSync sync;
+  std::unique_ptr<GradientReducer> reducer;
 };
 
 const char kContextKey = 0;
-const char* const kGradientSyncType = "accel.GradientSync";
+const char* const kReducerType = "accel.GradientReducer";
 
 DistContext& context(lua_State* L) {
   lua_pushlightuserdata(L, const_cast<char*>(&kContextKey));
@@ -58,19 +58,32 @@ at::Tensor& contiguous_in_place(at::Tensor& t, const char* op) {
 }
 
 int context_gc(lua_State* L) {
+  set_call_site_provider(nullptr);
   static_cast<DistContext*>(lua_touserdata(L, 1))->~DistContext();
   return 0;
 }
 
-int gradient_sync_gc(lua_State* L) {
-  static_cast<GradientSyncHandle*>(lua_touserdata(L, 1))->~GradientSyncHandle();
+// The recipe's "file:line" that led to the collective now starting, for
+// stall reports and timeout and mismatch messages.
+std::string recipe_location(lua_State* L) {
+  push_caller_location(L);  // "file:line: "
+  size_t length = 0;
+  const char* text = lua_tolstring(L, -1, &length);
+  std::string where(text ? text : "", length);
+  lua_pop(L, 1);
+  while (!where.empty() && (where.back() == ' ' || where.back() == ':')) where.pop_back();
+  return where;
+}
+
+int reducer_gc(lua_State* L) {
+  static_cast<ReducerHandle*>(lua_touserdata(L, 1))->~ReducerHandle();
   return 0;
 }
 
-GradientSyncHandle& gradient_sync_at(lua_State* L, int idx) {
-  auto* handle = static_cast<GradientSyncHandle*>(luaL_testudata(L, idx, kGradientSyncType));
-  if (!handle) throw ArgError("expected a GradientSync");
-  return *handle;
+GradientReducer& reducer_at(lua_State* L) {
+  auto* handle = static_cast<ReducerHandle*>(luaL_testudata(L, 1, kReducerType));
+  if (!handle) throw ArgError("expected a GradientReducer as argument 1 (use r:method(...))");
+  return *handle->reducer;
 }
 
 std::vector<Binding> dist_bindings() {
@@ -105,6 +118,17 @@ std::vector<Binding> dist_bindings() {
         return communicator(L).all_gather(t);
       }),
       bind("barrier", [](lua_State* L) { communicator(L).barrier(); }),
+      // Lua strings as uint8 tensors and back, to send serialised objects.
+      bind("string_to_bytes", [](std::string s) {
+        return at::from_blob(s.data(), {static_cast<int64_t>(s.size())}, at::kByte).clone();
+      }),
+      bind("bytes_to_string", [](const at::Tensor& t) {
+        TORCH_CHECK(t.scalar_type() == at::kByte && t.dim() == 1, "expected a 1-D uint8 tensor, got ",
+                    t.scalar_type(), " of shape ", t.sizes());
+        at::Tensor c = t.contiguous();
+        return std::string(reinterpret_cast<const char*>(c.data_ptr<uint8_t>()),
+                           static_cast<size_t>(c.numel()));
+      }),
       // Run by the worker after the recipe: no rank may exit while a peer
       // still needs it, even only to finish joining the group.
       bind("finish", [](lua_State* L) {
@@ -124,24 +148,44 @@ std::vector<Binding> dist_bindings() {
         lua_setfield(L, -2, "barrier");
         return Pushed{1};
       }),
-      // GradientSync(params, bucket_bytes): averages these parameters' grads.
-      bind("GradientSync", [](lua_State* L, TensorList params, c10::optional<int64_t> bucket_bytes) {
+      // GradientReducer(params[, bucket_bytes[, overlap]]): reduces these
+      // parameters' gradients during backward (see engine/gradient_reducer.h).
+      bind("GradientReducer", [](lua_State* L, TensorList params, c10::optional<int64_t> bucket_bytes,
+                                 c10::optional<bool> overlap) {
         Communicator& comm = communicator(L);
-        void* memory = lua_newuserdata(L, sizeof(GradientSyncHandle));
-        new (memory) GradientSyncHandle{
-            context(L).comm,
-            GradientSync(comm, params.value, bucket_bytes.value_or(GradientSync::kDefaultBucketBytes))};
-        luaL_getmetatable(L, kGradientSyncType);
+        auto reducer = std::make_unique<GradientReducer>(
+            comm, params.value, bucket_bytes.value_or(GradientReducer::kDefaultBucketBytes),
+            overlap.value_or(true));
+        void* memory = lua_newuserdata(L, sizeof(ReducerHandle));
+        new (memory) ReducerHandle{context(L).comm, std::move(reducer)};
+        luaL_getmetatable(L, kReducerType);
         lua_setmetatable(L, -2);
         return Pushed{1};
       }),
   };
 }
 
-std::vector<Binding> gradient_sync_methods() {
+std::vector<Binding> reducer_methods() {
   return {
-      bind("synchronize", [](lua_State* L, Receiver) { gradient_sync_at(L, 1).sync.synchronize(); }),
-      bind("num_buckets", [](lua_State* L, Receiver) { return gradient_sync_at(L, 1).sync.num_buckets(); }),
+      bind("set_sync", [](lua_State* L, Receiver, bool sync) { reducer_at(L).set_sync(sync); }),
+      bind("sync", [](lua_State* L, Receiver) { return reducer_at(L).sync(); }),
+      bind("finalize", [](lua_State* L, Receiver, double divisor) { reducer_at(L).finalize(divisor); }),
+      bind("num_buckets", [](lua_State* L, Receiver) { return reducer_at(L).num_buckets(); }),
+      // {{"gradient", i}, {"bucket", b}, ...} with 1-based parameter and bucket numbers.
+      bind("last_events", [](lua_State* L, Receiver) {
+        auto events = reducer_at(L).last_events();
+        lua_createtable(L, static_cast<int>(events.size()), 0);
+        for (size_t k = 0; k < events.size(); ++k) {
+          lua_createtable(L, 2, 0);
+          bool gradient = events[k].kind == GradientReducer::Event::Kind::GradientReady;
+          lua_pushstring(L, gradient ? "gradient" : "bucket");
+          lua_rawseti(L, -2, 1);
+          lua_pushnumber(L, static_cast<lua_Number>(events[k].index + 1));
+          lua_rawseti(L, -2, 2);
+          lua_rawseti(L, -2, static_cast<int>(k + 1));
+        }
+        return Pushed{1};
+      }),
   };
 }
 
@@ -151,17 +195,18 @@ void open_distributed(lua_State* L, const CommunicatorOptions& options) {
   lua_pushlightuserdata(L, const_cast<char*>(&kContextKey));
   void* memory = lua_newuserdata(L, sizeof(DistContext));
   new (memory) DistContext{ProcessState::from_environment(), options, nullptr};
+  set_call_site_provider([L] { return recipe_location(L); });
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, context_gc);
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   lua_rawset(L, LUA_REGISTRYINDEX);
 
-  luaL_newmetatable(L, kGradientSyncType);
+  luaL_newmetatable(L, kReducerType);
   lua_newtable(L);
-  register_bindings(L, -1, "GradientSync:", gradient_sync_methods());
+  register_bindings(L, -1, "GradientReducer:", reducer_methods());
   lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, gradient_sync_gc);
+  lua_pushcfunction(L, reducer_gc);
   lua_setfield(L, -2, "__gc");
   lua_pop(L, 1);
 

@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include <cstdio>
 #include <cstring>
 #include <sstream>
 
@@ -15,6 +16,7 @@ void throw_arg_error(const Cursor& c, const char* expected) {
   msg << "argument " << c.argument << ": expected " << expected << ", got "
       << type_name_at(c.L, c.index);
   if (lua_type(c.L, c.index) == LUA_TNUMBER) msg << " " << lua_tonumber(c.L, c.index);
+  if (lua_type(c.L, c.index) == LUA_TSTRING) msg << " '" << lua_tostring(c.L, c.index) << "'";
   throw ArgError(msg.str());
 }
 
@@ -23,6 +25,19 @@ int64_t to_zero_based_dim(int64_t dim, const char* what) {
     throw ArgError(std::string(what) + " 0 is invalid: dims are 1-based (1 is the first, -1 the last)");
   }
   return dim > 0 ? dim - 1 : dim;
+}
+
+int64_t index_in_dim(const at::Tensor& t, int64_t dim, Position p) {
+  if (t.dim() == 0) throw ArgError("cannot index a 0-dim tensor; use item()");
+  int64_t d = at::maybe_wrap_dim(dim, t.dim());
+  int64_t size = t.size(d);
+  if (p.value < -size || p.value >= size) {
+    int64_t given = p.value >= 0 ? p.value + 1 : p.value;
+    throw ArgError("index " + std::to_string(given) + " is out of range for dim " +
+                   std::to_string(d + 1) + " of size " + std::to_string(size) +
+                   " (indices are 1-based; -1 is the last)");
+  }
+  return p.value < 0 ? p.value + size : p.value;
 }
 
 namespace {
@@ -45,22 +60,35 @@ std::vector<int64_t> read_integers(Cursor& c, const char* expected) {
   lua_State* L = c.L;
   if (lua_type(L, c.index) == LUA_TTABLE) {
     size_t n = lua_objlen(L, c.index);
+    if (n == 0) {
+      // An options table ({unbiased = false}) where sizes or dims belong
+      // would otherwise read as an empty list and be ignored.
+      lua_pushnil(L);
+      if (lua_next(L, c.index) != 0) {
+        lua_pop(L, 2);
+        throw ArgError("argument " + std::to_string(c.argument) + ": expected " + expected +
+                       ", got a table with named fields");
+      }
+    }
     out.reserve(n);
     for (size_t i = 1; i <= n; ++i) {
       lua_rawgeti(L, c.index, static_cast<int>(i));
-      if (lua_type(L, -1) != LUA_TNUMBER) {
-        lua_pop(L, 1);
-        throw ArgError("argument " + std::to_string(c.argument) + ": expected " + expected +
-                       ", element " + std::to_string(i) + " is not a number");
-      }
-      out.push_back(static_cast<int64_t>(lua_tonumber(L, -1)));
+      double v = lua_tonumber(L, -1);
+      bool integral = lua_type(L, -1) == LUA_TNUMBER && v == static_cast<double>(static_cast<int64_t>(v));
       lua_pop(L, 1);
+      if (!integral) {
+        throw ArgError("argument " + std::to_string(c.argument) + ": expected " + expected +
+                       ", element " + std::to_string(i) + " is not an integer");
+      }
+      out.push_back(static_cast<int64_t>(v));
     }
     ++c.index;
     return out;
   }
   while (lua_type(L, c.index) == LUA_TNUMBER) {
-    out.push_back(static_cast<int64_t>(lua_tonumber(L, c.index)));
+    double v = lua_tonumber(L, c.index);
+    if (v != static_cast<double>(static_cast<int64_t>(v))) throw_arg_error(c, "integer");
+    out.push_back(static_cast<int64_t>(v));
     ++c.index;
   }
   if (out.empty()) throw_arg_error(c, expected);
@@ -119,6 +147,116 @@ Dims Arg<Dims>::get(Cursor& c) {
   return Dims{std::move(dims)};
 }
 
+at::Tensor zero_based_index(const at::Tensor& index, const std::string& what) {
+  if (index.is_floating_point() || index.is_complex() || index.scalar_type() == at::kBool) {
+    throw ArgError(what + " must be an integer tensor of 1-based indices, got " +
+                   dtype_name(index.scalar_type()));
+  }
+  if (index.numel() > 0) {
+    int64_t smallest = index.min().item<int64_t>();
+    if (smallest < 1) {
+      throw ArgError(what + ": index " + std::to_string(smallest) +
+                     " is invalid: indices are 1-based");
+    }
+  }
+  return index.to(at::kLong) - 1;
+}
+
+IndexTensor Arg<IndexTensor>::get(Cursor& c) {
+  at::Tensor* t = to_tensor(c.L, c.index);
+  if (!t) throw_arg_error(c, "index tensor");
+  ++c.index;
+  IndexTensor index;
+  index.argument = c.argument;
+  index.value = zero_based_index(*t, "argument " + std::to_string(c.argument) + " (index)");
+  if (t->numel() > 0) index.largest = t->max().item<int64_t>();
+  return index;
+}
+
+void IndexTensor::check_bound(const at::Tensor& self, int64_t dim) const {
+  int64_t wrapped = at::maybe_wrap_dim(dim, self.dim() == 0 ? 1 : self.dim());
+  int64_t size = self.dim() == 0 ? 1 : self.size(wrapped);
+  if (largest > size) {
+    throw ArgError("argument " + std::to_string(argument) + " (index): index " +
+                   std::to_string(largest) + " is out of range for dim " +
+                   std::to_string(wrapped + 1) + " of size " + std::to_string(size));
+  }
+}
+
+IntList Arg<IntList>::get(Cursor& c) {
+  if (lua_type(c.L, c.index) == LUA_TNUMBER) {
+    return IntList{{Arg<int64_t>::get(c)}, true};
+  }
+  if (lua_type(c.L, c.index) != LUA_TTABLE) throw_arg_error(c, "integer or table of integers");
+  return IntList{read_integers(c, "table of integers"), false};
+}
+
+TensorArgs Arg<TensorArgs>::get(Cursor& c) {
+  if (lua_type(c.L, c.index) == LUA_TTABLE && !to_tensor(c.L, c.index)) {
+    return TensorArgs{Arg<TensorList>::get(c).value};
+  }
+  TensorArgs args;
+  for (int top = lua_gettop(c.L); c.index <= top; ++c.argument) {
+    args.value.push_back(Arg<at::Tensor>::get(c));
+  }
+  return args;
+}
+
+namespace {
+
+// A table with an array part, or an empty one, lists dims; one with only
+// named fields is an options table.
+bool is_list(lua_State* L, int idx) {
+  if (lua_objlen(L, idx) > 0) return true;
+  lua_pushnil(L);
+  if (lua_next(L, idx) == 0) return true;
+  lua_pop(L, 2);
+  return false;
+}
+
+}  // namespace
+
+ReduceArgs Arg<ReduceArgs>::get(Cursor& c) {
+  ReduceArgs r;
+  lua_State* L = c.L;
+  int top = lua_gettop(L);
+  auto skip_nil = [&] {  // a nil placeholder, when more arguments follow
+    if (c.index < top && lua_isnil(L, c.index)) {
+      ++c.index;
+      ++c.argument;
+      return true;
+    }
+    return false;
+  };
+  int type = lua_type(L, c.index);
+  if (type == LUA_TNUMBER || (type == LUA_TTABLE && !to_tensor(L, c.index) && is_list(L, c.index))) {
+    r.dims = Arg<Dims>::get(c).value;
+    ++c.argument;
+  } else {
+    skip_nil();
+  }
+  if (lua_type(L, c.index) == LUA_TBOOLEAN) {
+    r.keepdim = lua_toboolean(L, c.index++) != 0;
+    ++c.argument;
+  } else {
+    skip_nil();
+  }
+  type = lua_type(L, c.index);
+  if (type == LUA_TTABLE && !to_tensor(L, c.index)) {
+    r.options = Options{c.index++};
+  } else if (type != LUA_TNONE && type != LUA_TNIL) {
+    throw_arg_error(c, "dims, keepdim or an options table");
+  }
+  return r;
+}
+
+std::vector<int64_t> ReduceArgs::over(const at::Tensor& t) const {
+  if (!dims.empty()) return dims;
+  std::vector<int64_t> all(static_cast<size_t>(t.dim()));
+  for (int64_t d = 0; d < t.dim(); ++d) all[static_cast<size_t>(d)] = d;
+  return all;
+}
+
 TensorList Arg<TensorList>::get(Cursor& c) {
   lua_State* L = c.L;
   if (lua_type(L, c.index) != LUA_TTABLE) throw_arg_error(c, "table of tensors");
@@ -164,6 +302,35 @@ at::Tensor with_requires_grad(lua_State* L, const Options& opts, at::Tensor t) {
     lua_pop(L, 1);
   }
   return t;
+}
+
+at::Tensor tensor_option(lua_State* L, const Options& opts, const char* name) {
+  if (!option_present(L, opts, name)) return at::Tensor();
+  lua_getfield(L, opts.index, name);
+  at::Tensor* t = to_tensor(L, -1);
+  std::string got = type_name_at(L, -1);
+  lua_pop(L, 1);  // the table still holds the tensor
+  if (!t) throw ArgError(std::string("option '") + name + "' must be a tensor, got " + got);
+  return *t;
+}
+
+void check_option_names(lua_State* L, const Options& opts, std::initializer_list<const char*> known) {
+  if (opts.index == 0) return;
+  lua_pushnil(L);
+  while (lua_next(L, opts.index) != 0) {
+    lua_pop(L, 1);
+    bool found = false;
+    if (lua_type(L, -1) == LUA_TSTRING) {
+      for (const char* name : known) found = found || std::strcmp(lua_tostring(L, -1), name) == 0;
+    }
+    if (!found) {
+      std::string key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : type_name_at(L, -1);
+      lua_pop(L, 1);
+      std::string list;
+      for (const char* name : known) list += std::string(list.empty() ? "" : ", ") + name;
+      throw ArgError("unknown option '" + key + "' (known: " + list + ")");
+    }
+  }
 }
 
 bool option_present(lua_State* L, const Options& opts, const char* name) {
@@ -219,11 +386,32 @@ int push(lua_State* L, const std::vector<int64_t>& list) {
   return 1;
 }
 
+namespace {
+
+// LibTorch reports a bad dim 0-based ("expected to be in range of [-2, 1],
+// but got 4"); the user wrote it 1-based, so say it their way.
+std::string with_one_based_dims(const std::string& message) {
+  const char* found = std::strstr(message.c_str(), "Dimension out of range (expected to be in range of [");
+  long long low = 0, high = 0, got = 0;
+  if (!found || std::sscanf(found, "Dimension out of range (expected to be in range of [%lld, %lld], but got %lld)",
+                            &low, &high, &got) != 3) {
+    return message;
+  }
+  long long dims = high + 1;
+  std::ostringstream out;
+  out << "dim " << (got >= 0 ? got + 1 : got) << " is out of range for a tensor with " << dims
+      << (dims == 1 ? " dim" : " dims") << " (dims are 1-based: 1 to " << dims << ", or " << -dims
+      << " to -1 from the end)";
+  return out.str();
+}
+
+}  // namespace
+
 std::string describe_exception(const std::exception& e) {
   if (dynamic_cast<const CollectiveError*>(&e)) on_collective_failure(e.what());
   if (const auto* torch_error = dynamic_cast<const c10::Error*>(&e)) {
     log_cpp_backtrace(torch_error->what());
-    return torch_error->what_without_backtrace();
+    return with_one_based_dims(torch_error->what_without_backtrace());
   }
   return e.what();
 }

@@ -17,6 +17,7 @@ extern "C" {
 
 #include <ATen/ATen.h>
 
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -59,6 +60,34 @@ struct TensorList {  // a Lua array of tensors
 struct Options {  // an optional table of named options: {dtype=..., requires_grad=...}
   int index = 0;  // stack index of the table, 0 when absent
 };
+// A 1-based integer index tensor (index_select, gather, scatter...); `value`
+// is LibTorch's 0-based int64 tensor. Reading it refuses float tensors and
+// indices below 1; `check_bound` refuses those past a dim's size, so no
+// LibTorch message with 0-based indices reaches the user.
+struct IndexTensor {
+  at::Tensor value;
+  int argument = 0;     // 1-based argument number, for messages
+  int64_t largest = 0;  // the largest 1-based index, 0 when empty
+  // `dim` is LibTorch's (0-based) dim of `self` the indices address.
+  void check_bound(const at::Tensor& self, int64_t dim) const;
+};
+struct IntList {  // one integer, or a table of integers (split sizes, roll shifts)
+  std::vector<int64_t> value;
+  bool single = false;  // given as one number
+};
+struct TensorArgs {  // the remaining arguments as tensors, or one table of them
+  std::vector<at::Tensor> value;
+};
+// The trailing `[dims] [, keepdim] [, {options}]` of a reduction, each part
+// optional (nil skips one): `t:sum()`, `t:sum(2)`, `t:sum({1, 2}, true)`,
+// `t:std(1, false, {unbiased = false})`, `t:var({unbiased = false})`.
+struct ReduceArgs {
+  std::vector<int64_t> dims;  // 0-based; empty when none were given
+  bool keepdim = false;
+  Options options;
+  // The dims to reduce over in `t`: the given ones, or all of them.
+  std::vector<int64_t> over(const at::Tensor& t) const;
+};
 
 // Parses "float32", "int64", ... (the values of accel.float32 etc.).
 at::ScalarType parse_dtype(const std::string& name);
@@ -77,6 +106,20 @@ std::string option_string(lua_State* L, const Options& opts, const char* name,
 bool option_present(lua_State* L, const Options& opts, const char* name);
 
 int64_t to_zero_based_dim(int64_t dim, const char* what);
+// Position `p` as a 0-based index into dim `dim` (LibTorch's) of `t`; one
+// past either end is an error that shows the 1-based value and the size.
+int64_t index_in_dim(const at::Tensor& t, int64_t dim, Position p);
+// A 1-based integer index tensor as a 0-based int64 one; `what` names it in
+// errors ("argument 3 (index)"): a float tensor or an index below 1 is refused.
+at::Tensor zero_based_index(const at::Tensor& index, const std::string& what);
+// LibTorch's 0-based indices (argmax, sort, nonzero...) as the 1-based ones
+// Lua sees. Out of place: autograd may have saved the 0-based tensor (max
+// and sort do, for their backward).
+inline at::Tensor one_based_indices(const at::Tensor& indices) { return indices + 1; }
+// A tensor field of an options table, or an undefined tensor when absent.
+at::Tensor tensor_option(lua_State* L, const Options& opts, const char* name);
+// Refuses option names outside `known`, naming the unknown one.
+void check_option_names(lua_State* L, const Options& opts, std::initializer_list<const char*> known);
 
 // ---- argument reading ----------------------------------------------------
 struct Cursor {
@@ -180,6 +223,22 @@ struct Arg<TensorList> {
   static TensorList get(Cursor& c);
 };
 template <>
+struct Arg<IndexTensor> {
+  static IndexTensor get(Cursor& c);
+};
+template <>
+struct Arg<IntList> {
+  static IntList get(Cursor& c);
+};
+template <>
+struct Arg<TensorArgs> {
+  static TensorArgs get(Cursor& c);
+};
+template <>
+struct Arg<ReduceArgs> {
+  static ReduceArgs get(Cursor& c);
+};
+template <>
 struct Arg<Options> {
   static Options get(Cursor& c) {
     int type = lua_type(c.L, c.index);
@@ -221,6 +280,13 @@ struct Pushed {
   int count;
 };
 inline int push(lua_State*, Pushed p) { return p.count; }
+// Returned by in-place methods: the receiver (argument 1) itself, so
+// `t:add_(u)` gives back t's handle rather than a new one.
+struct Self {};
+inline int push(lua_State* L, Self) {
+  lua_pushvalue(L, 1);
+  return 1;
+}
 inline int push(lua_State* L, at::Tensor t) {
   push_tensor(L, std::move(t));
   return 1;
@@ -297,10 +363,13 @@ struct Binder {
     });
   }
 
+  // Argument numbers in messages follow the stack slots read, so
+  // parameters that read none (lua_State*) or several (TensorArgs) keep
+  // the numbers of the ones after them right.
   template <class T>
   static T read(Cursor& c) {
     T value = Arg<T>::get(c);
-    ++c.argument;
+    c.argument = c.index;
     return value;
   }
 };

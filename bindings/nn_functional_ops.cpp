@@ -1,5 +1,8 @@
-// accel.nn.functional: layers and losses as functions. Class targets of
-// cross_entropy and nll_loss are 1-based, like every index in the Lua API.
+// accel.nn.functional: activations and losses as functions. Keyword
+// arguments of PyTorch come in an options table named as in PyTorch
+// (`cross_entropy(x, y, {label_smoothing = 0.1})`); an unknown option is an
+// error naming it. Class targets (and ignore_index) are 1-based, like every
+// index in the Lua API.
 #include "bindings/op_tables.h"
 
 namespace accel::lua {
@@ -8,26 +11,94 @@ namespace {
 using T = const at::Tensor&;
 using at::Tensor;
 
-int64_t reduction_of(lua_State* L, const Options& o) {
+// 'mean', 'sum' or 'none'; kl_div also takes 'batchmean', returned as -1.
+constexpr int64_t kBatchMean = -1;
+int64_t reduction_of(lua_State* L, const Options& o, bool batchmean_allowed = false) {
   std::string r = option_string(L, o, "reduction", "mean");
   if (r == "mean") return at::Reduction::Mean;
   if (r == "sum") return at::Reduction::Sum;
   if (r == "none") return at::Reduction::None;
-  throw ArgError("option 'reduction' must be 'mean', 'sum' or 'none', got '" + r + "'");
+  if (r == "batchmean" && batchmean_allowed) return kBatchMean;
+  throw ArgError(std::string("option 'reduction' must be 'mean', 'sum', 'none'") +
+                 (batchmean_allowed ? " or 'batchmean'" : "") + ", got '" + r + "'");
 }
 
-// 1-based class targets (and ignore_index) as LibTorch's 0-based ones.
-std::pair<Tensor, int64_t> zero_based_targets(lua_State* L, T target, const Options& o) {
+c10::optional<Tensor> optional_tensor_option(lua_State* L, const Options& o, const char* name) {
+  Tensor t = tensor_option(L, o, name);
+  return t.defined() ? c10::optional<Tensor>(t) : c10::nullopt;
+}
+
+// 1-based class targets (and ignore_index) as LibTorch's 0-based ones,
+// checked against the number of classes (dim 2 of the input, or dim 1 of
+// an unbatched one) so no 0-based "out of bounds" message reaches the user.
+std::pair<Tensor, int64_t> zero_based_targets(lua_State* L, T input, T target, const Options& o) {
+  TORCH_CHECK(!target.is_floating_point() && target.scalar_type() != at::kBool,
+              "class targets must be an integer tensor of 1-based classes, got ",
+              dtype_name(target.scalar_type()));
   bool has_ignore = option_present(L, o, "ignore_index");
   int64_t ignore = has_ignore ? static_cast<int64_t>(option_number(L, o, "ignore_index", 0)) : 0;
-  if (target.numel() > 0) {
-    Tensor counted = has_ignore ? target.masked_select(target.ne(ignore)) : target;
-    if (counted.numel() > 0) {
-      int64_t smallest = counted.min().item<int64_t>();
-      TORCH_CHECK(smallest >= 1, "class targets are 1-based, but one is ", smallest);
-    }
+  int64_t classes = input.dim() >= 2 ? input.size(1) : (input.dim() == 1 ? input.size(0) : 0);
+  Tensor counted = has_ignore ? target.masked_select(target.ne(ignore)) : target;
+  if (counted.numel() > 0) {
+    int64_t smallest = counted.min().item<int64_t>(), largest = counted.max().item<int64_t>();
+    TORCH_CHECK(smallest >= 1, "class targets are 1-based, but one is ", smallest);
+    TORCH_CHECK(largest <= classes, "class target ", largest, " is out of range for ", classes,
+                " classes (targets are 1-based: 1 to ", classes, ")");
   }
-  return {target - 1, has_ignore ? ignore - 1 : -100};
+  return {target.to(at::kLong) - 1, has_ignore ? ignore - 1 : -100};
+}
+
+Tensor cross_entropy(lua_State* L, T input, T target, Options o) {
+  check_option_names(L, o, {"reduction", "label_smoothing", "ignore_index", "weight"});
+  int64_t reduction = reduction_of(L, o);
+  double smoothing = option_number(L, o, "label_smoothing", 0.0);
+  TORCH_CHECK(smoothing >= 0.0 && smoothing <= 1.0,
+              "label_smoothing must be between 0 and 1, got ", smoothing);
+  auto weight = optional_tensor_option(L, o, "weight");
+  if (target.is_floating_point()) {  // class probabilities, not indices
+    return at::cross_entropy_loss(input, target, weight, reduction, -100, smoothing);
+  }
+  auto [zero_based, ignore] = zero_based_targets(L, input, target, o);
+  return at::cross_entropy_loss(input, zero_based, weight, reduction, ignore, smoothing);
+}
+
+Tensor nll_loss(lua_State* L, T input, T target, Options o) {
+  check_option_names(L, o, {"reduction", "ignore_index", "weight"});
+  int64_t reduction = reduction_of(L, o);
+  auto [zero_based, ignore] = zero_based_targets(L, input, target, o);
+  return at::nll_loss_nd(input, zero_based, optional_tensor_option(L, o, "weight"), reduction, ignore);
+}
+
+// kl_div(input, target): input holds log-probabilities; target holds
+// probabilities, or log-probabilities with {log_target = true}.
+// 'batchmean' divides the sum by the batch size, the mathematically right
+// mean; 'mean' divides by the element count, as PyTorch's default does.
+Tensor kl_div(lua_State* L, T input, T target, Options o) {
+  check_option_names(L, o, {"reduction", "log_target"});
+  int64_t reduction = reduction_of(L, o, true);
+  bool log_target = false;
+  if (option_present(L, o, "log_target")) {
+    lua_getfield(L, o.index, "log_target");
+    log_target = lua_toboolean(L, -1) != 0;
+    lua_pop(L, 1);
+  }
+  if (reduction != kBatchMean) return at::kl_div(input, target, reduction, log_target);
+  Tensor sum = at::kl_div(input, target, at::Reduction::Sum, log_target);
+  return input.dim() == 0 ? sum : sum / input.size(0);
+}
+
+Tensor binary_cross_entropy_with_logits(lua_State* L, T input, T target, Options o) {
+  check_option_names(L, o, {"reduction", "weight", "pos_weight"});
+  return at::binary_cross_entropy_with_logits(input, target, optional_tensor_option(L, o, "weight"),
+                                              optional_tensor_option(L, o, "pos_weight"),
+                                              reduction_of(L, o));
+}
+
+// {dtype = ...}: the dtype softmax computes and returns in.
+c10::optional<at::ScalarType> softmax_dtype(lua_State* L, const Options& o) {
+  check_option_names(L, o, {"dtype"});
+  if (!option_present(L, o, "dtype")) return c10::nullopt;
+  return parse_dtype(option_string(L, o, "dtype", ""));
 }
 
 }  // namespace
@@ -38,36 +109,60 @@ std::vector<Binding> nn_functional_bindings() {
         return at::linear(x, weight, bias);
       }),
       bind("relu", [](T x) { return at::relu(x); }),
-      bind("gelu", [](T x) { return at::gelu(x); }),
+      // gelu(x [, {approximate = 'tanh'}]): the exact (erf) form by default.
+      bind("gelu", [](lua_State* L, T x, Options o) {
+        check_option_names(L, o, {"approximate"});
+        std::string approximate = option_string(L, o, "approximate", "none");
+        TORCH_CHECK(approximate == "none" || approximate == "tanh",
+                    "option 'approximate' must be 'none' or 'tanh', got '", approximate, "'");
+        return at::gelu(x, approximate);
+      }),
       bind("silu", [](T x) { return at::silu(x); }),
       bind("tanh", [](T x) { return at::tanh(x); }),
       bind("sigmoid", [](T x) { return at::sigmoid(x); }),
-      bind("softmax", [](T x, Dim dim) { return at::softmax(x, dim.value); }),
-      bind("log_softmax", [](T x, Dim dim) { return at::log_softmax(x, dim.value); }),
-      bind("dropout", [](T x, double p, c10::optional<bool> training) {
-        return at::dropout(x, p, training.value_or(true));
+      bind("softmax", [](lua_State* L, T x, Dim dim, Options o) {
+        return at::softmax(x, dim.value, softmax_dtype(L, o));
       }),
-      // cross_entropy(logits, targets, {reduction, label_smoothing, ignore_index})
-      bind("cross_entropy", [](lua_State* L, T input, T target, Options o) {
-        int64_t reduction = reduction_of(L, o);
-        double smoothing = option_number(L, o, "label_smoothing", 0.0);
-        if (target.is_floating_point()) {  // class probabilities, not indices
-          return at::cross_entropy_loss(input, target, {}, reduction, -100, smoothing);
-        }
-        auto [zero_based, ignore] = zero_based_targets(L, target, o);
-        return at::cross_entropy_loss(input, zero_based, {}, reduction, ignore, smoothing);
+      bind("log_softmax", [](lua_State* L, T x, Dim dim, Options o) {
+        return at::log_softmax(x, dim.value, softmax_dtype(L, o));
       }),
-      bind("nll_loss", [](lua_State* L, T input, T target, Options o) {
-        int64_t reduction = reduction_of(L, o);
-        auto [zero_based, ignore] = zero_based_targets(L, target, o);
-        return at::nll_loss_nd(input, zero_based, {}, reduction, ignore);
+      // dropout(x [, p = 0.5] [, training = true]).
+      bind("dropout", [](T x, c10::optional<double> p, c10::optional<bool> training) {
+        return at::dropout(x, p.value_or(0.5), training.value_or(true));
       }),
+
+      // cross_entropy(logits, targets [, {reduction, label_smoothing,
+      // ignore_index, weight}]); targets are 1-based classes, or class
+      // probabilities when they are a float tensor.
+      bind("cross_entropy", cross_entropy),
+      bind("nll_loss", nll_loss),
       bind("mse_loss", [](lua_State* L, T input, T target, Options o) {
+        check_option_names(L, o, {"reduction"});
         return at::mse_loss(input, target, reduction_of(L, o));
       }),
       bind("l1_loss", [](lua_State* L, T input, T target, Options o) {
+        check_option_names(L, o, {"reduction"});
         return at::l1_loss(input, target, reduction_of(L, o));
       }),
+      // smooth_l1_loss(input, target [, {beta = 1, reduction}]): quadratic
+      // below beta, linear above.
+      bind("smooth_l1_loss", [](lua_State* L, T input, T target, Options o) {
+        check_option_names(L, o, {"reduction", "beta"});
+        double beta = option_number(L, o, "beta", 1.0);
+        TORCH_CHECK(beta >= 0.0, "option 'beta' must not be negative, got ", beta);
+        return at::smooth_l1_loss(input, target, reduction_of(L, o), beta);
+      }),
+      bind("huber_loss", [](lua_State* L, T input, T target, Options o) {
+        check_option_names(L, o, {"reduction", "delta"});
+        return at::huber_loss(input, target, reduction_of(L, o), option_number(L, o, "delta", 1.0));
+      }),
+      bind("binary_cross_entropy", [](lua_State* L, T input, T target, Options o) {
+        check_option_names(L, o, {"reduction", "weight"});
+        return at::binary_cross_entropy(input, target, optional_tensor_option(L, o, "weight"),
+                                        reduction_of(L, o));
+      }),
+      bind("binary_cross_entropy_with_logits", binary_cross_entropy_with_logits),
+      bind("kl_div", kl_div),
   };
 }
 

@@ -11,16 +11,31 @@ namespace accel::lua {
 // Functions that are also tensor methods (`accel.sum(t)` and `t:sum()`);
 // entries named "__..." become metamethods.
 std::vector<Binding> tensor_math_bindings();
+std::vector<Binding> tensor_compare_bindings();
+std::vector<Binding> tensor_reduction_bindings();
+std::vector<Binding> tensor_linalg_bindings();
 std::vector<Binding> tensor_shape_bindings();
+std::vector<Binding> tensor_index_bindings();
+std::vector<Binding> tensor_indexing_bindings();
+std::vector<Binding> tensor_random_bindings();
 std::vector<Binding> tensor_conversion_bindings();
 std::vector<Binding> autograd_method_bindings();
 
 // Module functions only.
 std::vector<Binding> tensor_creation_bindings();
 std::vector<Binding> nn_functional_bindings();
+// Layers as functions (conv, pooling, norms, attention...), installed into the
+// same accel.nn.functional table.
+std::vector<Binding> nn_layer_bindings();
 std::vector<Binding> runtime_bindings();
+std::vector<Binding> grad_clipping_bindings();
 std::vector<Binding> optim_bindings();
 std::vector<Binding> data_bindings();
+// accel.core.checkpoint: checkpoint and weight file I/O (checkpoint_ops.cpp).
+std::vector<Binding> checkpoint_bindings();
+
+// Fills the table at `table_index` with autocast and LossScaler.
+void open_amp(lua_State* L, int table_index);
 
 // The metatable optimizer values share; made once when the module opens.
 void open_optimizer_metatable(lua_State* L);

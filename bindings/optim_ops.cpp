@@ -5,7 +5,9 @@
 #include <memory>
 
 #include "bindings/op_tables.h"
+#include "engine/optim/adagrad.h"
 #include "engine/optim/adam.h"
+#include "engine/optim/rmsprop.h"
 #include "engine/optim/sgd.h"
 
 namespace accel::lua {
@@ -187,6 +189,8 @@ std::vector<Binding> optim_bindings() {
       bind("SGD", make_optimizer<optim::SGD>),
       bind("Adam", make_optimizer<optim::Adam>),
       bind("AdamW", make_optimizer<optim::AdamW>),
+      bind("RMSprop", make_optimizer<optim::RMSprop>),
+      bind("Adagrad", make_optimizer<optim::Adagrad>),
   };
 }
 

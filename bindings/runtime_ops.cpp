@@ -2,6 +2,8 @@
 // tests read to prove memory is released.
 #include <ATen/Parallel.h>
 
+#include <chrono>
+
 #include "bindings/op_tables.h"
 #include "bindings/tensor_handle.h"
 
@@ -16,6 +18,10 @@ std::vector<Binding> runtime_bindings() {
       }),
       bind("get_num_threads", []() { return static_cast<int64_t>(at::get_num_threads()); }),
       bind("is_grad_enabled", []() { return at::GradMode::is_enabled(); }),
+      // Seconds on a monotonic clock, for timing (os.clock is CPU time).
+      bind("time", []() {
+        return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+      }),
       bind("live_tensors", []() { return tensor_stats().live_handles; }),
       bind("tensor_bytes", []() { return tensor_stats().live_bytes; }),
       bind("tensor_collections", []() { return tensor_stats().collections; }),

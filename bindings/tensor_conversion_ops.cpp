@@ -1,5 +1,6 @@
 // Conversions between tensors and Lua values, dtypes and devices.
 #include "bindings/op_tables.h"
+#include "bindings/tensor_repr.h"
 
 namespace accel::lua {
 namespace {
@@ -68,21 +69,27 @@ std::vector<Binding> tensor_conversion_bindings() {
         }
         return t.to(parse_dtype(target));
       }),
+      bind("type_as", [](T t, T other) { return t.to(other.scalar_type()); }),
+      bind("cpu", [](T t) { return t.cpu(); }),
       bind("float", [](T t) { return t.to(at::kFloat); }),
       bind("double", [](T t) { return t.to(at::kDouble); }),
+      bind("half", [](T t) { return t.to(at::kHalf); }),
+      bind("bfloat16", [](T t) { return t.to(at::kBFloat16); }),
       bind("long", [](T t) { return t.to(at::kLong); }),
       bind("int", [](T t) { return t.to(at::kInt); }),
       bind("bool", [](T t) { return t.to(at::kBool); }),
       bind("is_contiguous", [](T t) { return t.is_contiguous(); }),
+      bind("is_floating_point", [](T t) { return t.is_floating_point(); }),
+      bind("element_size", [](T t) { return static_cast<int64_t>(t.element_size()); }),
+      bind("stride", [](lua_State* L, T t, c10::optional<Dim> dim) {
+        if (dim) return Pushed{push(L, t.stride(dim->value))};
+        return Pushed{push(L, t.strides().vec())};
+      }),
       bind("__len", [](T t) {
         TORCH_CHECK(t.dim() > 0, "# of a 0-dim tensor: it has no first dim");
         return static_cast<int64_t>(t.size(0));
       }),
-      bind("__tostring", [](T t) {
-        std::ostringstream out;
-        out << t;
-        return out.str();
-      }),
+      bind("__tostring", tensor_repr),
   };
 }
 

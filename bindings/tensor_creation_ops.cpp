@@ -89,6 +89,10 @@ Tensor from_lua(lua_State* L, Options opts) {
       L, opts, doubles.to(tensor_options(L, opts, at::TensorOptions(inferred)), false, true));
 }
 
+at::TensorOptions like(lua_State* L, T t, const Options& opts) {
+  return tensor_options(L, opts, at::TensorOptions().dtype(t.dtype()).device(t.device()));
+}
+
 at::TensorOptions float_default(lua_State* L, const Options& opts) {
   return tensor_options(L, opts, at::TensorOptions(at::kFloat));
 }
@@ -99,6 +103,10 @@ std::vector<Binding> tensor_creation_bindings() {
   return {
       bind("tensor", [](lua_State* L) {
         // The data is argument 1 whatever it is; options, if any, follow it.
+        Cursor c{L, 2, 2};
+        return from_lua(L, Arg<Options>::get(c));
+      }),
+      bind("from_table", [](lua_State* L) {
         Cursor c{L, 2, 2};
         return from_lua(L, Arg<Options>::get(c));
       }),
@@ -129,12 +137,25 @@ std::vector<Binding> tensor_creation_bindings() {
         return at::randperm(n, tensor_options(L, o, at::TensorOptions(at::kLong))).add_(1);
       }),
       // arange(end) or arange(start, end[, step]); the end is excluded.
-      bind("arange", [](lua_State* L, double a, c10::optional<double> b, c10::optional<double> step,
-                        Options o) {
-        bool integral = a == static_cast<int64_t>(a) && (!b || *b == static_cast<int64_t>(*b)) &&
-                        (!step || *step == static_cast<int64_t>(*step));
+      // arange(end) or arange(start, end[, step]), then options; the end is
+      // excluded. The numbers are read by hand so options may follow any
+      // count of them: arange(10, {dtype = accel.float32}).
+      bind("arange", [](lua_State* L) {
+        Cursor c{L, 1, 1};
+        std::vector<double> bounds;
+        while (bounds.size() < 3 && lua_type(L, c.index) == LUA_TNUMBER) {
+          bounds.push_back(Arg<double>::get(c));
+          ++c.argument;
+        }
+        if (bounds.empty()) throw_arg_error(c, "number");
+        Options o = Arg<Options>::get(c);
+        bool integral = true;
+        for (double v : bounds) integral = integral && v == static_cast<double>(static_cast<int64_t>(v));
         auto options = tensor_options(L, o, at::TensorOptions(integral ? at::kLong : at::kFloat));
-        return b ? at::arange(a, *b, step.value_or(1.0), options) : at::arange(a, options);
+        Tensor t = bounds.size() == 1 ? at::arange(bounds[0], options)
+                                      : at::arange(bounds[0], bounds[1], bounds.size() == 3 ? bounds[2] : 1.0,
+                                                   options);
+        return with_requires_grad(L, o, t);
       }),
       bind("linspace", [](lua_State* L, double a, double b, int64_t n, Options o) {
         return with_requires_grad(L, o, at::linspace(a, b, n, float_default(L, o)));
@@ -142,11 +163,26 @@ std::vector<Binding> tensor_creation_bindings() {
       bind("eye", [](lua_State* L, int64_t n, c10::optional<int64_t> m, Options o) {
         return at::eye(n, m.value_or(n), float_default(L, o));
       }),
-      bind("zeros_like", [](T t) { return at::zeros_like(t); }),
-      bind("ones_like", [](T t) { return at::ones_like(t); }),
-      bind("randn_like", [](T t) { return at::randn_like(t); }),
-      bind("rand_like", [](T t) { return at::rand_like(t); }),
-      bind("full_like", [](T t, at::Scalar v) { return at::full_like(t, v); }),
+      // *_like(t [, options]): t's shape, and its dtype and device unless
+      // the options say otherwise.
+      bind("zeros_like", [](lua_State* L, T t, Options o) {
+        return with_requires_grad(L, o, at::zeros_like(t, like(L, t, o)));
+      }),
+      bind("ones_like", [](lua_State* L, T t, Options o) {
+        return with_requires_grad(L, o, at::ones_like(t, like(L, t, o)));
+      }),
+      bind("empty_like", [](lua_State* L, T t, Options o) {
+        return with_requires_grad(L, o, at::empty_like(t, like(L, t, o)));
+      }),
+      bind("randn_like", [](lua_State* L, T t, Options o) {
+        return with_requires_grad(L, o, at::randn_like(t, like(L, t, o)));
+      }),
+      bind("rand_like", [](lua_State* L, T t, Options o) {
+        return with_requires_grad(L, o, at::rand_like(t, like(L, t, o)));
+      }),
+      bind("full_like", [](lua_State* L, T t, at::Scalar v, Options o) {
+        return with_requires_grad(L, o, at::full_like(t, v, like(L, t, o)));
+      }),
   };
 }
 

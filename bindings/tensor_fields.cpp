@@ -1,8 +1,10 @@
-// `t.field`, `t[i]`, `t.field = v` and `t[i] = v`: the tensor's __index and
-// __newindex. Method lookup comes first and stays a single table read.
+// `t.field`, `t[i]`, `t[{...}]` and their assignments: the tensor's __index
+// and __newindex (subscripts are in tensor_indexing.cpp). Method lookup
+// comes first and stays a single table read.
 #include "bindings/tensor_fields.h"
 
 #include "bindings/lua_support.h"
+#include "bindings/tensor_indexing.h"
 
 namespace accel::lua {
 namespace {
@@ -13,16 +15,21 @@ at::Tensor& self(lua_State* L) {
   return *t;
 }
 
-int64_t position(lua_State* L, int idx) {
+// Row `idx`'s 1-based position in dim 1 of t, checked against its size.
+int64_t row(lua_State* L, const at::Tensor& t, int idx) {
   Cursor c{L, idx, 2};
-  return Arg<Position>::get(c).value;
+  return index_in_dim(t, 0, Arg<Position>::get(c));
 }
+
+bool is_subscript(lua_State* L, int idx) { return lua_type(L, idx) == LUA_TTABLE || to_tensor(L, idx); }
 
 int read_field(lua_State* L) {
   at::Tensor& t = self(L);
-  if (lua_type(L, 2) == LUA_TNUMBER) {
-    TORCH_CHECK(t.dim() > 0, "cannot index a 0-dim tensor with t[i]; use t:item()");
-    return push(L, t.select(0, position(L, 2)));
+  if (lua_type(L, 2) == LUA_TNUMBER) return push(L, t.select(0, row(L, t, 2)));
+  if (is_subscript(L, 2)) return push(L, read_subscript(L, t, 2));
+  if (lua_type(L, 2) != LUA_TSTRING) {
+    throw ArgError(std::string("cannot index a tensor with a ") + type_name_at(L, 2) +
+                   " (expected a position, a subscript table, an index or mask tensor, or a field name)");
   }
   std::string key = lua_tostring(L, 2);
   if (key == "grad") return push(L, t.grad());
@@ -38,13 +45,17 @@ int read_field(lua_State* L) {
 int write_field(lua_State* L) {
   at::Tensor& t = self(L);
   if (lua_type(L, 2) == LUA_TNUMBER) {
-    at::Tensor row = t.select(0, position(L, 2));
+    at::Tensor selected = t.select(0, row(L, t, 2));
     if (at::Tensor* value = to_tensor(L, 3)) {
-      row.copy_(*value);
+      selected.copy_(*value);
     } else {
       Cursor c{L, 3, 3};
-      row.fill_(Arg<at::Scalar>::get(c));
+      selected.fill_(Arg<at::Scalar>::get(c));
     }
+    return 0;
+  }
+  if (is_subscript(L, 2)) {
+    write_subscript(L, t, 2, 3);
     return 0;
   }
   std::string key = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?";
@@ -58,7 +69,7 @@ int write_field(lua_State* L) {
     return 0;
   }
   throw ArgError("tensors have no settable field '" + key +
-                 "' (settable: grad, requires_grad, t[i])");
+                 "' (settable: grad, requires_grad, t[i], t[{...}], t[mask])");
 }
 
 int tensor_index(lua_State* L) {

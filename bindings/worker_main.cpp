@@ -3,8 +3,11 @@
 // traceback in the rank's error file, for the launcher's report.
 #include <ATen/Parallel.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -16,9 +19,11 @@ extern "C" {
 
 #include "bindings/accel_core.h"
 #include "bindings/error_log.h"
+#include "bindings/lua_random.h"
 #include "bindings/lua_support.h"
 #include "engine/communicator.h"
 #include "engine/launch/launch_options.h"
+#include "engine/launch/worker_variables.h"
 
 namespace accel::lua {
 namespace {
@@ -28,12 +33,26 @@ std::string lua_directory() {
   return ACCEL_LUA_DIR;
 }
 
-int threads_for_this_rank(const LaunchOptions& options) {
-  if (const char* threads = std::getenv("ACCEL_THREADS")) {
-    int n = std::atoi(threads);
-    if (n > 0) return n;
+bool under_mpi() { return std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK"); }
+
+// A worker started by accel-run finds the recipe and its arguments on its
+// command line and every setting in variables (engine/launch/worker_variables.h).
+// One started by mpirun or srun alone has only its command line and the
+// config file; it sets the variables itself, for the Lua side to read.
+LaunchOptions worker_options(const std::vector<std::string>& args) {
+  const char* role = std::getenv("ACCEL_ROLE");
+  bool launched = role && std::string(role) == "worker";
+  LaunchOptions options = launched ? parse_launch_options(args) : resolve_launch_options(args);
+  if (!launched) {
+    // No launcher store to rendezvous on: MPI is the way the ranks meet.
+    if (under_mpi() && !std::getenv("MASTER_PORT")) options.backend = "mpi";
+    for (const std::string& var : worker_variables(options)) {
+      size_t equals = var.find('=');
+      ::setenv(var.substr(0, equals).c_str(), var.c_str() + equals + 1, 0);
+    }
   }
-  return options.threads;
+  read_worker_variables(options);
+  return options;
 }
 
 int open_core(lua_State* L) {
@@ -87,6 +106,70 @@ int traceback(lua_State* L) {
   return 1;
 }
 
+// Strict globals, as Lua's strict.lua: a typo such as `modle` for `model`
+// fails where it is made instead of reading nil. Reading a global nobody
+// assigned is an error, and so is creating a global inside a function;
+// assignments at the top level of a chunk (or from C) declare the name.
+// Upvalue 1 of both metamethods is the table of declared names.
+// What kind of function touched the global: "main" (a chunk's top level),
+// "Lua" (inside a function) or "C".
+const char* caller_kind(lua_State* L) {
+  lua_Debug ar;
+  if (!lua_getstack(L, 1, &ar)) return "C";
+  lua_getinfo(L, "S", &ar);
+  return ar.what;
+}
+
+const char* global_name(lua_State* L) {
+  return lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : luaL_typename(L, 2);
+}
+
+bool is_declared(lua_State* L) {
+  lua_pushvalue(L, 2);
+  lua_rawget(L, lua_upvalueindex(1));
+  bool declared = !lua_isnil(L, -1);
+  lua_pop(L, 1);
+  return declared;
+}
+
+int strict_index(lua_State* L) {
+  if (!is_declared(L) && std::strcmp(caller_kind(L), "C") != 0) {
+    return luaL_error(L, "undefined global '%s'", global_name(L));
+  }
+  lua_pushnil(L);
+  return 1;
+}
+
+int strict_newindex(lua_State* L) {
+  if (!is_declared(L)) {
+    const char* kind = caller_kind(L);
+    if (std::strcmp(kind, "main") != 0 && std::strcmp(kind, "C") != 0) {
+      return luaL_error(L,
+                        "assignment to undeclared global '%s' inside a function (make it local, "
+                        "or assign it once at the top level of the recipe)",
+                        global_name(L));
+    }
+    lua_pushvalue(L, 2);
+    lua_pushboolean(L, 1);
+    lua_rawset(L, lua_upvalueindex(1));
+  }
+  lua_rawset(L, 1);
+  return 0;
+}
+
+void make_globals_strict(lua_State* L) {
+  lua_pushvalue(L, LUA_GLOBALSINDEX);
+  lua_newtable(L);  // the metatable
+  lua_newtable(L);  // declared names, shared by both metamethods
+  lua_pushvalue(L, -1);
+  lua_pushcclosure(L, strict_index, 1);
+  lua_setfield(L, -3, "__index");
+  lua_pushcclosure(L, strict_newindex, 1);
+  lua_setfield(L, -2, "__newindex");
+  lua_setmetatable(L, -2);
+  lua_pop(L, 1);
+}
+
 // Loads accel (as the global `accel` too) and runs the recipe. On failure
 // the error with its traceback is on the stack.
 bool run_recipe(lua_State* L, const std::string& recipe) {
@@ -96,6 +179,7 @@ bool run_recipe(lua_State* L, const std::string& recipe) {
   lua_pushliteral(L, "accel");
   if (lua_pcall(L, 1, 1, handler) != 0) return false;
   lua_setglobal(L, "accel");
+  make_globals_strict(L);
   if (luaL_loadfile(L, recipe.c_str()) != 0) return false;  // message names file and line
   if (lua_pcall(L, 0, 0, handler) != 0) return false;
   lua_getglobal(L, "require");
@@ -120,18 +204,21 @@ extern "C" int accel_worker_main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   LaunchOptions options;
   try {
-    options = parse_launch_options(std::vector<std::string>(argv + 1, argv + argc));
+    options = lua::worker_options(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const LaunchOptionsError& e) {
     lua::report_fatal(std::string("accel-run: ") + e.what());
     return 2;
   }
-  at::set_num_threads(lua::threads_for_this_rank(options));
+  at::set_num_threads(options.threads);
 
   CommunicatorOptions comm_options;
   comm_options.backend = options.backend;
+  comm_options.timeout = std::chrono::milliseconds(std::llround(options.timeout_s * 1000));
+  comm_options.debug = options.debug;
 
   lua_State* L = luaL_newstate();
   luaL_openlibs(L);
+  lua::install_math_random(L);  // a generator checkpoints can save
   std::string lua_dir = lua::lua_directory();
   lua::set_library_source_prefix(lua_dir);
   lua::set_package_path(L, lua_dir);

@@ -4,6 +4,7 @@
 #pragma once
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -23,6 +24,23 @@ enum class ReduceOp { Sum, Average, Max, Min };
 // died or failed), or the operation timed out. Usually the consequence of
 // another rank's failure, so launchers report it as such.
 class CollectiveError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A collective that did not complete within CommunicatorOptions::timeout;
+// the message names the operation, the recipe line that called it and the
+// ranks that did not arrive. Not a CollectiveError: the rank that times out
+// reports the problem rather than suffering another rank's failure.
+class CollectiveTimeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Ranks called different collectives, or the same one with different
+// shapes or dtypes (found under CommunicatorOptions::debug); the message
+// names the ranks and what each passed.
+class CollectiveMismatch : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
@@ -68,10 +86,30 @@ class Communicator {
 struct CommunicatorOptions {
   std::string backend = "gloo";
   std::chrono::milliseconds timeout{30 * 60 * 1000};
+  // Before every collective, check across ranks that all call the same one
+  // with the same shapes and dtypes (accel-run --debug; one small
+  // all_gather more per collective).
+  bool debug = false;
 };
 
+// Where the recipe called the collective now starting ("recipe.lua:12"), for
+// stall reports and error messages. The Lua bindings register a provider
+// that reads it off the Lua stack; it is asked only on the thread that
+// registered it (a Lua state belongs to one thread), and "" comes back
+// elsewhere or without a provider. An empty provider unregisters.
+using CallSiteProvider = std::function<std::string()>;
+void set_call_site_provider(CallSiteProvider provider);
+std::string current_call_site();
+
+// The backends this build can use, e.g. "gloo, mpi".
+std::string compiled_backends();
+
 // The communicator for this process: a no-op one when the world has one
-// rank, else the requested backend joined through the launcher's store.
+// rank, else the requested backend joined through the launcher's store,
+// wrapped so that every collective is published to that store for stall
+// reports and times out with a message naming the ranks that did not
+// arrive (engine/monitored_communicator.h), and, with options.debug,
+// checked across ranks first (engine/checked_communicator.h).
 std::unique_ptr<Communicator> make_communicator(const ProcessState& state,
                                                 const CommunicatorOptions& options);
 

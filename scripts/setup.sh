@@ -9,10 +9,11 @@ packages=(
   libluajit-5.1-dev                 # the embedded Lua
   libopenmpi-dev openmpi-bin        # the MPI backend
   libyaml-cpp-dev                   # config files
+  zlib1g-dev                        # reading .gz data files
   catch2                            # C++ tests
   libopenblas0-openmp               # fast BLAS for LibTorch (the reference one is ~18x slower)
   python3-sklearn                   # ships the digits data set recipes/digits.lua reads
-  gzip procps                       # reading .csv.gz; pgrep in the launch tests
+  gzip procps                       # .gz files in the data tests; pgrep in the launch tests
 )
 
 missing=()

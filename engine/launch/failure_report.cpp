@@ -20,12 +20,24 @@ bool blamed_before(const RankExit& a, const RankExit& b) {
 
 std::string how_it_ended(const RankExit& exit) {
   if (exit.signal == 0) return "failed with exit code " + std::to_string(exit.exit_code);
+  if (exit.signal == SIGKILL && exit.oom_killed.value_or(false)) {
+    return "was killed by the out-of-memory killer (signal 9, SIGKILL)";
+  }
   std::string text = "was killed by signal " + std::to_string(exit.signal) + " (" +
                      signal_name(exit.signal);
-  // The kernel's out-of-memory killer sends SIGKILL; nothing else here does
-  // unprompted, and the launcher cannot read the kernel log to be sure.
-  if (exit.signal == SIGKILL) text += ", out of memory?";
+  if (exit.signal == SIGKILL && !exit.oom_killed) {
+    // The kernel's out-of-memory killer sends SIGKILL, and this system keeps
+    // no count that would tell.
+    text += ", out of memory?";
+  } else if (exit.signal == SIGKILL) {
+    text += ", not from the out-of-memory killer";
+  }
+  if (exit.core_dumped) text += ", core dumped";
   return text + ")";
+}
+
+std::string pid_of(const RankExit& exit) {
+  return exit.pid > 0 ? " (pid " + std::to_string(exit.pid) + ")" : "";
 }
 
 void indent(std::ostringstream& out, const std::string& text) {
@@ -71,6 +83,8 @@ Verdict judge(const std::vector<RankExit>& exits, const std::optional<StopCause>
     verdict.exit_code = culprit.signal != 0 ? 128 + culprit.signal : culprit.exit_code;
   } else if (stop && stop->signal != 0) {
     verdict.exit_code = 128 + stop->signal;
+  } else if (stop && !stop->reason.empty()) {
+    verdict.exit_code = 1;
   }
   return verdict;
 }
@@ -81,22 +95,25 @@ std::string failure_report(const std::vector<RankExit>& exits, const Verdict& ve
   std::string cause;
   if (verdict.culprit) {
     const RankExit& culprit = exits[*verdict.culprit];
-    out << "accel-run: rank " << culprit.rank << ' ' << how_it_ended(culprit) << " (pid "
-        << culprit.pid << ")\n";
+    out << "accel-run: rank " << culprit.rank << ' ' << how_it_ended(culprit) << pid_of(culprit)
+        << "\n";
     if (culprit.fatal) indent(out, culprit.fatal->text);
     cause = "after rank " + std::to_string(culprit.rank) + " failed";
   } else if (stop && stop->signal != 0) {
     out << "accel-run: interrupted by " << signal_name(stop->signal) << '\n';
     cause = "on " + signal_name(stop->signal);
+  } else if (stop && !stop->reason.empty()) {
+    out << "accel-run: stopping: " << stop->reason << '\n';
+    cause = "after " + stop->reason;
   }
   for (size_t i = 0; i < exits.size(); ++i) {
     const RankExit& exit = exits[i];
     std::string who = "accel-run: rank " + std::to_string(exit.rank);
     if (!exit.reaped) {
-      out << who << " (pid " << exit.pid << ") did not exit after SIGKILL and was left behind\n";
+      out << who << pid_of(exit) << " did not exit after SIGKILL and was left behind\n";
     } else if (verdict.fates[i] == Fate::failed_too) {
       out << who << (exit.lost_peer ? " lost a peer and " : " also ") << how_it_ended(exit)
-          << " (pid " << exit.pid << "), " << cause << '\n';
+          << pid_of(exit) << ", " << cause << '\n';
     } else if (verdict.fates[i] == Fate::stopped) {
       out << who << " was stopped by the launcher " << cause
           << (exit.signal == SIGKILL ? " (it needed SIGKILL)" : "") << '\n';

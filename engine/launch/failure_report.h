@@ -29,6 +29,10 @@ struct RankExit {
   bool reaped = true;      // false: it survived SIGKILL (stuck in the kernel)
   int exit_code = 0;       // meaningful when signal == 0
   int signal = 0;          // the signal that killed it; 0 when it exited
+  bool core_dumped = false;  // the signal left a core dump
+  // For a SIGKILL: whether the memory cgroup counted an out-of-memory kill
+  // meanwhile; nothing when the system does not say (see oom_kills.h).
+  std::optional<bool> oom_killed;
   int64_t reaped_ns = 0;   // CLOCK_REALTIME when the launcher reaped it
   std::optional<ErrorRecord> fatal;  // its last fatal record, if it wrote one
   bool lost_peer = false;  // it wrote a kPeerLostRecord: a collective lost another rank
@@ -41,6 +45,9 @@ struct RankExit {
 struct StopCause {
   int64_t time_ns = 0;  // CLOCK_REALTIME of the first stop signal sent
   int signal = 0;       // the signal the launcher received, 0 when a rank's failure caused it
+  // Set when something outside this launcher's workers asked for the stop,
+  // such as another node's failure: "node 1 failed (rank 3 ...)".
+  std::string reason;
 };
 
 enum class Fate {
@@ -51,10 +58,11 @@ enum class Fate {
 };
 
 struct Verdict {
-  std::vector<Fate> fates;     // one per RankExit, in the same order
+  std::vector<Fate> fates;        // one per RankExit, in the same order
   std::optional<size_t> culprit;  // index into the exits
-  int exit_code = 0;  // the culprit's exit code or 128 + its signal; else 128 + the
-                      // launcher's signal when interrupted; else 0
+  // The culprit's exit code or 128 + its signal; else 128 + the launcher's
+  // signal when it was interrupted; else 1 when stopped for a reason; else 0.
+  int exit_code = 0;
 };
 
 // `stop` is empty when the launcher never signalled the workers.

@@ -1,11 +1,14 @@
-// The command line of accel-run:
+// The command line of accel-run, and the config file under it:
 //
 //   accel-run RECIPE.lua [options] [-- recipe args]
 //
 // Options may come before or after the recipe, as `--opt value` or
 // `--opt=value`; everything after `--` belongs to the recipe. The options are
-// rows of one table in launch_options.cpp, which also produces --help.
+// rows of one table in launch_options.cpp, which also produces --help and
+// names the config-file key of each option (see config_file.h): the file
+// sets what the command line leaves unsaid.
 #pragma once
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -18,12 +21,28 @@ struct LaunchOptions {
   std::string recipe;                    // the Lua file to run
   std::vector<std::string> recipe_args;  // what follows `--`
   int nproc = 1;                         // worker processes on this machine
+  int num_processes = 0;                 // all nodes' processes when given so; sets nproc
   int threads = 1;                       // intra-op threads per rank, never 0 once parsed
+  int nnodes = 1;                        // machines, each running its own accel-run
+  int node_rank = 0;                     // this machine's place among them; 0 hosts the store
   std::string master_addr = "127.0.0.1";
-  int master_port = 0;                   // 0: the launcher picks a free port
+  int master_port = 0;                   // 0: the launcher picks a free port (one node only)
   std::string backend = "gloo";
   double grace_period_s = 5;             // from SIGTERM to SIGKILL when stopping workers
+  double timeout_s = 1800;               // a collective that takes longer fails the run
+  double rdzv_timeout_s = 300;           // how long the nodes' launchers wait for each other
+  double stall_report_s = 60;            // report ranks stuck in a collective this long; 0: never
+  int max_restarts = 0;                  // restarts of all workers after a failure
+  bool debug = false;                    // check every collective's operation and shapes across ranks
+  std::string log_dir;                   // each rank's output also goes to DIR/rank-N.log
+  std::string mixed_precision;           // the Accelerator's default; "" leaves the recipe's
+  int gradient_accumulation_steps = 0;   // the Accelerator's default; 0 leaves the recipe's
+  std::string config;                    // --config FILE
+  std::string config_in_force;           // the file the options were read over; "" if none
   bool help = false;                     // -h/--help: print usage_text() and run nothing
+  // Where each setting that is not a default came from, by option name
+  // ("--nproc"): "command line" or "FILE:LINE".
+  std::map<std::string, std::string> origins;
 };
 
 // A command line that cannot be run; the message names the option or value at fault.
@@ -32,10 +51,46 @@ class LaunchOptionsError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Parses the arguments after the program name. Without --threads, each rank
-// gets cpu_cores / nproc threads, at least 1. Throws LaunchOptionsError.
+// Whether the arguments must name a recipe: subcommands (accel-run test,
+// accel-run env) take options without one.
+enum class RecipeRule { required, none };
+
+// Parses the arguments after the program name, alone (no config file).
+// Without --threads, each rank gets cpu_cores / nproc threads, at least 1.
+// Throws LaunchOptionsError.
 LaunchOptions parse_launch_options(const std::vector<std::string>& args,
-                                   int cpu_cores = usable_cpu_cores());
+                                   int cpu_cores = usable_cpu_cores(),
+                                   RecipeRule rule = RecipeRule::required);
+
+// Where to look for a config file when --config is not given.
+struct ConfigLookup {
+  std::string from_variable;  // $ACCEL_CONFIG_FILE: must exist when set
+  std::string default_path;   // read only if it exists
+  static ConfigLookup from_environment();
+};
+
+// The command line over the config file in force: --config FILE, else
+// lookup.from_variable, else lookup.default_path when that file exists.
+// Also checks what only the whole can tell (node rank below the node count,
+// a port for several nodes, num_processes divisible by num_machines).
+// Throws LaunchOptionsError, or ConfigError naming file, line and key.
+LaunchOptions resolve_launch_options(const std::vector<std::string>& args,
+                                     const ConfigLookup& lookup = ConfigLookup::from_environment(),
+                                     int cpu_cores = usable_cpu_cores(),
+                                     RecipeRule rule = RecipeRule::required);
+
+// Every config-file key with its value in `options`, one "key: value" line
+// each, with where the value came from ("  # default", "  # command line",
+// "  # FILE:LINE"): the config in force, as `accel-run env` shows it.
+std::string describe_settings(const LaunchOptions& options);
+
+// The config-file keys accel-run knows, for did-you-mean suggestions and docs.
+std::vector<std::string> config_keys();
+
+// What is wrong with `text` as the value of config key `key` (as a plain
+// YAML scalar): "expects an integer from 1 to 4096, got 'x'"; "" when
+// nothing is.
+std::string config_value_problem(const std::string& key, const std::string& text);
 
 // The --help text: usage line and one line per option.
 std::string usage_text();

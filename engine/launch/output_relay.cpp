@@ -30,7 +30,8 @@ void write_all(int fd, const std::string& data) {
       done += static_cast<size_t>(n);
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       pollfd waiting{fd, POLLOUT, 0};
-      if (::poll(&waiting, 1, kWriteTimeoutMs) <= 0 && errno != EINTR) return;
+      int ready = ::poll(&waiting, 1, kWriteTimeoutMs);
+      if (ready == 0 || (ready < 0 && errno != EINTR)) return;  // stuck: the line is dropped
     } else if (errno != EINTR) {
       return;  // the reader went away: the workers keep running, their output is lost
     }
@@ -39,8 +40,8 @@ void write_all(int fd, const std::string& data) {
 
 }  // namespace
 
-OutputRelay::OutputRelay(int pipe_fd, int out_fd, std::string prefix)
-    : pipe_fd_(pipe_fd), out_fd_(out_fd), prefix_(std::move(prefix)) {
+OutputRelay::OutputRelay(int pipe_fd, int out_fd, std::string prefix, int log_fd)
+    : pipe_fd_(pipe_fd), out_fd_(out_fd), log_fd_(log_fd), prefix_(std::move(prefix)) {
   ::fcntl(pipe_fd_, F_SETFL, ::fcntl(pipe_fd_, F_GETFL) | O_NONBLOCK);
 }
 
@@ -49,6 +50,7 @@ OutputRelay::~OutputRelay() { close_pipe(); }
 OutputRelay::OutputRelay(OutputRelay&& other) noexcept
     : pipe_fd_(std::exchange(other.pipe_fd_, -1)),
       out_fd_(other.out_fd_),
+      log_fd_(other.log_fd_),
       prefix_(std::move(other.prefix_)),
       pending_(std::move(other.pending_)) {}
 
@@ -107,6 +109,7 @@ void OutputRelay::write_line(const char* begin, const char* end) {
   line.reserve(prefix_.size() + static_cast<size_t>(end - begin) + 1);
   line.append(prefix_).append(begin, end).push_back('\n');
   write_all(out_fd_, line);
+  if (log_fd_ >= 0) write_all(log_fd_, line.substr(prefix_.size()));
 }
 
 void OutputRelay::close_pipe() {

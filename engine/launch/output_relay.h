@@ -1,6 +1,7 @@
 // Copies one worker output pipe to one of the launcher's streams, prefixing
 // every line with the rank ("[rank 3] "), so the output of several ranks stays
-// readable in one terminal or log file.
+// readable in one terminal or log file; and, when asked, to the rank's own
+// log file as well, without the prefix.
 //
 // Each prefixed line leaves in a single write(), so relayed lines never
 // interleave mid-line with each other (nor, up to PIPE_BUF bytes, with other
@@ -13,8 +14,8 @@ namespace accel {
 class OutputRelay {
  public:
   // Takes ownership of `pipe_fd` (the read end; made non-blocking here) and
-  // writes to `out_fd`, which it does not own.
-  OutputRelay(int pipe_fd, int out_fd, std::string prefix);
+  // writes to `out_fd` and, unless it is -1, `log_fd`, neither of which it owns.
+  OutputRelay(int pipe_fd, int out_fd, std::string prefix, int log_fd = -1);
   ~OutputRelay();
   OutputRelay(OutputRelay&& other) noexcept;
   OutputRelay(const OutputRelay&) = delete;
@@ -39,6 +40,7 @@ class OutputRelay {
 
   int pipe_fd_;
   int out_fd_;
+  int log_fd_;
   std::string prefix_;
   std::string pending_;  // the start of a line whose end has not arrived yet
 };

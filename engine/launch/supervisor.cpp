@@ -20,6 +20,7 @@
 #include <utility>
 
 #include "engine/launch/error_file.h"
+#include "engine/launch/oom_kills.h"
 #include "engine/launch/output_relay.h"
 
 namespace accel {
@@ -187,7 +188,10 @@ bool move_fd(int from, int to) {
 [[noreturn]] void exec_worker(const ChildPlan& plan) noexcept {
   // Die with the launcher, and make sure it did not die before this took effect.
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != plan.launcher) ::_exit(1);
-  ::setpgid(0, 0);
+  // A session of its own: its own process group, for signalling what it
+  // starts, and no controlling terminal, so job control never stops it
+  // (a background group reading the terminal would get SIGTTIN).
+  ::setsid();
   if (move_fd(plan.stdin_fd, STDIN_FILENO) && move_fd(plan.stdout_fd, STDOUT_FILENO) &&
       move_fd(plan.stderr_fd, STDERR_FILENO)) {
     plan.signals->set_for_child();
@@ -228,7 +232,8 @@ struct Pipe {
 
 // Sends `signal` to a worker's process group, which includes what it started.
 void signal_worker(pid_t pid, int signal) {
-  if (::kill(-pid, signal) != 0) ::kill(pid, signal);  // it left its group
+  // No such group: the worker has not reached setsid() yet, or left the group.
+  if (::kill(-pid, signal) != 0) ::kill(pid, signal);
 }
 
 // ---- one run ---------------------------------------------------------------
@@ -237,6 +242,7 @@ struct Worker {
   pid_t pid = -1;
   bool running = false;
   std::string error_file;
+  int log_fd = -1;  // its log file, when there is a log directory
   int status_fd = -1;  // read end of the exec-status pipe, until read
   RankExit exit;
 };
@@ -246,6 +252,14 @@ class Run {
   explicit Run(const SupervisorOptions& options) : options_(options) {
     null_fd_ = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (null_fd_ < 0) throw_errno("cannot open /dev/null");
+    if (!options_.log_dir.empty()) {
+      std::error_code error;
+      std::filesystem::create_directories(options_.log_dir, error);
+      if (error) {
+        ::close(null_fd_);
+        throw std::system_error(error, "cannot create the log directory " + options_.log_dir);
+      }
+    }
   }
 
   // Workers still running here mean an exception cut the run short: they
@@ -262,6 +276,7 @@ class Run {
         if (worker.running) ::usleep(10000);
       }
       if (worker.status_fd >= 0) ::close(worker.status_fd);
+      if (worker.log_fd >= 0) ::close(worker.log_fd);
     }
     ::close(null_fd_);
   }
@@ -274,6 +289,7 @@ class Run {
     std::vector<char*> argv = pointers(argv_strings);
     workers_.reserve(static_cast<size_t>(options_.nproc));
     relays_.reserve(2 * static_cast<size_t>(options_.nproc));
+    oom_kills_at_start_ = oom_kill_count();
     for (int rank = 0; rank < options_.nproc; ++rank) spawn(rank, argv.data());
     collect_exec_failures();
     watch();
@@ -289,17 +305,23 @@ class Run {
   }
 
  private:
-  std::vector<std::string> environment(int rank, const std::string& error_file) const {
+  int world_size() const { return options_.world_size > 0 ? options_.world_size : options_.nproc; }
+
+  std::vector<std::string> environment(int local_rank, const std::string& error_file) const {
     const std::pair<std::string, std::string> launch[] = {
-        {"RANK", std::to_string(rank)},
-        {"LOCAL_RANK", std::to_string(rank)},
-        {"WORLD_SIZE", std::to_string(options_.nproc)},
+        {"RANK", std::to_string(options_.rank_offset + local_rank)},
+        {"LOCAL_RANK", std::to_string(local_rank)},
+        {"WORLD_SIZE", std::to_string(world_size())},
         {"LOCAL_WORLD_SIZE", std::to_string(options_.nproc)},
         {"MASTER_ADDR", options_.master_addr},
         {"MASTER_PORT", std::to_string(options_.master_port)},
         {"ACCEL_ROLE", "worker"},
         {"ACCEL_THREADS", std::to_string(options_.threads)},
         {kErrorFileVariable, error_file},
+    };
+    auto is_rank_variable = [](std::string_view name) {
+      return name == "RANK" || name == "LOCAL_RANK" || name == "WORLD_SIZE" ||
+             name == "LOCAL_WORLD_SIZE";
     };
     std::vector<std::string> env;
     for (const std::string& entry : options_.command.env) {
@@ -308,26 +330,36 @@ class Run {
                                     [&](const auto& var) { return var.first == name; });
       if (!overridden) env.push_back(entry);
     }
-    for (const auto& [name, value] : launch) env.push_back(name + "=" + value);
+    for (const auto& [name, value] : launch) {
+      if (options_.rank_variables || !is_rank_variable(name)) env.push_back(name + "=" + value);
+    }
     return env;
   }
 
-  void spawn(int rank, char* const* argv) {
+  void spawn(int local_rank, char* const* argv) {
+    const int rank = options_.rank_offset + local_rank;
     Worker worker;
     worker.exit.rank = rank;
     worker.error_file = run_dir_.path() + "/rank-" + std::to_string(rank) + ".error";
-    std::vector<std::string> env = environment(rank, worker.error_file);
+    if (!options_.log_dir.empty()) {
+      std::string log = options_.log_dir + "/rank-" + std::to_string(rank) + ".log";
+      worker.log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      if (worker.log_fd < 0) throw_errno("cannot open the log file " + log);
+    }
+    std::vector<std::string> env = environment(local_rank, worker.error_file);
     std::vector<char*> envp = pointers(env);
 
-    // Rank 0 owns the launcher's streams; the others are relayed with a prefix
-    // and read nothing (several readers of one stdin would split it at random).
+    // Rank 0 owns the launcher's streams unless its output is also logged;
+    // the others are relayed with a prefix. Only the first rank of a machine
+    // reads the launcher's stdin (several readers would split it at random).
+    const bool relayed = rank > 0 || worker.log_fd >= 0;
     std::optional<Pipe> out, err;
-    if (rank > 0) out.emplace(), err.emplace();
+    if (relayed) out.emplace(), err.emplace();
     Pipe status;
     ChildPlan plan{options_.command.program.c_str(),
                    argv,
                    envp.data(),
-                   rank == 0 ? STDIN_FILENO : null_fd_,
+                   local_rank == 0 ? STDIN_FILENO : null_fd_,
                    out ? out->write : options_.stdout_fd,
                    err ? err->write : options_.stderr_fd,
                    status.write,
@@ -346,21 +378,21 @@ class Run {
     int fork_error = errno;
     ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     if (pid < 0) {
+      if (worker.log_fd >= 0) ::close(worker.log_fd);
       errno = fork_error;
       throw_errno("cannot start rank " + std::to_string(rank));
     }
-    // Also set here, so the group exists before the parent ever signals it.
-    ::setpgid(pid, pid);
 
     worker.pid = pid;
     worker.exit.pid = pid;
     worker.running = true;
     worker.status_fd = status.release_read();
+    const int log_fd = worker.log_fd;
     workers_.push_back(std::move(worker));
-    if (rank > 0) {
-      std::string prefix = "[rank " + std::to_string(rank) + "] ";
-      relays_.emplace_back(out->release_read(), options_.stdout_fd, prefix);
-      relays_.emplace_back(err->release_read(), options_.stderr_fd, prefix);
+    if (relayed) {
+      std::string prefix = rank > 0 ? "[rank " + std::to_string(rank) + "] " : "";
+      relays_.emplace_back(out->release_read(), options_.stdout_fd, prefix, log_fd);
+      relays_.emplace_back(err->release_read(), options_.stderr_fd, prefix, log_fd);
     }
   }
 
@@ -375,7 +407,8 @@ class Run {
       } while (n < 0 && errno == EINTR);
       ::close(std::exchange(worker.status_fd, -1));
       if (n == sizeof(error)) {
-        std::string text = "cannot execute " + options_.command.program + ": " + std::strerror(error);
+        std::string text =
+            "cannot execute " + options_.command.program + ": " + std::strerror(error);
         append_error_record(worker.error_file.c_str(), kFatalRecord, text);
       }
     }
@@ -384,7 +417,10 @@ class Run {
   void watch() {
     std::vector<pollfd> fds;
     std::vector<OutputRelay*> polled;
-    while (std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; })) {
+    auto any_running = [this] {
+      return std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.running; });
+    };
+    while (any_running()) {
       fds.assign(1, pollfd{signals_.fd(), POLLIN, 0});
       polled.clear();
       for (OutputRelay& relay : relays_) {
@@ -402,15 +438,37 @@ class Run {
         if (fds[i + 1].revents != 0) polled[i]->pump();
       }
       reap();
+      tick();
       enforce_deadlines();
     }
   }
 
   int timeout_ms() const {
-    if (!stop_) return -1;  // nothing to time: workers run as long as they need
-    auto deadline = killed_ ? give_up_at_ : kill_at_;
-    auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - SteadyClock::now());
+    std::optional<SteadyClock::time_point> deadline;
+    if (stop_) deadline = killed_ ? give_up_at_ : kill_at_;
+    if (options_.on_tick && (!deadline || next_tick_ < *deadline)) deadline = next_tick_;
+    if (!deadline) return -1;  // nothing to time: workers run as long as they need
+    auto left = std::chrono::ceil<std::chrono::milliseconds>(*deadline - SteadyClock::now());
     return static_cast<int>(std::max<int64_t>(left.count(), 0));
+  }
+
+  void tick() {
+    if (!options_.on_tick || SteadyClock::now() < next_tick_) return;
+    next_tick_ = SteadyClock::now() + options_.tick_interval;
+    SupervisorTick state;
+    state.stopping = stop_.has_value();
+    for (const Worker& worker : workers_) {
+      if (!worker.running && worker.exit.failed() &&
+          (!state.failed_rank || worker.exit.failure_ns() < first_failure_ns_)) {
+        state.failed_rank = worker.exit.rank;
+        first_failure_ns_ = worker.exit.failure_ns();
+      }
+    }
+    std::optional<std::string> reason = options_.on_tick(state);
+    if (reason && !stop_) {
+      begin_stop(0, SIGTERM, 0);
+      stop_->reason = *reason;
+    }
   }
 
   void on_stop_signal(int signal) {
@@ -424,7 +482,7 @@ class Run {
   // `after_ns` is the failure that caused the stop: the stop is stamped later
   // even if the clock stepped back, so that failure stays the rank's own.
   void begin_stop(int cause, int signal, int64_t after_ns) {
-    stop_ = StopCause{std::max(realtime_ns(), after_ns + 1), cause};
+    stop_ = StopCause{std::max(realtime_ns(), after_ns + 1), cause, {}};
     kill_at_ = SteadyClock::now() + options_.grace_period;
     signal_running(signal);
   }
@@ -450,6 +508,11 @@ class Run {
       exit.reaped_ns = realtime_ns();
       if (WIFSIGNALED(status)) {
         exit.signal = WTERMSIG(status);
+        exit.core_dumped = WCOREDUMP(status);
+        if (exit.signal == SIGKILL && !killed_) {
+          std::optional<long> kills = oom_kill_count();
+          if (kills && oom_kills_at_start_) exit.oom_killed = *kills > *oom_kills_at_start_;
+        }
       } else {
         exit.exit_code = WEXITSTATUS(status);
       }
@@ -457,8 +520,17 @@ class Run {
         std::vector<ErrorRecord> records = read_error_records(worker.error_file);
         exit.fatal = last_record(records, kFatalRecord);
         exit.lost_peer = last_record(records, kPeerLostRecord).has_value();
+        if (exit.fatal && worker.log_fd >= 0) {
+          // The error went to the error file, not the output: the log keeps it too.
+          std::string text = "accel-run: the error that ended rank " + std::to_string(exit.rank) +
+                             ":\n" + exit.fatal->text + "\n";
+          [[maybe_unused]] ssize_t written = ::write(worker.log_fd, text.data(), text.size());
+        }
         if (!stop_) begin_stop(0, SIGTERM, exit.failure_ns());
       }
+      // What a stopped worker started and left behind (a shell's background
+      // job ignores SIGINT) must not outlive the run.
+      if (stop_) ::kill(-worker.pid, SIGKILL);
     }
   }
 
@@ -487,7 +559,10 @@ class Run {
   std::optional<StopCause> stop_;
   SteadyClock::time_point kill_at_{};
   SteadyClock::time_point give_up_at_{};
+  SteadyClock::time_point next_tick_ = SteadyClock::now();
+  int64_t first_failure_ns_ = 0;
   bool killed_ = false;
+  std::optional<long> oom_kills_at_start_;
 };
 
 }  // namespace

@@ -1,8 +1,15 @@
 -- The Accelerator: what a recipe calls to train the same loop on any number
--- of ranks. See docs/ for the full contract.
+-- of ranks, with gradient accumulation and mixed precision. The contract is
+-- in docs/api/accelerator.md; collectives live in gathering.lua and the
+-- prepared optimizer and scheduler in their own files.
 local core = require("accel.core")
 local Module = require("accel.nn.module")
 local DataLoader = require("accel.data.dataloader")
+local AcceleratedOptimizer = require("accel.accelerated_optimizer")
+local AcceleratedScheduler = require("accel.accelerated_scheduler")
+local gathering = require("accel.gathering")
+local checkpointing = require("accel.checkpointing")
+local ProjectConfiguration = require("accel.project_configuration")
 
 local dist = core.dist
 
@@ -13,8 +20,17 @@ local defaults = {
   mixed_precision = "no",
   gradient_accumulation_steps = 1,
   cpu = false,
+  even_batches = true,
+  split_batches = false,
   bucket_bytes = 25 * 1024 * 1024,
+  seed = false,
+  loss_scaler = false,  -- fp16: {init_scale, growth_factor, backoff_factor, growth_interval}
+  project_config = false,  -- accel.ProjectConfiguration: where save_state() writes by itself
 }
+
+local function fail(message)
+  error("accel.Accelerator: " .. message, 4)
+end
 
 local function check_options(options)
   for key in pairs(options) do
@@ -22,20 +38,41 @@ local function check_options(options)
       local known = {}
       for k in pairs(defaults) do known[#known + 1] = k end
       table.sort(known)
-      error(string.format("accel.Accelerator: unknown option '%s' (known: %s)", tostring(key),
-                          table.concat(known, ", ")), 3)
+      fail(string.format("unknown option '%s' (known: %s)", tostring(key), table.concat(known, ", ")))
     end
   end
-  if options.mixed_precision ~= nil and options.mixed_precision ~= "no" then
-    error("accel.Accelerator: mixed_precision '" .. tostring(options.mixed_precision) ..
-          "' is not available yet; use 'no'", 3)
+  local precision = options.mixed_precision
+  if precision ~= nil and precision ~= "no" and precision ~= "bf16" and precision ~= "fp16" then
+    fail("mixed_precision must be 'no', 'bf16' or 'fp16', got '" .. tostring(precision) .. "'")
   end
+  if options.project_config and not ProjectConfiguration.is(options.project_config) then
+    fail("project_config must be made by accel.ProjectConfiguration{...}")
+  end
+  local steps = options.gradient_accumulation_steps
+  if steps ~= nil and (type(steps) ~= "number" or steps < 1 or steps % 1 ~= 0) then
+    fail("gradient_accumulation_steps must be a positive integer, got " .. tostring(steps))
+  end
+end
+
+-- What accel-run was told (--mixed-precision, or the config file's keys)
+-- is the default for what the recipe leaves unsaid.
+local function launcher_defaults()
+  return {
+    mixed_precision = os.getenv("ACCEL_MIXED_PRECISION"),
+    gradient_accumulation_steps = tonumber(os.getenv("ACCEL_GRADIENT_ACCUMULATION_STEPS") or ""),
+  }
 end
 
 local function new(_, options)
   options = options or {}
   check_options(options)
   local state = dist.state()
+  local from_launcher = launcher_defaults()
+  local function option(name)
+    if options[name] ~= nil then return options[name] end
+    if from_launcher[name] ~= nil then return from_launcher[name] end
+    return defaults[name]
+  end
   local self = setmetatable({
     process_index = state.rank,
     local_process_index = state.local_rank,
@@ -44,109 +81,384 @@ local function new(_, options)
     is_local_main_process = state.local_rank == 0,
     device = "cpu",
     distributed_type = state.world_size > 1 and "MULTI_CPU" or "NO",
-    mixed_precision = options.mixed_precision or defaults.mixed_precision,
-    gradient_accumulation_steps = options.gradient_accumulation_steps or defaults.gradient_accumulation_steps,
+    mixed_precision = option("mixed_precision"),
+    gradient_accumulation_steps = option("gradient_accumulation_steps"),
+    even_batches = option("even_batches"),
+    split_batches = option("split_batches"),
+    bucket_bytes = option("bucket_bytes"),
     sync_gradients = true,
-    bucket_bytes = options.bucket_bytes or defaults.bucket_bytes,
-    _syncs = {},
+    -- Written by prepared data loaders (see data/dataloader.lua).
+    gradient_state = { end_of_dataloader = false },
+    _world = { rank = state.rank, size = state.world_size },
+    _models = {},       -- {model, reducer, no_sync}
+    -- What save_state writes besides the models, in preparation order.
+    _optimizers = {},
+    _schedulers = {},
+    _dataloaders = {},
+    _custom_objects = {},
+    project_configuration = option("project_config") or nil,
+    _micro_step = 0,
+    _items = 0,         -- num_items given to backward since the last sync
+    _sync_steps = 0,
+    _trigger = false,
   }, Accelerator)
+  if self.mixed_precision == "fp16" then self._scaler = core.amp.LossScaler(options.loss_scaler or {}) end
   if state.world_size > 1 then dist.init() end
+  if options.seed then require("accel").set_seed(options.seed) end
   return self
 end
+
+-- Preparation ---------------------------------------------------------------
 
 local function is_optimizer(v)
   return type(v) == "userdata" and getmetatable(v) ~= nil and v.step ~= nil and v.zero_grad ~= nil
 end
 
+local function is_scheduler(v)
+  return type(v) == "table" and getmetatable(v) ~= DataLoader and not Module.is_module(v)
+     and type(v.step) == "function" and type(v.get_last_lr) == "function"
+end
+
+-- Floating tensors (and tables of them) back to float32: autocast outputs
+-- bf16, and losses computed from them should not be.
+local function to_float32(value)
+  if type(value) == "userdata" and value.dtype == "bfloat16" then return value:float() end
+  if type(value) == "table" and getmetatable(value) == nil then
+    local out = {}
+    for k, v in pairs(value) do out[k] = to_float32(v) end
+    return out
+  end
+  return value
+end
+
+local function convert_results(...)
+  local n, out = select("#", ...), { ... }
+  for i = 1, n do out[i] = to_float32(out[i]) end
+  return unpack(out, 1, n)
+end
+
 function Accelerator:prepare_model(model)
-  core.no_grad(function()
-    for _, p in ipairs(model:parameters()) do dist.broadcast(p, 0) end
-    for _, b in ipairs(model:buffers()) do dist.broadcast(b, 0) end
-  end)
   if self.num_processes > 1 then
-    self._syncs[#self._syncs + 1] = dist.GradientSync(model:parameters(), self.bucket_bytes)
+    core.no_grad(function()
+      for _, p in ipairs(model:parameters()) do dist.broadcast(p, 0) end
+      for _, b in ipairs(model:buffers()) do dist.broadcast(b, 0) end
+    end)
+  end
+  local entry = { model = model, no_sync = false }
+  if self.num_processes > 1 then
+    entry.reducer = dist.GradientReducer(model:parameters(), self.bucket_bytes)
+  end
+  self._models[#self._models + 1] = entry
+  if self.mixed_precision == "bf16" then
+    local forward = model.forward
+    rawset(model, "forward", function(m, ...)
+      local args, n = { ... }, select("#", ...)
+      return convert_results(core.amp.autocast(function() return forward(m, unpack(args, 1, n)) end,
+                                               "bfloat16"))
+    end)
+    entry.unwrapped_forward = forward
   end
   return model
 end
 
 function Accelerator:prepare_data_loader(loader)
-  loader:shard(self.process_index, self.num_processes)
+  loader:shard(self.process_index, self.num_processes, {
+    even_batches = self.even_batches,
+    split_batches = self.split_batches,
+    state = self.gradient_state,
+  })
+  self._dataloaders[#self._dataloaders + 1] = loader
   return loader
 end
 
--- Prepares models, optimizers and data loaders, in any order; returns them
--- in the order given.
+function Accelerator:prepare_optimizer(optimizer)
+  local prepared = AcceleratedOptimizer.new(self, optimizer)
+  self._optimizers[#self._optimizers + 1] = prepared
+  return prepared
+end
+
+function Accelerator:prepare_scheduler(scheduler, optimizer)
+  if not optimizer then
+    error("Accelerator:prepare: a scheduler needs its optimizer prepared in the same call", 3)
+  end
+  local prepared = AcceleratedScheduler.new(scheduler, optimizer)
+  self._schedulers[#self._schedulers + 1] = prepared
+  return prepared
+end
+
+-- Prepares models, optimizers, data loaders and schedulers, in any order;
+-- returns them in the order given.
 function Accelerator:prepare(...)
   local out, n = {}, select("#", ...)
+  local optimizer, first_loader
   for i = 1, n do
     local obj = select(i, ...)
     if Module.is_module(obj) then
       out[i] = self:prepare_model(obj)
     elseif getmetatable(obj) == DataLoader then
       out[i] = self:prepare_data_loader(obj)
+      first_loader = first_loader or obj
     elseif is_optimizer(obj) then
-      out[i] = obj
-    else
-      error(string.format("Accelerator:prepare: argument %d (a %s) is not a model, optimizer or data loader",
+      out[i] = self:prepare_optimizer(obj)
+      optimizer = optimizer or out[i]
+    elseif not is_scheduler(obj) then
+      error(string.format("Accelerator:prepare: argument %d (a %s) is not a model, optimizer, data loader or scheduler",
                           i, type(obj)), 2)
     end
+  end
+  for i = 1, n do  -- schedulers last: they follow their optimizer's updates
+    local obj = select(i, ...)
+    if is_scheduler(obj) then out[i] = self:prepare_scheduler(obj, optimizer) end
+  end
+  if optimizer and first_loader then
+    local batches = first_loader:num_batches()
+    self:print(string.format("accel: %d batches per epoch on each of %d rank(s), %d optimizer updates per epoch",
+                             batches, self.num_processes,
+                             math.ceil(batches / self.gradient_accumulation_steps)))
   end
   return unpack(out, 1, n)
 end
 
--- Runs autograd from `loss`, then averages gradients across ranks.
-function Accelerator:backward(loss)
-  if self.gradient_accumulation_steps > 1 then loss = loss / self.gradient_accumulation_steps end
-  loss:backward()
-  if self.sync_gradients then
-    for _, sync in ipairs(self._syncs) do sync:synchronize() end
+-- Gradients ----------------------------------------------------------------
+
+-- Runs autograd from `loss`, scaled for accumulation and fp16. On a step that
+-- synchronises, gradients are reduced across ranks during backward. With
+-- {num_items = n}, loss is a mean over n items and gradients become the
+-- mean over all items of all micro-steps and ranks since the last sync.
+function Accelerator:backward(loss, options)
+  local num_items = options and options.num_items
+  if num_items then
+    self._items = self._items + num_items
+    loss = loss * num_items
+  elseif self.gradient_accumulation_steps > 1 then
+    loss = loss / self.gradient_accumulation_steps
   end
+  if self._scaler then loss = loss * self._scaler:scale() end
+  for _, entry in ipairs(self._models) do
+    if entry.reducer then entry.reducer:set_sync(self.sync_gradients and not entry.no_sync) end
+  end
+  loss:backward()
+  if self.sync_gradients then self:_finish_sync() end
 end
 
-function Accelerator:print(...)
-  if self.is_main_process then print(...) end
+function Accelerator:_finish_sync()
+  local divisor = self.num_processes
+  if self._items > 0 then
+    divisor = gathering.reduce(self._world, core.tensor({ self._items }, { dtype = "float64" })):item()
+    self._items = 0
+  end
+  for _, entry in ipairs(self._models) do
+    if not entry.no_sync then
+      if entry.reducer then
+        entry.reducer:finalize(divisor)
+      elseif divisor ~= 1 then
+        core.no_grad(function()
+          for _, p in ipairs(entry.model:parameters()) do
+            if p.grad then p.grad:div_(divisor) end
+          end
+        end)
+      end
+    end
+  end
+  self._sync_steps = self._sync_steps + 1
+  self._unscaled_at = nil
+end
+
+local function all_parameters(self)
+  local out = {}
+  for _, entry in ipairs(self._models) do
+    for _, p in ipairs(entry.model:parameters()) do out[#out + 1] = p end
+  end
+  return out
+end
+
+-- With fp16, divides the gradients by the loss scale once per synchronised
+-- step (before clipping or stepping) and notes whether any overflowed.
+function Accelerator:unscale_gradients()
+  if not self._scaler or self._unscaled_at == self._sync_steps then return end
+  self._found_inf = self._scaler:unscale(all_parameters(self))
+  self._unscaled_at = self._sync_steps
+end
+
+-- Whether this step's update must be skipped (fp16 overflow). Updates the
+-- loss scale once per synchronised step.
+function Accelerator:_overflowed()
+  if not self._scaler then return false end
+  self:unscale_gradients()
+  if self._scaled_at ~= self._sync_steps then
+    self._scaler:update(self._found_inf)
+    self._scaled_at = self._sync_steps
+  end
+  return self._found_inf
+end
+
+-- The current fp16 loss scale (nil without fp16).
+function Accelerator:loss_scale()
+  return self._scaler and self._scaler:scale()
+end
+
+-- Clipping acts on synchronised steps only (on other micro-steps the
+-- gradients are partial sums); it returns nil there.
+function Accelerator:clip_grad_norm(params, max_norm, norm_type)
+  if not self.sync_gradients then return nil end
+  self:unscale_gradients()
+  return core.clip_grad_norm(params, max_norm, norm_type)
+end
+
+function Accelerator:clip_grad_value(params, value)
+  if not self.sync_gradients then return end
+  self:unscale_gradients()
+  core.clip_grad_value(params, value)
+end
+
+local function entry_of(self, model)
+  for _, entry in ipairs(self._models) do
+    if entry.model == model then return entry end
+  end
+  error("the model was not prepared by this Accelerator", 3)
+end
+
+-- Runs fn as one micro-step of gradient accumulation: gradients synchronise
+-- (and the prepared optimizer steps) every gradient_accumulation_steps
+-- calls, and at the last batch of a prepared data loader.
+function Accelerator:accumulate(model, fn)
+  entry_of(self, model)
+  self._micro_step = self._micro_step + 1
+  local end_of_data = self.gradient_state.end_of_dataloader
+  self.sync_gradients = end_of_data or self._micro_step % self.gradient_accumulation_steps == 0
+  if end_of_data then self._micro_step = 0 end
+  return fn()
+end
+
+-- Runs fn with gradient synchronisation off for this model.
+function Accelerator:no_sync(model, fn)
+  local entry = entry_of(self, model)
+  local previous = entry.no_sync
+  entry.no_sync = true
+  local results = { pcall(fn) }
+  entry.no_sync = previous
+  if not results[1] then error(results[2], 0) end
+  return unpack(results, 2, table.maxn(results))
+end
+
+-- Runs fn under the configured mixed precision (bf16 autocast).
+function Accelerator:autocast(fn)
+  if self.mixed_precision ~= "bf16" then return fn() end
+  return convert_results(core.amp.autocast(fn, "bfloat16"))
+end
+
+-- Collectives ----------------------------------------------------------------
+
+function Accelerator:gather(value)
+  return gathering.gather(self._world, value)
+end
+
+-- Like gather, without the samples repeated to even out the last batch.
+function Accelerator:gather_for_metrics(value)
+  return gathering.gather_for_metrics(self._world, value, self.gradient_state.batch_padding)
+end
+
+function Accelerator:reduce(value, op)
+  return gathering.reduce(self._world, value, op)
+end
+
+function Accelerator:broadcast(value, from)
+  return gathering.broadcast(self._world, value, from)
+end
+
+function Accelerator:pad_across_processes(value, options)
+  return gathering.pad_across_processes(self._world, value, options)
+end
+
+function Accelerator:gather_object(value)
+  return gathering.gather_object(self._world, value)
+end
+
+function Accelerator:split_between_processes(value, options)
+  return gathering.split_between_processes(self._world, value, options)
 end
 
 function Accelerator:wait_for_everyone()
   if self.num_processes > 1 then dist.barrier() end
 end
 
-local function map_tensors(value, fn, what)
-  if type(value) == "number" then return fn(core.tensor(value)) end
-  if type(value) == "table" then
-    local out = {}
-    for k, v in pairs(value) do out[k] = map_tensors(v, fn, what) end
-    return out
-  end
-  if type(value) ~= "userdata" then
-    error(what .. ": expected a tensor, a number or a table of them, got a " .. type(value), 3)
-  end
-  return fn(value)
+-- Process helpers ------------------------------------------------------------
+
+function Accelerator:print(...)
+  if self.is_main_process then print(...) end
 end
 
--- Every rank's tensor, concatenated along dim 1 in rank order (0-dim
--- tensors are stacked). Tables of tensors are gathered element by element.
-function Accelerator:gather(value)
-  return map_tensors(value, function(t)
-    if self.num_processes == 1 then return t:dim() == 0 and t:view(1) or t end
-    local parts = dist.all_gather(t:contiguous())
-    if t:dim() == 0 then return core.stack(parts, 1) end
-    return core.cat(parts, 1)
-  end, "Accelerator:gather")
+-- fn runs on the main process first, then on the others.
+function Accelerator:main_process_first(fn)
+  if not self.is_main_process then self:wait_for_everyone() end
+  local results = { fn() }
+  if self.is_main_process then self:wait_for_everyone() end
+  return unpack(results, 1, table.maxn(results))
 end
 
--- The sum ("sum", the default) or mean ("mean") of a tensor over ranks, as
--- a new tensor on every rank.
-function Accelerator:reduce(value, op)
-  op = op or "sum"
-  if op ~= "sum" and op ~= "mean" then
-    error("Accelerator:reduce: op must be 'sum' or 'mean', got '" .. tostring(op) .. "'", 2)
+-- Runs fn (and returns its results) on the main process only.
+function Accelerator:on_main_process(fn)
+  if self.is_main_process then return fn() end
+end
+
+-- set_trigger() on any rank makes the next check_trigger() true on all.
+function Accelerator:set_trigger()
+  self._trigger = true
+end
+
+function Accelerator:check_trigger()
+  local flag = core.tensor({ self._trigger and 1 or 0 }, { dtype = "float32" })
+  if self.num_processes > 1 then dist.all_reduce(flag, "max") end
+  self._trigger = false
+  return flag:item() > 0
+end
+
+function Accelerator:unwrap_model(model, options)
+  local entry = entry_of(self, model)
+  if entry.unwrapped_forward and options and options.keep_fp32_wrapper == false then
+    rawset(model, "forward", nil)
+    entry.unwrapped_forward = nil
   end
-  return map_tensors(value, function(t)
-    local copy = t:detach():clone():contiguous()
-    if self.num_processes > 1 then dist.all_reduce(copy, op) end
-    return copy
-  end, "Accelerator:reduce")
+  return model
+end
+
+-- Drops the Accelerator's references to prepared objects and collects.
+function Accelerator:free_memory()
+  self._models, self._optimizers, self._schedulers, self._dataloaders = {}, {}, {}, {}
+  collectgarbage()
+  collectgarbage()
+end
+
+-- Checkpoints (lua/accel/checkpointing.lua) ----------------------------------
+
+-- Writes everything needed to resume exactly into `dir` (or, with
+-- automatic checkpoint naming, the next project checkpoint); returns the folder.
+function Accelerator:save_state(dir)
+  return checkpointing.save_state(self, dir)
+end
+
+-- Restores what save_state wrote; without `dir`, the newest complete
+-- automatic checkpoint. Returns the folder loaded.
+function Accelerator:load_state(dir)
+  return checkpointing.load_state(self, dir)
+end
+
+-- Objects with state_dict/load_state_dict to include in checkpoints.
+function Accelerator:register_for_checkpointing(...)
+  checkpointing.register(self, ...)
+end
+
+-- Weights for other tools: {safe_serialization = true, max_shard_size = "2GB"}.
+function Accelerator:save_model(model, dir, options)
+  return checkpointing.save_model(self, model, dir, options)
+end
+
+function Accelerator:load_model(model, dir, options)
+  checkpointing.load_model(self, model, dir, options)
+end
+
+function Accelerator:end_training()
+  self:wait_for_everyone()
 end
 
 return setmetatable(Accelerator, { __call = new })

@@ -18,10 +18,15 @@ accel.float, accel.double, accel.half, accel.long = "float32", "float64", "float
 local seed_state = { seed = 0 }
 
 -- Seeds every generator a recipe uses: the engine's and Lua's math.random.
-function accel.set_seed(seed)
+-- With {device_specific = true} each rank adds its rank to the seed, for
+-- randomness that should differ between ranks (data augmentation, say).
+-- Data loaders keep shuffling from the seed given, the same on every rank.
+function accel.set_seed(seed, options)
   seed_state.seed = seed
-  core.manual_seed(seed)
-  math.randomseed(seed)
+  local own = seed
+  if options and options.device_specific then own = seed + core.dist.state().rank end
+  core.manual_seed(own)
+  math.randomseed(own)
 end
 
 -- The seed data loaders shuffle from when they are not given one.
@@ -33,5 +38,8 @@ accel.nn = require("accel.nn")
 accel.optim = require("accel.optim")
 accel.data = require("accel.data")
 accel.Accelerator = require("accel.accelerator")
+accel.ProjectConfiguration = require("accel.project_configuration")
+accel.find_executable_batch_size = require("accel.batch_size_finder")
+accel.get_logger = require("accel.logging").get_logger
 
 return accel

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "engine/communicator.h"
-#include "engine/gradient_sync.h"
+#include "engine/gradient_reducer.h"
 #include "engine/launch/store_server.h"
 #include "engine/process_state.h"
 
@@ -116,23 +116,40 @@ TEST_CASE("collectives between two processes over Gloo") {
   REQUIRE(codes == std::vector<int>{0, 0});
 }
 
-TEST_CASE("gradient sync averages grads in buckets, unused parameters count as zero") {
+TEST_CASE("the reducer averages gradients during backward; unused parameters stay gradient-free") {
   auto codes = run_ranks(2, [](int rank, accel::Communicator& comm) {
-    // Three parameters of 4 floats (16 bytes); 32-byte buckets hold two.
+    // Four parameters of 4 floats (16 bytes); 32-byte buckets hold two.
     std::vector<at::Tensor> params;
-    for (int i = 0; i < 3; ++i) params.push_back(at::zeros({4}).requires_grad_());
-    accel::GradientSync sync(comm, params, 32);
-    CHILD_CHECK(sync.num_buckets() == 2);
+    for (int i = 0; i < 4; ++i) params.push_back(at::zeros({4}).requires_grad_());
+    accel::GradientReducer reducer(comm, params, 32);
+    CHILD_CHECK(reducer.num_buckets() == 2);
 
-    params[0].mutable_grad() = at::full({4}, rank == 0 ? 1.0 : 3.0);
-    params[1].mutable_grad() = at::full({4}, static_cast<double>(rank));
-    if (rank == 1) params[2].mutable_grad() = at::full({4}, 8.0);  // unused on rank 0
+    // Parameter 2 is used on rank 1 only, parameter 3 on no rank.
+    at::Tensor loss = (params[0] * (rank == 0 ? 1.0 : 3.0)).sum() + (params[1] * rank).sum();
+    if (rank == 1) loss = loss + (params[2] * 8.0).sum();
     int64_t before = comm.counts().all_reduce;
-    sync.synchronize();
+    loss.backward();
+    reducer.finalize(2);
     CHILD_CHECK(comm.counts().all_reduce - before == 2);  // one per bucket
     CHILD_CHECK(params[0].grad().equal(at::full({4}, 2.0)));
     CHILD_CHECK(params[1].grad().equal(at::full({4}, 0.5)));
     CHILD_CHECK(params[2].grad().equal(at::full({4}, 4.0)));
+    CHILD_CHECK(!params[3].grad().defined());
+
+    // Events are recorded: the gradients that arrived, then the buckets
+    // (bucket 1 waits for bucket 0, whose parameter 3 never gets a gradient).
+    auto events = reducer.last_events();
+    CHILD_CHECK(events.size() == (rank == 0 ? 4u : 5u));  // used gradients plus two buckets
+    using Kind = accel::GradientReducer::Event::Kind;
+    CHILD_CHECK(events.front().kind == Kind::GradientReady);
+
+    // A non-synchronising backward only accumulates locally.
+    reducer.set_sync(false);
+    before = comm.counts().all_reduce;
+    (params[0] * 1.0).sum().backward();
+    reducer.finalize(2);
+    CHILD_CHECK(comm.counts().all_reduce == before);
+    CHILD_CHECK(params[0].grad().equal(at::full({4}, 3.0)));
   });
   REQUIRE(codes == std::vector<int>{0, 0});
 }

@@ -42,7 +42,42 @@ TEST_CASE("a bare recipe gets the defaults", "[launch_options]") {
   CHECK(o.master_port == 0);
   CHECK(o.backend == "gloo");
   CHECK(o.grace_period_s == 5);
+  CHECK(o.nnodes == 1);
+  CHECK(o.node_rank == 0);
+  CHECK(o.timeout_s == 1800);
+  CHECK(o.stall_report_s == 60);
+  CHECK(o.max_restarts == 0);
+  CHECK_FALSE(o.debug);
+  CHECK(o.log_dir.empty());
+  CHECK(o.mixed_precision.empty());
+  CHECK(o.gradient_accumulation_steps == 0);
   CHECK_FALSE(o.help);
+}
+
+TEST_CASE("the launcher's own options", "[launch_options]") {
+  LaunchOptions o = parse({"train.lua", "--nnodes", "2", "--node-rank=1", "--master-port", "29500",
+                           "--debug", "--timeout", "5", "--stall-report", "2.5", "--max-restarts",
+                           "3", "--log-dir", "logs", "--mixed-precision", "bf16",
+                           "--gradient-accumulation-steps", "4", "--rdzv-timeout", "30"});
+  CHECK(o.nnodes == 2);
+  CHECK(o.node_rank == 1);
+  CHECK(o.debug);
+  CHECK(o.timeout_s == 5);
+  CHECK(o.stall_report_s == 2.5);
+  CHECK(o.max_restarts == 3);
+  CHECK(o.log_dir == "logs");
+  CHECK(o.mixed_precision == "bf16");
+  CHECK(o.gradient_accumulation_steps == 4);
+  CHECK(o.rdzv_timeout_s == 30);
+  CHECK(o.origins.at("--debug") == "command line");
+  // --num-processes counts every node's processes, as Accelerate does.
+  CHECK(parse({"train.lua", "--num-processes", "6", "--nnodes", "3", "--master-port", "1"}).nproc == 2);
+}
+
+TEST_CASE("subcommands parse options without a recipe", "[launch_options]") {
+  LaunchOptions o = parse_launch_options({"--nproc", "2"}, kCores, accel::RecipeRule::none);
+  CHECK(o.recipe.empty());
+  CHECK(o.nproc == 2);
 }
 
 TEST_CASE("options go before or after the recipe, with a space or '='", "[launch_options]") {
@@ -83,6 +118,11 @@ TEST_CASE("--help needs no recipe, and lists every option", "[launch_options]") 
   std::string usage = accel::usage_text();
   for (const char* option : {"--nproc N", "--threads N", "--master-addr HOST",
                              "--master-port PORT", "--backend NAME", "--grace-period SECONDS",
+                             "--nnodes N", "--node-rank K", "--num-processes N", "--debug",
+                             "--timeout SECONDS", "--stall-report SECONDS", "--max-restarts K",
+                             "--log-dir DIR", "--config FILE", "--mixed-precision MODE",
+                             "--gradient-accumulation-steps N", "--rdzv-timeout SECONDS",
+                             "accel-run config", "accel-run env", "accel-run test",
                              "-h, --help", "RECIPE.lua"}) {
     INFO(option);
     CHECK(usage.find(option) != std::string::npos);
@@ -108,7 +148,23 @@ TEST_CASE("errors name the option or value at fault", "[launch_options]") {
              Contains("--grace-period expects a number of seconds"));
   CHECK_THAT(error_of({"train.lua", "--grace-period=nan"}), Contains("got 'nan'"));
   CHECK_THAT(error_of({"train.lua", "--backend", "nccl"}),
-             Contains("unsupported --backend 'nccl' (supported: gloo)"));
+             Contains("unsupported --backend 'nccl' (supported: gloo"));
+  CHECK_THAT(error_of({"train.lua", "--backend", "glo"}), Contains("(did you mean 'gloo'?)"));
+  CHECK_THAT(error_of({"train.lua", "--nprocs", "2"}),
+             Contains("unknown option '--nprocs' (did you mean '--nproc'?)"));
+  CHECK_THAT(error_of({"train.lua", "--num_processes", "2"}),
+             Contains("(did you mean '--num-processes'?)"));
+  CHECK_THAT(error_of({"train.lua", "--debug=yes"}), Contains("--debug takes no value"));
+  CHECK_THAT(error_of({"train.lua", "--mixed-precision", "fp8"}),
+             Contains("unsupported --mixed-precision 'fp8' (supported: no, bf16, fp16)"));
+  CHECK_THAT(error_of({"train.lua", "--timeout", "0"}),
+             Contains("--timeout expects a number of seconds from 0.1 to 100000000, got '0'"));
+  CHECK_THAT(error_of({"train.lua", "--nnodes", "2", "--node-rank", "2", "--master-port", "1"}),
+             Contains("--node-rank is 2, but with --nnodes 2 node ranks go from 0 to 1"));
+  CHECK_THAT(error_of({"train.lua", "--backend", "mpi", "--log-dir", "x"}),
+             Contains("--log-dir does not apply to --backend mpi"));
+  CHECK_THAT(error_of({"train.lua", "--nnodes", "2"}),
+             Contains("every node's launcher must know the store's port: give --master-port"));
   CHECK_THAT(error_of({"train.lua", "--help=yes"}), Contains("--help takes no value"));
   CHECK_THAT(error_of({"--nproc", "2"}), Contains("no recipe given"));
   CHECK_THAT(error_of({}), Contains("no recipe given"));

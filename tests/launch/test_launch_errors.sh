@@ -4,8 +4,9 @@
 # Usage: test_launch_errors.sh ACCEL_RUN SOURCE_ROOT
 set -u
 accel_run=$1
+export XDG_CONFIG_HOME=$(mktemp -d)  # no default config of the machine's user
 scratch=$(mktemp -d)
-trap 'rm -rf "$scratch"' EXIT
+trap 'rm -rf "$scratch" "$XDG_CONFIG_HOME"' EXIT
 recipe=$scratch/recipe.lua
 echo 'print("never run")' > "$recipe"
 failures=0
@@ -40,7 +41,11 @@ expect_error "--nproc expects an integer from 1 to 4096, got '0'" "$recipe" --np
 expect_error "--nproc needs a value" "$recipe" --nproc
 expect_error "--master-port expects an integer from 0 to 65535, got '99999'" \
   --master-port 99999 "$recipe"
-expect_error "unsupported --backend 'nccl' (supported: gloo)" --backend nccl "$recipe"
+expect_error "unsupported --backend 'nccl' (supported: gloo" --backend nccl "$recipe"
+expect_error "unknown option '--nprocs' (did you mean '--nproc'?)" "$recipe" --nprocs 2
+expect_error "--node-rank is 1, but with --nnodes 1 node ranks go from 0 to 0" --node-rank 1 "$recipe"
+expect_error "give --master-port" --nnodes 2 "$recipe"
+expect_error "--timeout expects a number of seconds" --timeout soon "$recipe"
 expect_error "no recipe given" --nproc 2
 expect_error "no recipe given"
 expect_error "unexpected argument 'lr=0.1' after the recipe" "$recipe" lr=0.1

@@ -15,4 +15,8 @@ run_accel "$source_root/recipes/digits.lua" --nproc 2
 expect "digits on 2 ranks exits 0" [ "$status" -eq 0 ]
 expect "digits on 2 ranks reaches 95% test accuracy" accuracy_at_least "test accuracy" 0.95
 
+run_accel "$source_root/recipes/cnn.lua" --nproc 2
+expect "cnn on 2 ranks exits 0" [ "$status" -eq 0 ]
+expect "cnn on 2 ranks reaches 95% test accuracy" accuracy_at_least "test accuracy" 0.95
+
 finish

@@ -1,111 +1,363 @@
--- Batches of a data set, sharded across ranks once prepared:
+-- Batches of a data set, and once prepared, this rank's share of them:
 --   local loader = data.DataLoader(dataset, {batch_size = 64, shuffle = true})
---   for x, y in loader:iter() do ... end
--- Each epoch's order comes from the engine's sampler (the same permutation
--- on every rank, from the shared seed plus the epoch), and each rank reads
--- an interleaved shard of it, so R ranks with batch B see exactly the
--- samples one rank with batch R*B sees.
+--   for x, y in loader:iter() do ... end     -- each iter() reads one epoch
+--
+-- Options: batch_size (1), shuffle (false), drop_last (false), seed
+-- (default: require("accel").initial_seed() when the epoch starts),
+-- collate (a Lua function from a list of samples, each the list of fields
+-- get(i) returned, to the batch's values), num_workers (0: threads that
+-- gather the next batches' rows in C++ ahead of the loop; built-in data
+-- sets only, and the batches are exactly those of num_workers = 0).
+-- Epoch e's order is the engine's permutation for seed + e (0-based e, the
+-- same on every rank; see engine/data/epoch_plan.h); an iter() started
+-- while the previous epoch is unfinished (the loop left with break) reads
+-- the next epoch, as a new PyTorch iterator does. loader:set_epoch(e)
+-- chooses the epoch the next iter() reads; loader.epoch is that epoch.
+--
+-- The interface the Accelerator uses:
+--
+-- loader:shard(rank, world_size, {even_batches = true, split_batches = false, state = tbl})
+--   Called by Accelerator:prepare: from then on this loader reads rank
+--   `rank`'s share of every epoch. Rank r reads positions r, r + W, r + 2W,
+--   ... of the epoch's order, so step k over all W ranks covers what one
+--   process with a W times larger batch reads at its step k.
+--   even_batches = true: every rank gets the same number of batches; the
+--     order is padded by repeating samples from its start (at most one
+--     sample per rank, the last row of its last batch). The last batch may
+--     be smaller than batch_size but has the same size on every rank.
+--   even_batches = false: no padding samples at all; a rank may have one
+--     sample fewer than others, and so one batch fewer or a smaller last
+--     batch.
+--   split_batches = true: batch_size is the global batch; each rank reads
+--     batch_size / world_size per step (an error names both numbers when
+--     that does not divide), and each step covers the samples it covers
+--     with split_batches = false and batch_size / world_size per rank.
+--   drop_last: only whole batches, as many on every rank; never padding.
+-- While an epoch is iterated the loader writes into `state` (a table the
+-- caller owns; nothing is written without one):
+--   state.active_loader = loader while an epoch is being iterated; nil
+--     once it ends.
+--   state.end_of_dataloader = true while this rank's last batch of the
+--     epoch is current, false otherwise.
+--   state.batch_padding = {p_0, ..., p_(W-1)}: how many rows at the tail of
+--     each rank's current batch are padding duplicates; the same contents
+--     on every rank (every rank computes it from n, W, B and the epoch's
+--     padding). All 0 except in the last batch with even_batches; nil when
+--     no batch is current.
+-- loader:num_batches(): this rank's batches per epoch.
+-- loader:total_batches(): the batches of all ranks together per epoch.
+-- loader:state_dict() -> a plain table of numbers and booleans:
+--   {epoch, batches_done_in_epoch, epoch_start, seed, world_size,
+--    batch_size, dataset_size, shuffle, drop_last, even_batches}
+--   epoch (0-based) is the epoch being read or read next;
+--   batches_done_in_epoch counts the batches this loader has returned in it
+--   (a batch counts once iter() has returned it), from list position
+--   epoch_start (0 unless the epoch was itself resumed on another world
+--   size); batch_size is per rank. With even_batches = false, rank 0 has
+--   the most batches: save its state.
+-- loader:load_state_dict(t) -> message or nil
+--   Call after shard(). The next iter() continues epoch t.epoch after the
+--   batches already read, which it skips by index arithmetic without
+--   loading them; the epoch after it is t.epoch + 1. The seed is t.seed.
+--   The samples already read over all ranks are the first
+--   epoch_start + batches_done_in_epoch * batch_size * world_size of the
+--   epoch's order; when the world size (or the per-rank batch size)
+--   differs from the saved one, the rest of the epoch's order is shared
+--   out again over the current ranks, so no sample is skipped or read
+--   twice, and a message saying so is returned (and printed by rank 0).
+--   Errors name the key when t is for another data set size or shuffle.
 local core = require("accel.core")
+local dataset_util = require("accel.data.dataset")
+local default_collate = require("accel.data.collate")
 
 local DataLoader = {}
 DataLoader.__index = DataLoader
 
 local known_options = { batch_size = true, shuffle = true, drop_last = true, seed = true,
-                        collate = true }
+                        collate = true, num_workers = true }
 
-local function new(dataset, options)
+local function check_type(options, key, kind)
+  local v = options[key]
+  if v ~= nil and type(v) ~= kind then
+    error(string.format("data.DataLoader: %s must be a %s, got a %s", key, kind, type(v)), 3)
+  end
+end
+
+local function count_option(options, key, default, minimum)
+  local v = options[key]
+  if v == nil then return default end
+  if type(v) ~= "number" or v < minimum or v % 1 ~= 0 then
+    error(string.format("data.DataLoader: %s must be an integer >= %d, got %s", key, minimum,
+                        tostring(v)), 3)
+  end
+  return v
+end
+
+local function new(_, dataset, options)
+  dataset_util.check(dataset, "data.DataLoader", 2)
   options = options or {}
   for key in pairs(options) do
     if not known_options[key] then
-      error("data.DataLoader: unknown option '" .. tostring(key) .. "'", 3)
+      error("data.DataLoader: unknown option '" .. tostring(key) ..
+            "' (known: batch_size, collate, drop_last, num_workers, seed, shuffle)", 2)
     end
   end
-  local batch_size = options.batch_size or 1
-  if type(batch_size) ~= "number" or batch_size < 1 or batch_size % 1 ~= 0 then
-    error("data.DataLoader: batch_size must be a positive integer, got " .. tostring(batch_size), 3)
+  check_type(options, "shuffle", "boolean")
+  check_type(options, "drop_last", "boolean")
+  check_type(options, "collate", "function")
+  local num_workers = count_option(options, "num_workers", 0, 0)
+  if num_workers > 0 and not dataset_util.rows(dataset) then
+    error(string.format("data.DataLoader: num_workers = %d needs a built-in data set (TensorDataset, "
+                        .. "CSVDataset, TextDataset or a subset of one); a Lua data set is read on "
+                        .. "the Lua thread, use num_workers = 0", num_workers), 2)
+  end
+  if options.seed ~= nil and (type(options.seed) ~= "number" or options.seed % 1 ~= 0) then
+    error("data.DataLoader: seed must be an integer, got " .. tostring(options.seed), 2)
   end
   return setmetatable({
     dataset = dataset,
-    batch_size = batch_size,
+    batch_size = count_option(options, "batch_size", 1, 1),
     shuffle = options.shuffle or false,
     drop_last = options.drop_last or false,
     seed = options.seed,
     collate = options.collate,
-    epoch = 0,
+    num_workers = num_workers,
     rank = 0,
     world_size = 1,
+    even_batches = true,
+    split_batches = false,
+    state = nil,
+    epoch = 0,             -- the epoch being read, or read next
+    _start = 0,            -- list position where this loader's reading of the epoch began
+    _batches_done = 0,     -- batches returned since _start
+    _in_epoch = false,     -- an iter() of `epoch` has started and not finished
+    _iteration = 0,        -- identifies the current iterator
+    _prefetcher = nil,
   }, DataLoader)
 end
 
--- Called by Accelerator:prepare.
-function DataLoader:shard(rank, world_size)
+local known_shard_options = { even_batches = true, split_batches = true, state = true }
+
+function DataLoader:shard(rank, world_size, options)
+  options = options or {}
+  for key in pairs(options) do
+    if not known_shard_options[key] then
+      error("DataLoader:shard: unknown option '" .. tostring(key) ..
+            "' (known: even_batches, split_batches, state)", 2)
+    end
+  end
+  if type(world_size) ~= "number" or world_size < 1 or type(rank) ~= "number" or rank < 0
+     or rank >= world_size then
+    error(string.format("DataLoader:shard: rank %s is not in 0..%s", tostring(rank),
+                        tostring(world_size and world_size - 1)), 2)
+  end
+  if options.split_batches and self.batch_size % world_size ~= 0 then
+    error(string.format("DataLoader:shard: split_batches needs batch_size %d to be divisible by "
+                        .. "the number of processes %d", self.batch_size, world_size), 2)
+  end
   self.rank, self.world_size = rank, world_size
+  self.even_batches = options.even_batches ~= false
+  self.split_batches = options.split_batches or false
+  self.state = options.state
 end
 
-local function dataset_length(dataset)
-  local mt = getmetatable(dataset)
-  if mt and mt.__len then return mt.__len(dataset) end
-  return #dataset
+-- Rows each rank reads per step.
+function DataLoader:rank_batch_size()
+  if self.split_batches then return self.batch_size / self.world_size end
+  return self.batch_size
 end
 
-function DataLoader:set_epoch(epoch)
-  self.epoch = epoch
+function DataLoader:epoch_seed()
+  return self.seed or require("accel").initial_seed()
 end
 
--- This rank's indices (0-based, engine side) and padding count for the epoch.
-function DataLoader:epoch_indices()
-  local seed = self.seed or require("accel").initial_seed()
-  return core.data.shard(dataset_length(self.dataset), self.world_size, self.rank,
-                         self.shuffle, seed, self.epoch, false)
+function DataLoader:plan(epoch, start)
+  return core.data.EpochPlan({
+    dataset_size = dataset_util.length(self.dataset),
+    world_size = self.world_size,
+    rank = self.rank,
+    batch_size = self:rank_batch_size(),
+    shuffle = self.shuffle,
+    seed = self:epoch_seed(),
+    drop_last = self.drop_last,
+    even_batches = self.even_batches,
+    epoch = epoch,
+    start = start,
+  })
 end
 
--- Batches this rank reads per epoch. (`#loader` needs Lua 5.2 semantics;
--- LuaJIT ignores __len on tables, so recipes call loader:num_batches().)
 function DataLoader:num_batches()
-  local n = dataset_length(self.dataset)
-  local per_rank = math.ceil(n / self.world_size)
-  if self.drop_last then return math.floor(per_rank / self.batch_size) end
-  return math.ceil(per_rank / self.batch_size)
+  return self:plan(0, 0):num_batches()
 end
 
-local function stack_samples(samples)
-  local fields = {}
-  for k = 1, #samples[1] do
-    local column = {}
-    for i, s in ipairs(samples) do column[i] = s[k] end
-    fields[k] = type(column[1]) == "number" and core.tensor(column) or core.stack(column, 1)
-  end
-  return fields
+function DataLoader:total_batches()
+  local plan, total = self:plan(0, 0), 0
+  for r = 0, self.world_size - 1 do total = total + plan:num_batches(r) end
+  return total
 end
 
-local function batch_of(self, rows)
-  local tensors = rawget(self.dataset, "tensors")
-  if tensors and not self.collate then
-    return core.data.take_rows(tensors, rows)
-  end
-  local samples = {}
-  for i, index in ipairs(rows:totable()) do
-    samples[i] = { self.dataset:get(index + 1) }
-  end
-  if self.collate then return { self.collate(samples) } end
-  return stack_samples(samples)
-end
-
--- Iterates one epoch; the next call reads the next epoch.
-function DataLoader:iter()
-  local indices = self:epoch_indices()
-  local epoch_batches = self:num_batches()
-  self.epoch = self.epoch + 1
-  local n, b = indices:size(1), 0
-  return function()
-    if b >= epoch_batches then return nil end
-    local start = b * self.batch_size
-    b = b + 1
-    local rows = indices:narrow(1, start + 1, math.min(self.batch_size, n - start))
-    return unpack(batch_of(self, rows))
-  end
-end
-
+-- LuaJIT ignores __len on tables; with Lua 5.2 semantics #loader works.
 DataLoader.__len = DataLoader.num_batches
 
-return setmetatable(DataLoader, { __call = function(_, ...) return new(...) end })
+function DataLoader:set_epoch(epoch)
+  if type(epoch) ~= "number" or epoch < 0 or epoch % 1 ~= 0 then
+    error("DataLoader:set_epoch: epoch must be an integer >= 0, got " .. tostring(epoch), 2)
+  end
+  self:close_prefetcher()
+  self.epoch, self._start, self._batches_done, self._in_epoch = epoch, 0, 0, false
+end
+
+-- Also retires the current iterator, whose batches came from it.
+function DataLoader:close_prefetcher()
+  self._iteration = self._iteration + 1
+  if self._prefetcher then
+    self._prefetcher:close()
+    self._prefetcher = nil
+  end
+end
+
+function DataLoader:end_epoch()
+  self:close_prefetcher()
+  self.epoch, self._start, self._batches_done, self._in_epoch = self.epoch + 1, 0, 0, false
+  local state = self.state
+  if state then
+    if state.active_loader == self then state.active_loader = nil end
+    state.end_of_dataloader = false
+    state.batch_padding = nil
+  end
+end
+
+-- A function k -> list of batch values, reading rows `rows` (0-based data
+-- set indices) with B per batch.
+function DataLoader:batch_reader(rows, batch_size)
+  local dataset, collate = self.dataset, self.collate
+  local tensors, row_index = dataset_util.rows(dataset)
+  local n = rows:numel()
+  local function slice(k)
+    local first = (k - 1) * batch_size
+    return rows:narrow(1, first + 1, math.min(batch_size, n - first))
+  end
+  if not tensors then
+    return function(k)
+      local samples = {}
+      for i, index in ipairs(slice(k):totable()) do
+        samples[i] = { dataset:get(index + 1) }
+        if samples[i][1] == nil then
+          error(string.format("data.DataLoader: the data set's get(%d) returned nothing", index + 1), 0)
+        end
+      end
+      return { (collate or default_collate)(samples) }
+    end
+  end
+  if row_index then rows = core.data.take_rows({ row_index }, rows)[1] end
+  local gather
+  if self.num_workers > 0 then
+    self._prefetcher = core.data.BatchPrefetcher(tensors, rows, batch_size, self.num_workers)
+    local prefetcher = self._prefetcher
+    gather = function() return prefetcher:next() end
+  else
+    gather = function(k) return core.data.take_rows(tensors, slice(k)) end
+  end
+  if not collate then return gather end
+  -- A built-in data set's sample i is row i of each of its tensors.
+  return function(k)
+    local fields, samples = gather(k), {}
+    for i = 1, fields[1]:size(1) do
+      local sample = {}
+      for f, t in ipairs(fields) do sample[f] = t[i] end
+      samples[i] = sample
+    end
+    return { collate(samples) }
+  end
+end
+
+function DataLoader:iter()
+  self:close_prefetcher()
+  if self._in_epoch then self:end_epoch() end
+  self._in_epoch = true
+  local iteration, state = self._iteration, self.state
+  local plan = self:plan(self.epoch, self._start)
+  local batch_size = self:rank_batch_size()
+  local total, first = plan:num_batches(), self._batches_done
+  -- Batches already read (after load_state_dict) are skipped by index.
+  local rows = plan:indices(first + 1)
+  local read = self:batch_reader(rows, batch_size)
+  if state then
+    state.active_loader = total > first and self or nil
+    state.end_of_dataloader = false
+    state.batch_padding = nil
+  end
+  local k = first
+  return function()
+    if k >= total then
+      if self._iteration == iteration and self._in_epoch then self:end_epoch() end
+      return nil
+    end
+    if self._iteration ~= iteration then
+      error("DataLoader: this iterator was ended by a later iter(), set_epoch() or load_state_dict()", 2)
+    end
+    k = k + 1
+    local batch = read(k - first)
+    self._batches_done = k
+    if state then
+      state.active_loader = self
+      state.end_of_dataloader = k == total
+      state.batch_padding = plan:padding(k)
+    end
+    return unpack(batch)
+  end
+end
+
+function DataLoader:state_dict()
+  return {
+    epoch = self.epoch,
+    batches_done_in_epoch = self._batches_done,
+    epoch_start = self._start,
+    seed = self:epoch_seed(),
+    world_size = self.world_size,
+    batch_size = self:rank_batch_size(),
+    dataset_size = dataset_util.length(self.dataset),
+    shuffle = self.shuffle,
+    drop_last = self.drop_last,
+    even_batches = self.even_batches,
+  }
+end
+
+local state_keys = { "epoch", "batches_done_in_epoch", "epoch_start", "seed", "world_size",
+                     "batch_size", "dataset_size", "shuffle" }
+
+function DataLoader:load_state_dict(t)
+  if type(t) ~= "table" then
+    error("DataLoader:load_state_dict: expected a table, got a " .. type(t), 2)
+  end
+  for _, key in ipairs(state_keys) do
+    if t[key] == nil then error("DataLoader:load_state_dict: the state has no '" .. key .. "'", 2) end
+  end
+  local n = dataset_util.length(self.dataset)
+  if t.dataset_size ~= n then
+    error(string.format("DataLoader:load_state_dict: 'dataset_size' is %d, but this loader's data set "
+                        .. "has %d samples", t.dataset_size, n), 2)
+  end
+  if t.shuffle ~= self.shuffle then
+    error(string.format("DataLoader:load_state_dict: 'shuffle' is %s, but this loader has shuffle = %s",
+                        tostring(t.shuffle), tostring(self.shuffle)), 2)
+  end
+  self:close_prefetcher()
+  self.seed, self.epoch, self._in_epoch = t.seed, t.epoch, false
+  local batch_size = self:rank_batch_size()
+  if t.world_size == self.world_size and t.batch_size == batch_size then
+    self._start, self._batches_done = t.epoch_start, t.batches_done_in_epoch
+    return nil
+  end
+  local read = math.min(n, t.epoch_start + t.batches_done_in_epoch * t.batch_size * t.world_size)
+  self._start, self._batches_done = read, 0
+  local function processes(count) return count .. (count == 1 and " process" or " processes") end
+  local message = string.format(
+    "DataLoader: epoch %d was saved on %s at %d samples per batch, and resumes on %s at %d: "
+      .. "the %d of its %d samples not yet read are re-sharded",
+    t.epoch, processes(t.world_size), t.batch_size, processes(self.world_size), batch_size, n - read, n)
+  if self.rank == 0 then print(message) end
+  return message
+end
+
+return setmetatable(DataLoader, { __call = new })

@@ -1,6 +1,10 @@
--- accel.data: data sets and loaders.
+-- accel.data: data sets and loaders (docs/api/data.md).
 local data = {}
 data.TensorDataset = require("accel.data.tensor_dataset")
+data.CSVDataset = require("accel.data.csv_dataset")
+data.TextDataset = require("accel.data.text_dataset")
+data.Subset = require("accel.data.subset")
+data.random_split = require("accel.data.random_split")
 data.DataLoader = require("accel.data.dataloader")
-data.read_csv = require("accel.data.csv").read
+data.read_csv = data.CSVDataset.read
 return data

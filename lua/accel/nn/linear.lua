@@ -1,12 +1,13 @@
 -- y = x W^T + b, initialised as PyTorch does: U(-1/sqrt(in), 1/sqrt(in)).
 local core = require("accel.core")
 local Module = require("accel.nn.module")
+local args = require("accel.nn.args")
 
 local Linear = Module:extend("Linear")
 
 function Linear:init(in_features, out_features, bias)
-  assert(type(in_features) == "number" and type(out_features) == "number",
-         "nn.Linear(in_features, out_features[, bias])")
+  args.positive_integer("nn.Linear", "in_features", in_features)
+  args.positive_integer("nn.Linear", "out_features", out_features)
   self.in_features, self.out_features = in_features, out_features
   local bound = 1 / math.sqrt(in_features)
   self.weight = (core.rand(out_features, in_features) * (2 * bound) - bound):requires_grad_()

@@ -1,6 +1,7 @@
 -- Modules applied in order; children are named 1, 2, ... (state_dict keys
--- "1.weight", "2.bias", ...).
+-- "1.weight", "2.bias", ...). `seq[i]`, `#seq` and `ipairs(seq)` reach them.
 local Module = require("accel.nn.module")
+local args = require("accel.nn.args")
 
 local Sequential = Module:extend("Sequential")
 
@@ -14,6 +15,15 @@ function Sequential:init(...)
     self[i] = m
   end
   self.length = n
+end
+
+function Sequential:append(m)
+  if not Module.is_module(m) then
+    args.error(string.format("nn.Sequential:append: expected a module, got a %s", type(m)))
+  end
+  self.length = self.length + 1
+  self[self.length] = m
+  return self
 end
 
 function Sequential:forward(x)

@@ -1,0 +1,93 @@
+// bench/op_overhead: the cost of calling a small tensor op from Lua, against
+// the same call made directly on ATen. Times `calls` calls of a few ops on
+// 16-element float tensors in C++ (one intra-op thread), runs the Lua half
+// (op_overhead.lua) under accel-run with one thread too, and prints both
+// and their ratio. Exits 1 when a ratio exceeds --max-ratio (default 1.5).
+//   op_overhead [--calls N] [--max-ratio R] [--accel-run PATH]
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace {
+
+// A template rather than std::function, so the C++ side pays no indirect call.
+template <class Call>
+double nanoseconds_per_call(Call call, long calls) {
+  at::Tensor sink;
+  for (long i = 0; i < calls / 10 + 1; ++i) sink = call();  // warm up, as the Lua half does
+  auto start = std::chrono::steady_clock::now();
+  for (long i = 0; i < calls; ++i) sink = call();
+  std::chrono::duration<double, std::nano> elapsed = std::chrono::steady_clock::now() - start;
+  return elapsed.count() / static_cast<double>(calls);
+}
+
+// Runs the Lua half and reads its "lua <name>\t<ns>" lines.
+std::map<std::string, double> lua_figures(const std::string& accel_run, long calls) {
+  std::string command = "ACCEL_THREADS=1 '" + accel_run + "' '" OP_OVERHEAD_SCRIPT "' -- " +
+                        std::to_string(calls);
+  std::map<std::string, double> figures;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return figures;
+  char line[256];
+  while (std::fgets(line, sizeof line, pipe)) {
+    std::string text(line);
+    auto tab = text.find('\t');
+    if (text.rfind("lua ", 0) != 0 || tab == std::string::npos) continue;
+    figures[text.substr(4, tab - 4)] = std::atof(text.c_str() + tab + 1);
+  }
+  if (pclose(pipe) != 0) figures.clear();
+  return figures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  long calls = 1000000;
+  double max_ratio = 1.5;
+  std::string accel_run = ACCEL_RUN_PATH;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string flag = argv[i];
+    if (flag == "--calls") {
+      calls = std::atol(argv[i + 1]);
+    } else if (flag == "--max-ratio") {
+      max_ratio = std::atof(argv[i + 1]);
+    } else if (flag == "--accel-run") {
+      accel_run = argv[i + 1];
+    } else {
+      std::fprintf(stderr, "op_overhead: unknown option '%s'\n", argv[i]);
+      return 2;
+    }
+  }
+
+  at::set_num_threads(1);
+  at::Tensor a = at::randn({16}), b = at::randn({16});
+  const std::vector<std::string> ops = {"a + b", "a:mul(b)", "a:sum()"};
+  const std::vector<double> cpp = {
+      nanoseconds_per_call([&] { return a + b; }, calls),
+      nanoseconds_per_call([&] { return a.mul(b); }, calls),
+      nanoseconds_per_call([&] { return a.sum(); }, calls),
+  };
+
+  std::map<std::string, double> lua = lua_figures(accel_run, calls);
+  if (lua.size() != ops.size()) {
+    std::fprintf(stderr, "op_overhead: the Lua half (%s) did not report every op\n", OP_OVERHEAD_SCRIPT);
+    return 1;
+  }
+  std::printf("%ld calls each, 16-element float32 tensors, 1 thread\n", calls);
+  std::printf("%-10s %12s %12s %7s\n", "op", "C++ ns/call", "Lua ns/call", "ratio");
+  bool within = true;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    double ratio = lua[ops[i]] / cpp[i];
+    within = within && ratio <= max_ratio;
+    std::printf("%-10s %12.1f %12.1f %7.2f\n", ops[i].c_str(), cpp[i], lua[ops[i]], ratio);
+  }
+  std::printf("%s: every ratio %s %.2f\n", within ? "ok" : "FAILED", within ? "<=" : "must be <=",
+              max_ratio);
+  return within ? 0 : 1;
+}

@@ -1,0 +1,14 @@
+#!/bin/sh
+# The engine's cost side by side with LibTorch C++ and Python PyTorch DDP:
+# builds what it needs, runs the workloads of bench/README.md ("workloads")
+# and prints markdown tables on stdout (progress goes to stderr).
+#   bench/run.sh [--repeats N] [--only digits-mlp|cnn|char-lm] [--no-allreduce]
+#                [--quiet-load 1.5] [--wait 1200] [--output bench/RESULTS.md]
+# The build folder is $ACCEL_BENCH_BUILD, else build-bench.
+set -eu
+cd "$(dirname "$0")/.."
+build=${ACCEL_BENCH_BUILD:-build-bench}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >&2
+cmake --build "$build" -j2 --target accel-run bench_launch bench_digits_mlp bench_cnn bench_char_lm \
+  bench_allreduce >&2
+exec /usr/bin/python3 bench/python/harness.py --build "$build" "$@"

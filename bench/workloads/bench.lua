@@ -1,0 +1,66 @@
+-- What the workload recipes share with their C++ and Python twins
+-- (bench/cpp/bench_common.h, bench/python/common.py): the recipe arguments
+-- (warm-up steps, steps per window, windows), the timed loop over epochs
+-- and the BENCH line bench/python/harness.py reads. Loaded by each recipe
+-- with dofile, next to it.
+local bench = {}
+
+function bench.config()
+  local function count(i, default)
+    return math.max(1, math.floor(tonumber(arg[i]) or default))
+  end
+  return { warmup = count(1, 20), window = count(2, 50), windows = count(3, 5) }
+end
+
+local function status_kib(field)
+  for line in io.lines("/proc/self/status") do
+    local value = line:match("^" .. field .. ":%s*(%d+)")
+    if value then return tonumber(value) end
+  end
+  return -1
+end
+
+-- The BLAS library this process mapped (what libblas.so.3 resolved to).
+local function loaded_blas()
+  for line in io.lines("/proc/self/maps") do
+    local path = line:match("(/%S*/[^/%s]*blas[^/%s]*)$")  -- not liblapack in a blas folder
+    if path then return path end
+  end
+  return "none"
+end
+
+-- Trains with `step(x, y) -> loss number` over `loader` until warm-up +
+-- window * windows steps have run, epoch after epoch, and prints the BENCH
+-- line: samples per second of each window (all ranks), the monotonic time
+-- the first step finished, the mean loss of the last window, peak memory.
+function bench.train(acc, loader, step)
+  local c = bench.config()
+  local total = c.warmup + c.window * c.windows
+  local world = acc.num_processes
+  local steps, first_step, window_start, window_samples, loss_sum = 0, 0, 0, 0, 0
+  local windows = {}
+  while steps < total do
+    for x, y in loader:iter() do
+      local loss = step(x, y)
+      steps = steps + 1
+      if steps == 1 then first_step = accel.time() end
+      if steps == c.warmup then
+        window_start = accel.time()
+      elseif steps > c.warmup then
+        window_samples = window_samples + x:size(1)
+        if (steps - c.warmup) % c.window == 0 then
+          local t = accel.time()
+          windows[#windows + 1] = string.format("%.10g", window_samples * world / (t - window_start))
+          window_start, window_samples = t, 0
+        end
+      end
+      if steps > total - c.window then loss_sum = loss_sum + loss end
+      if steps == total then break end
+    end
+  end
+  print(string.format('BENCH {"rank": %d, "world": %d, "first_step": %.10g, "windows": [%s], "loss": %.10g, '
+                      .. '"vmhwm_kib": %d, "blas": "%s"}', acc.process_index, world, first_step,
+                      table.concat(windows, ", "), loss_sum / c.window, status_kib("VmHWM"), loaded_blas()))
+end
+
+return bench

@@ -1,0 +1,260 @@
+// accel.core.checkpoint: the engine's checkpoint I/O for
+// lua/accel/checkpointing.lua, which decides what goes into a checkpoint.
+// File digests travel as {size = bytes, crc32c = "8 hex digits"}, tensor
+// collections as lists of {name, tensor} (written in that order) or maps
+// name -> tensor (read back).
+#include <ATen/CPUGeneratorImpl.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <mutex>
+
+#include "bindings/op_tables.h"
+#include "engine/checkpoint/atomic_folder.h"
+#include "engine/checkpoint/checkpoint_error.h"
+#include "engine/checkpoint/fault_injection.h"
+#include "engine/checkpoint/manifest.h"
+#include "engine/checkpoint/safetensors.h"
+#include "engine/checkpoint/weights_export.h"
+
+namespace accel::lua {
+namespace {
+
+namespace ckpt = accel::checkpoint;
+namespace fs = std::filesystem;
+
+Pushed push_digest(lua_State* L, const ckpt::FileDigest& digest) {
+  lua_createtable(L, 0, 2);
+  lua_pushnumber(L, static_cast<lua_Number>(digest.size));
+  lua_setfield(L, -2, "size");
+  std::string crc = ckpt::crc32c_hex(digest.crc32c);
+  lua_pushlstring(L, crc.data(), crc.size());
+  lua_setfield(L, -2, "crc32c");
+  return Pushed{1};
+}
+
+std::string string_field(lua_State* L, int table, const char* key, const std::string& what) {
+  lua_getfield(L, table, key);
+  if (lua_type(L, -1) != LUA_TSTRING) throw ArgError(what + " needs a string '" + key + "'");
+  std::string value = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  return value;
+}
+
+double number_field(lua_State* L, int table, const char* key, const std::string& what) {
+  lua_getfield(L, table, key);
+  if (lua_type(L, -1) != LUA_TNUMBER) throw ArgError(what + " needs a number '" + key + "'");
+  double value = lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  return value;
+}
+
+ckpt::FileDigest read_digest(lua_State* L, int table, const std::string& what) {
+  luaL_checktype(L, table, LUA_TTABLE);
+  ckpt::FileDigest digest;
+  digest.size = static_cast<uint64_t>(number_field(L, table, "size", what));
+  std::string crc = string_field(L, table, "crc32c", what);
+  digest.crc32c = static_cast<uint32_t>(std::stoul(crc, nullptr, 16));
+  return digest;
+}
+
+// A list of {name, tensor} pairs at `table`.
+ckpt::NamedTensors read_pairs(lua_State* L, int table) {
+  luaL_checktype(L, table, LUA_TTABLE);
+  ckpt::NamedTensors out;
+  size_t n = lua_objlen(L, table);
+  for (size_t i = 1; i <= n; ++i) {
+    lua_rawgeti(L, table, static_cast<int>(i));
+    if (lua_type(L, -1) != LUA_TTABLE) throw ArgError("entry " + std::to_string(i) + " is not a {name, tensor} pair");
+    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, -2, 2);
+    at::Tensor* t = to_tensor(L, -1);
+    if (lua_type(L, -2) != LUA_TSTRING || !t) {
+      throw ArgError("entry " + std::to_string(i) + " is not a {name, tensor} pair");
+    }
+    out.emplace_back(lua_tostring(L, -2), *t);
+    lua_pop(L, 3);
+  }
+  return out;
+}
+
+Pushed push_tensor_map(lua_State* L, const ckpt::NamedTensors& tensors) {
+  lua_createtable(L, 0, static_cast<int>(tensors.size()));
+  for (const auto& [name, tensor] : tensors) {
+    lua_pushlstring(L, name.data(), name.size());
+    push_tensor(L, tensor);
+    lua_rawset(L, -3);
+  }
+  return Pushed{1};
+}
+
+ckpt::Manifest read_manifest_table(lua_State* L, int table) {
+  luaL_checktype(L, table, LUA_TTABLE);
+  ckpt::Manifest m;
+  m.step = static_cast<int64_t>(number_field(L, table, "step", "the manifest"));
+  m.iteration = static_cast<int64_t>(number_field(L, table, "iteration", "the manifest"));
+  m.world_size = static_cast<int64_t>(number_field(L, table, "world_size", "the manifest"));
+  lua_getfield(L, table, "files");
+  int files = lua_gettop(L);
+  luaL_checktype(L, files, LUA_TTABLE);
+  size_t n = lua_objlen(L, files);
+  for (size_t i = 1; i <= n; ++i) {
+    lua_rawgeti(L, files, static_cast<int>(i));
+    int entry = lua_gettop(L);
+    std::string what = "manifest file entry " + std::to_string(i);
+    ckpt::ManifestFile f;
+    f.name = string_field(L, entry, "name", what);
+    f.format = string_field(L, entry, "format", what);
+    f.digest = read_digest(L, entry, what);
+    m.files.push_back(std::move(f));
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return m;
+}
+
+Pushed push_manifest(lua_State* L, const ckpt::Manifest& m) {
+  lua_createtable(L, 0, 5);
+  lua_pushnumber(L, m.format_version);
+  lua_setfield(L, -2, "format_version");
+  lua_pushnumber(L, static_cast<lua_Number>(m.step));
+  lua_setfield(L, -2, "step");
+  lua_pushnumber(L, static_cast<lua_Number>(m.iteration));
+  lua_setfield(L, -2, "iteration");
+  lua_pushnumber(L, static_cast<lua_Number>(m.world_size));
+  lua_setfield(L, -2, "world_size");
+  lua_createtable(L, static_cast<int>(m.files.size()), 0);
+  for (size_t i = 0; i < m.files.size(); ++i) {
+    push_digest(L, m.files[i].digest);
+    lua_pushstring(L, m.files[i].name.c_str());
+    lua_setfield(L, -2, "name");
+    lua_pushstring(L, m.files[i].format.c_str());
+    lua_setfield(L, -2, "format");
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+  lua_setfield(L, -2, "files");
+  return Pushed{1};
+}
+
+uint64_t shard_size_option(lua_State* L, int table) {
+  lua_getfield(L, table, "max_shard_size");
+  uint64_t bytes = ckpt::WeightsOptions{}.max_shard_bytes;
+  if (lua_type(L, -1) == LUA_TNUMBER) {
+    bytes = static_cast<uint64_t>(lua_tonumber(L, -1));
+  } else if (lua_type(L, -1) == LUA_TSTRING) {
+    bytes = ckpt::parse_size(lua_tostring(L, -1));
+  } else if (!lua_isnil(L, -1)) {
+    throw ArgError("max_shard_size must be a size such as \"2GB\" or a number of bytes");
+  }
+  lua_pop(L, 1);
+  return bytes;
+}
+
+}  // namespace
+
+std::vector<Binding> checkpoint_bindings() {
+  return {
+      // write_safetensors(path, {{name, tensor}, ...}) -> digest
+      bind("write_safetensors", [](lua_State* L, std::string path) {
+        return push_digest(L, ckpt::write_safetensors(path, read_pairs(L, 2)));
+      }),
+      // read_safetensors(path[, expected digest]) -> {name = tensor}; with a
+      // digest, a file whose size or checksum differs is refused.
+      bind("read_safetensors", [](lua_State* L, std::string path) {
+        ckpt::SafetensorsFile file = ckpt::read_safetensors(path);
+        if (!lua_isnoneornil(L, 2)) ckpt::check_digest(path, read_digest(L, 2, path), file.digest);
+        return push_tensor_map(L, file.tensors);
+      }),
+      bind("write_text", [](lua_State* L, std::string path, std::string text) {
+        return push_digest(L, ckpt::write_whole_file(path, text));
+      }),
+      bind("read_text", [](lua_State* L, std::string path) {
+        ckpt::FileDigest digest;
+        std::string text = ckpt::read_whole_file(path, &digest);
+        if (!lua_isnoneornil(L, 2)) ckpt::check_digest(path, read_digest(L, 2, path), digest);
+        return text;
+      }),
+      bind("digest", [](lua_State* L, std::string path) { return push_digest(L, ckpt::digest_file(path)); }),
+      // write_manifest(folder, {step, iteration, world_size, files = {{name, format, size, crc32c}}})
+      bind("write_manifest", [](lua_State* L, std::string folder) {
+        ckpt::write_manifest(folder, read_manifest_table(L, 2));
+      }),
+      bind("read_manifest", [](lua_State* L, std::string folder) {
+        return push_manifest(L, ckpt::read_manifest(folder));
+      }),
+      // Every listed file present with its recorded size; raises naming the first that is not.
+      bind("check_file_sizes", [](std::string folder) {
+        ckpt::check_file_sizes(folder, ckpt::read_manifest(folder));
+      }),
+      // complete(folder) -> true, or false and why not (no manifest, bad sizes).
+      bind("complete", [](lua_State* L, std::string folder) {
+        try {
+          ckpt::check_file_sizes(folder, ckpt::read_manifest(folder));
+        } catch (const ckpt::CheckpointError& e) {
+          lua_pushboolean(L, 0);
+          lua_pushstring(L, e.what());
+          return Pushed{2};
+        }
+        lua_pushboolean(L, 1);
+        return Pushed{1};
+      }),
+      bind("temporary_folder_for", [](std::string folder) { return ckpt::temporary_folder_for(folder); }),
+      bind("make_empty_folder", [](std::string folder) { ckpt::make_empty_folder(folder); }),
+      bind("commit_folder", [](std::string temporary, std::string folder) {
+        ckpt::commit_folder(temporary, folder);
+      }),
+      bind("remove_folder", [](std::string folder) { ckpt::remove_folder(folder); }),
+      bind("fsync", [](std::string path) { ckpt::fsync_path(path); }),
+      // The names in a folder (none when it does not exist), sorted.
+      bind("list_folder", [](lua_State* L, std::string folder) {
+        std::vector<std::string> names;
+        std::error_code ec;
+        for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+          names.push_back(it->path().filename().string());
+        }
+        std::sort(names.begin(), names.end());
+        lua_createtable(L, static_cast<int>(names.size()), 0);
+        for (size_t i = 0; i < names.size(); ++i) {
+          lua_pushstring(L, names[i].c_str());
+          lua_rawseti(L, -2, static_cast<int>(i + 1));
+        }
+        return Pushed{1};
+      }),
+      bind("is_folder", [](std::string path) { return fs::is_directory(path); }),
+      bind("fault_point", [](std::string point) { ckpt::fault_point(point.c_str()); }),
+      // save_weights(folder, {{name, tensor}, ...}, {safe_serialization, max_shard_size}) -> file names
+      bind("save_weights", [](lua_State* L, std::string folder) {
+        ckpt::NamedTensors tensors = read_pairs(L, 2);
+        ckpt::WeightsOptions options;
+        if (lua_istable(L, 3)) {
+          lua_getfield(L, 3, "safe_serialization");
+          if (!lua_isnil(L, -1)) options.safe_serialization = lua_toboolean(L, -1) != 0;
+          lua_pop(L, 1);
+          options.max_shard_bytes = shard_size_option(L, 3);
+        }
+        std::vector<std::string> names = ckpt::save_weights(folder, tensors, options);
+        lua_createtable(L, static_cast<int>(names.size()), 0);
+        for (size_t i = 0; i < names.size(); ++i) {
+          lua_pushstring(L, names[i].c_str());
+          lua_rawseti(L, -2, static_cast<int>(i + 1));
+        }
+        return Pushed{1};
+      }),
+      bind("load_weights", [](lua_State* L, std::string folder) {
+        return push_tensor_map(L, ckpt::load_weights(folder));
+      }),
+      // The engine's default CPU generator (dropout, randn, randperm...) as a uint8 tensor.
+      bind("generator_state", []() {
+        at::Generator gen = at::detail::getDefaultCPUGenerator();
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        return gen.get_state();
+      }),
+      bind("set_generator_state", [](const at::Tensor& state) {
+        at::Generator gen = at::detail::getDefaultCPUGenerator();
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_state(state);
+      }),
+  };
+}
+
+}  // namespace accel::lua

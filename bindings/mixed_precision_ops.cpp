@@ -1,0 +1,120 @@
+// accel.core.amp: autocast regions and the fp16 loss scaler.
+#include <ATen/autocast_mode.h>
+
+#include <memory>
+
+#include "bindings/op_tables.h"
+#include "engine/loss_scaler.h"
+
+namespace accel::lua {
+namespace {
+
+const char* const kScalerType = "accel.LossScaler";
+
+// Autocast on for the CPU with `dtype` while it lives; the previous state
+// comes back on exit, including when a Lua error unwinds through it
+// (LuaJIT on x64 unwinds C++ frames, running destructors).
+class CpuAutocast {
+ public:
+  explicit CpuAutocast(at::ScalarType dtype)
+      : was_enabled_(at::autocast::is_cpu_enabled()), previous_dtype_(at::autocast::get_autocast_cpu_dtype()) {
+    at::autocast::set_cpu_enabled(true);
+    at::autocast::set_autocast_cpu_dtype(dtype);
+    at::autocast::increment_nesting();
+  }
+  ~CpuAutocast() {
+    if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+    at::autocast::set_cpu_enabled(was_enabled_);
+    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
+  }
+  CpuAutocast(const CpuAutocast&) = delete;
+  CpuAutocast& operator=(const CpuAutocast&) = delete;
+
+ private:
+  bool was_enabled_;
+  at::ScalarType previous_dtype_;
+};
+
+// autocast(fn[, dtype]): calls fn with CPU autocast to dtype (bfloat16 by
+// default) and returns its results.
+int autocast(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TFUNCTION);
+  const char* name = luaL_optstring(L, 2, "bfloat16");
+  at::ScalarType dtype = at::kBFloat16;
+  protect(L, "accel.amp.autocast", [&] {
+    dtype = parse_dtype(name);
+    return 0;
+  });
+  lua_settop(L, 1);
+  CpuAutocast region(dtype);
+  lua_call(L, 0, LUA_MULTRET);
+  return lua_gettop(L);
+}
+
+struct ScalerHandle {
+  std::unique_ptr<DynamicLossScaler> scaler;
+};
+
+DynamicLossScaler& scaler_at(lua_State* L) {
+  auto* handle = static_cast<ScalerHandle*>(luaL_testudata(L, 1, kScalerType));
+  if (!handle) throw ArgError("expected a LossScaler as argument 1 (use s:method(...))");
+  return *handle->scaler;
+}
+
+int scaler_gc(lua_State* L) {
+  static_cast<ScalerHandle*>(lua_touserdata(L, 1))->~ScalerHandle();
+  return 0;
+}
+
+std::vector<Binding> scaler_methods() {
+  return {
+      bind("scale", [](lua_State* L, Receiver) { return scaler_at(L).scale(); }),
+      bind("growth_tracker", [](lua_State* L, Receiver) { return scaler_at(L).growth_tracker(); }),
+      // unscale(params) -> found_inf
+      bind("unscale", [](lua_State* L, Receiver, TensorList params) {
+        return scaler_at(L).unscale(params.value);
+      }),
+      bind("update", [](lua_State* L, Receiver, bool found_inf) { scaler_at(L).update(found_inf); }),
+      bind("load", [](lua_State* L, Receiver, double scale, int64_t tracker) {
+        scaler_at(L).load(scale, tracker);
+      }),
+  };
+}
+
+}  // namespace
+
+std::vector<Binding> amp_bindings() {
+  return {
+      // LossScaler{init_scale, growth_factor, backoff_factor, growth_interval}
+      bind("LossScaler", [](lua_State* L, Options o) {
+        DynamicLossScaler::Options options;
+        options.init_scale = option_number(L, o, "init_scale", options.init_scale);
+        options.growth_factor = option_number(L, o, "growth_factor", options.growth_factor);
+        options.backoff_factor = option_number(L, o, "backoff_factor", options.backoff_factor);
+        options.growth_interval = static_cast<int64_t>(
+            option_number(L, o, "growth_interval", static_cast<double>(options.growth_interval)));
+        auto scaler = std::make_unique<DynamicLossScaler>(options);
+        void* memory = lua_newuserdata(L, sizeof(ScalerHandle));
+        new (memory) ScalerHandle{std::move(scaler)};
+        luaL_getmetatable(L, kScalerType);
+        lua_setmetatable(L, -2);
+        return Pushed{1};
+      }),
+  };
+}
+
+void open_amp(lua_State* L, int table_index) {
+  table_index = table_index < 0 ? lua_gettop(L) + table_index + 1 : table_index;
+  luaL_newmetatable(L, kScalerType);
+  lua_newtable(L);
+  register_bindings(L, -1, "LossScaler:", scaler_methods());
+  lua_setfield(L, -2, "__index");
+  lua_pushcfunction(L, scaler_gc);
+  lua_setfield(L, -2, "__gc");
+  lua_pop(L, 1);
+  register_bindings(L, table_index, "accel.amp.", amp_bindings());
+  lua_pushcfunction(L, autocast);
+  lua_setfield(L, table_index, "autocast");
+}
+
+}  // namespace accel::lua

@@ -1,0 +1,41 @@
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "engine/communicator.h"
+
+namespace accel {
+namespace {
+
+struct Registration {
+  std::mutex mutex;
+  CallSiteProvider provider;
+  std::thread::id thread;
+};
+
+Registration& registration() {
+  static Registration instance;
+  return instance;
+}
+
+}  // namespace
+
+void set_call_site_provider(CallSiteProvider provider) {
+  Registration& r = registration();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  r.provider = std::move(provider);
+  r.thread = std::this_thread::get_id();
+}
+
+std::string current_call_site() {
+  Registration& r = registration();
+  CallSiteProvider provider;
+  {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    if (!r.provider || r.thread != std::this_thread::get_id()) return "";
+    provider = r.provider;
+  }
+  return provider();
+}
+
+}  // namespace accel

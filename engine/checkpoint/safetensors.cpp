@@ -1,0 +1,207 @@
+#include "engine/checkpoint/safetensors.h"
+
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "engine/checkpoint/checkpoint_error.h"
+#include "engine/checkpoint/json.h"
+
+namespace accel::checkpoint {
+namespace {
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "safetensors files are little-endian; the engine writes memory as is");
+
+// The safetensors library refuses larger headers; so do we, before
+// allocating for one.
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+struct DtypeName {
+  at::ScalarType type;
+  const char* name;
+};
+
+constexpr DtypeName kDtypes[] = {
+    {at::kDouble, "F64"}, {at::kFloat, "F32"}, {at::kHalf, "F16"},  {at::kBFloat16, "BF16"},
+    {at::kLong, "I64"},   {at::kInt, "I32"},   {at::kShort, "I16"}, {at::kChar, "I8"},
+    {at::kByte, "U8"},    {at::kBool, "BOOL"},
+};
+
+at::ScalarType parse_dtype(const std::string& name, const std::string& tensor, const std::string& path) {
+  for (const DtypeName& d : kDtypes) {
+    if (name == d.name) return d.type;
+  }
+  throw CheckpointError("'" + path + "': tensor '" + tensor + "' has dtype '" + name +
+                        "', which the engine cannot hold (supported: F64 F32 F16 BF16 I64 I32 I16 I8 U8 BOOL)");
+}
+
+std::string header_json(const NamedTensors& tensors, const Metadata& metadata) {
+  std::string json = "{";
+  bool first = true;
+  auto comma = [&] {
+    if (!first) json += ',';
+    first = false;
+  };
+  if (!metadata.empty()) {
+    comma();
+    json += "\"__metadata__\":{";
+    bool first_entry = true;
+    for (const auto& [key, value] : metadata) {
+      if (!first_entry) json += ',';
+      first_entry = false;
+      json += json_quote(key) + ":" + json_quote(value);
+    }
+    json += '}';
+  }
+  uint64_t offset = 0;
+  for (const auto& [name, tensor] : tensors) {
+    uint64_t bytes = tensor.numel() * tensor.element_size();
+    comma();
+    json += json_quote(name) + ":{\"dtype\":\"" + safetensors_dtype(tensor.scalar_type(), name) +
+            "\",\"shape\":[";
+    for (int64_t d = 0; d < tensor.dim(); ++d) {
+      if (d) json += ',';
+      json += std::to_string(tensor.size(d));
+    }
+    json += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + bytes) + "]}";
+    offset += bytes;
+  }
+  json += '}';
+  json.append((8 - json.size() % 8) % 8, ' ');
+  return json;
+}
+
+uint64_t read_u64_le(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+}  // namespace
+
+std::string safetensors_dtype(at::ScalarType type, const std::string& tensor_name) {
+  for (const DtypeName& d : kDtypes) {
+    if (type == d.type) return d.name;
+  }
+  throw CheckpointError(std::string("tensor '") + tensor_name + "' has dtype " + at::toString(type) +
+                        ", which safetensors files cannot hold");
+}
+
+FileDigest write_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
+  std::set<std::string> names;
+  for (const auto& [name, tensor] : tensors) {
+    if (!tensor.defined()) throw CheckpointError("'" + path + "': tensor '" + name + "' is undefined");
+    if (!names.insert(name).second) {
+      throw CheckpointError("'" + path + "': the tensor name '" + name + "' appears twice");
+    }
+  }
+  std::string header = header_json(tensors, metadata);
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(uint64_t{header.size()} >> (8 * i));
+  FileWriter writer(path);
+  writer.write(length, 8);
+  writer.write(header.data(), header.size());
+  for (const auto& [name, tensor] : tensors) {
+    at::Tensor t = tensor.device().is_cpu() ? tensor : tensor.cpu();
+    t = t.contiguous();
+    writer.write(t.data_ptr(), t.numel() * t.element_size());
+  }
+  return writer.finish();
+}
+
+SafetensorsHeader parse_safetensors_header(const std::string& json, uint64_t file_size,
+                                           const std::string& path) {
+  SafetensorsHeader header;
+  header.data_start = 8 + json.size();
+  uint64_t data_size = file_size - header.data_start;
+  YAML::Node root = parse_json(json, path + " (safetensors header)");
+  for (const auto& item : root) {
+    std::string name = item.first.as<std::string>();
+    const YAML::Node& value = item.second;
+    if (name == "__metadata__") {
+      if (!value.IsMap()) throw CheckpointError("'" + path + "': __metadata__ is not an object");
+      for (const auto& m : value) header.metadata[m.first.as<std::string>()] = m.second.as<std::string>();
+      continue;
+    }
+    auto where = [&] { return "'" + path + "': tensor '" + name + "'"; };
+    if (!value.IsMap() || !value["dtype"] || !value["shape"] || !value["data_offsets"]) {
+      throw CheckpointError(where() + " needs dtype, shape and data_offsets");
+    }
+    TensorEntry entry;
+    entry.name = name;
+    entry.dtype = parse_dtype(value["dtype"].as<std::string>(), name, path);
+    uint64_t numel = 1;
+    try {
+      for (const auto& d : value["shape"]) {
+        entry.shape.push_back(d.as<int64_t>());
+        if (entry.shape.back() < 0) throw CheckpointError(where() + " has a negative size in its shape");
+        numel *= static_cast<uint64_t>(entry.shape.back());
+      }
+      const YAML::Node& offsets = value["data_offsets"];
+      if (!offsets.IsSequence() || offsets.size() != 2) {
+        throw CheckpointError(where() + ": data_offsets must be [begin, end]");
+      }
+      entry.begin = offsets[0].as<uint64_t>();
+      entry.end = offsets[1].as<uint64_t>();
+    } catch (const YAML::Exception&) {
+      throw CheckpointError(where() + ": shape and data_offsets must hold non-negative integers");
+    }
+    uint64_t bytes = numel * at::elementSize(entry.dtype);
+    if (entry.end < entry.begin || entry.end - entry.begin != bytes) {
+      throw CheckpointError(where() + " has data_offsets [" + std::to_string(entry.begin) + ", " +
+                            std::to_string(entry.end) + "] but its shape and dtype need " +
+                            std::to_string(bytes) + " bytes");
+    }
+    if (entry.end > data_size) {
+      throw CheckpointError("'" + path + "' is truncated: tensor '" + name + "' ends at byte " +
+                            std::to_string(header.data_start + entry.end) + " but the file has " +
+                            std::to_string(file_size));
+    }
+    header.tensors.push_back(std::move(entry));
+  }
+  std::sort(header.tensors.begin(), header.tensors.end(),
+            [](const TensorEntry& a, const TensorEntry& b) { return a.begin < b.begin; });
+  for (std::size_t i = 1; i < header.tensors.size(); ++i) {
+    if (header.tensors[i].begin < header.tensors[i - 1].end) {
+      throw CheckpointError("'" + path + "': tensors '" + header.tensors[i - 1].name + "' and '" +
+                            header.tensors[i].name + "' overlap");
+    }
+  }
+  return header;
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  FileReader reader(path);
+  unsigned char length_bytes[8];
+  reader.read(length_bytes, 8, "the header length");
+  uint64_t length = read_u64_le(length_bytes);
+  if (length > kMaxHeaderBytes || length > reader.size() - 8) {
+    throw CheckpointError("'" + path + "' is not a safetensors file or is truncated: its header length " +
+                          std::to_string(length) + " does not fit in its " + std::to_string(reader.size()) +
+                          " bytes");
+  }
+  std::string json(length, '\0');
+  reader.read(json.data(), length, "the header");
+  SafetensorsHeader header = parse_safetensors_header(json, reader.size(), path);
+  SafetensorsFile file;
+  file.metadata = std::move(header.metadata);
+  std::vector<char> gap;
+  for (const TensorEntry& entry : header.tensors) {
+    uint64_t at_offset = header.data_start + entry.begin;
+    if (at_offset > reader.position()) {  // bytes no tensor claims still count toward the checksum
+      gap.resize(at_offset - reader.position());
+      reader.read(gap.data(), gap.size(), "the bytes between tensors");
+    }
+    at::Tensor t = at::empty(entry.shape, at::TensorOptions().dtype(entry.dtype));
+    std::string what = "tensor '" + entry.name + "'";
+    reader.read(t.data_ptr(), entry.end - entry.begin, what.c_str());
+    file.tensors.emplace_back(entry.name, std::move(t));
+  }
+  file.digest = reader.finish();
+  return file;
+}
+
+}  // namespace accel::checkpoint

@@ -1,0 +1,199 @@
+#include "engine/checkpoint/weights_export.h"
+
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "engine/checkpoint/atomic_folder.h"
+#include "engine/checkpoint/checkpoint_error.h"
+#include "engine/checkpoint/json.h"
+#include "engine/checkpoint/torch_pickle.h"
+
+namespace accel::checkpoint {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Layout {
+  const char* single;  // model.safetensors
+  const char* stem;    // model
+  const char* suffix;  // .safetensors
+  const char* index;   // model.safetensors.index.json
+};
+
+constexpr Layout kSafetensors{"model.safetensors", "model", ".safetensors", "model.safetensors.index.json"};
+constexpr Layout kPickle{"pytorch_model.bin", "pytorch_model", ".bin", "pytorch_model.bin.index.json"};
+
+std::string shard_name(const Layout& layout, std::size_t k, std::size_t n) {
+  char text[64];
+  std::snprintf(text, sizeof text, "-%05zu-of-%05zu", k, n);
+  return std::string(layout.stem) + text + layout.suffix;
+}
+
+uint64_t tensor_bytes(const at::Tensor& t) { return static_cast<uint64_t>(t.numel()) * t.element_size(); }
+
+// Writes under a temporary name, then renames: a reader never sees half a file.
+void write_file_atomically(const std::string& path, const NamedTensors& tensors, bool safe) {
+  std::string partial = path + ".tmp";
+  if (safe) {
+    write_safetensors(partial, tensors, {{"format", "pt"}});  // transformers requires format = pt
+  } else {
+    write_torch_state_dict(partial, tensors);
+  }
+  if (std::rename(partial.c_str(), path.c_str()) != 0) {
+    throw CheckpointError("cannot rename '" + partial + "' to '" + path + "'");
+  }
+}
+
+std::string index_json(const NamedTensors& tensors, const std::vector<std::vector<std::size_t>>& shards,
+                       const std::vector<std::string>& names) {
+  uint64_t total = 0;
+  for (const auto& [name, t] : tensors) total += tensor_bytes(t);
+  std::string json = "{\n  \"metadata\": {\n    \"total_size\": " + std::to_string(total) +
+                     "\n  },\n  \"weight_map\": {";
+  bool first = true;
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    for (std::size_t i : shards[s]) {
+      json += first ? "\n    " : ",\n    ";
+      first = false;
+      json += json_quote(tensors[i].first) + ": " + json_quote(names[s]);
+    }
+  }
+  json += "\n  }\n}\n";
+  return json;
+}
+
+// Shard files and index of an earlier save in `layout` that `keep` does not list.
+void remove_stale(const std::string& folder, const Layout& layout, const std::set<std::string>& keep) {
+  std::regex shard(std::string(layout.stem) + "-\\d{5}-of-\\d{5}\\" + layout.suffix);
+  for (const auto& entry : fs::directory_iterator(folder)) {
+    std::string name = entry.path().filename().string();
+    bool ours = name == layout.single || name == layout.index || std::regex_match(name, shard);
+    if (ours && entry.is_regular_file() && !keep.count(name)) fs::remove(entry.path());
+  }
+}
+
+bool exists(const std::string& path) { return fs::is_regular_file(path); }
+
+NamedTensors read_one(const std::string& path, bool safe) {
+  if (safe) return read_safetensors(path).tensors;
+  return read_torch_state_dict(path);
+}
+
+NamedTensors read_sharded(const std::string& folder, const Layout& layout, bool safe) {
+  std::string index_path = folder + "/" + layout.index;
+  YAML::Node index = parse_json(read_whole_file(index_path), index_path);
+  const YAML::Node& map = index["weight_map"];
+  if (!map || !map.IsMap()) throw CheckpointError("'" + index_path + "' has no weight_map object");
+  std::vector<std::string> order;  // shard files, first mention first
+  std::map<std::string, std::set<std::string>> wanted;
+  for (const auto& item : map) {
+    std::string file = item.second.as<std::string>();
+    if (file.find('/') != std::string::npos) {
+      throw CheckpointError("'" + index_path + "' maps '" + item.first.as<std::string>() + "' to '" + file +
+                            "', outside the folder");
+    }
+    if (!wanted.count(file)) order.push_back(file);
+    wanted[file].insert(item.first.as<std::string>());
+  }
+  NamedTensors out;
+  for (const std::string& file : order) {
+    std::string path = folder + "/" + file;
+    if (!exists(path)) throw CheckpointError("'" + index_path + "' names the shard '" + file + "', which is missing");
+    std::set<std::string>& names = wanted[file];
+    for (auto& entry : read_one(path, safe)) {
+      if (names.erase(entry.first)) out.push_back(std::move(entry));
+    }
+    if (!names.empty()) {
+      throw CheckpointError("'" + path + "' lacks the tensor '" + *names.begin() + "' that '" + index_path +
+                            "' places in it");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+uint64_t parse_size(const std::string& text) {
+  struct Unit {
+    const char* name;  // upper case
+    uint64_t bytes;
+  };
+  static const Unit units[] = {{"GIB", 1ull << 30}, {"MIB", 1ull << 20}, {"KIB", 1ull << 10},
+                               {"GB", 1'000'000'000}, {"MB", 1'000'000}, {"KB", 1'000},
+                               {"B", 1}, {"", 1}};
+  std::string upper;
+  for (char c : text) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  for (const Unit& unit : units) {
+    std::string name = unit.name;
+    if (upper.size() <= name.size() || upper.compare(upper.size() - name.size(), name.size(), name) != 0) continue;
+    std::string digits = text.substr(0, text.size() - name.size());
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) break;
+    uint64_t bytes = std::stoull(digits) * unit.bytes;
+    bool bits = name.size() == 2 && text.back() == 'b';
+    return bits ? bytes / 8 : bytes;
+  }
+  throw CheckpointError("max_shard_size '" + text + "' is not a size: use an integer and a unit, e.g. '2GB', "
+                        "'500MB' or '1GiB'");
+}
+
+std::vector<std::vector<std::size_t>> plan_shards(const NamedTensors& tensors, uint64_t max_shard_bytes) {
+  std::vector<std::vector<std::size_t>> shards(1);
+  uint64_t filled = 0;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    uint64_t bytes = tensor_bytes(tensors[i].second);
+    if (filled + bytes > max_shard_bytes && !shards.back().empty()) {
+      shards.emplace_back();
+      filled = 0;
+    }
+    shards.back().push_back(i);
+    filled += bytes;
+  }
+  return shards;
+}
+
+std::vector<std::string> save_weights(const std::string& folder, const NamedTensors& tensors,
+                                      const WeightsOptions& options) {
+  const Layout& layout = options.safe_serialization ? kSafetensors : kPickle;
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  if (ec) throw CheckpointError("cannot create the folder '" + folder + "': " + ec.message());
+  auto shards = plan_shards(tensors, options.max_shard_bytes);
+  std::vector<std::string> names;
+  if (shards.size() == 1) {
+    names.push_back(layout.single);
+  } else {
+    for (std::size_t s = 0; s < shards.size(); ++s) names.push_back(shard_name(layout, s + 1, shards.size()));
+  }
+  for (std::size_t s = 0; s < shards.size(); ++s) {
+    NamedTensors part;
+    for (std::size_t i : shards[s]) part.push_back(tensors[i]);
+    write_file_atomically(folder + "/" + names[s], part, options.safe_serialization);
+  }
+  if (shards.size() > 1) {
+    std::string index = folder + "/" + layout.index;
+    write_whole_file(index + ".tmp", index_json(tensors, shards, names));
+    if (std::rename((index + ".tmp").c_str(), index.c_str()) != 0) {
+      throw CheckpointError("cannot rename '" + index + ".tmp' to '" + index + "'");
+    }
+    names.push_back(layout.index);
+  }
+  remove_stale(folder, layout, std::set<std::string>(names.begin(), names.end()));
+  fsync_path(folder);
+  return names;
+}
+
+NamedTensors load_weights(const std::string& folder) {
+  for (const Layout* layout : {&kSafetensors, &kPickle}) {
+    bool safe = layout == &kSafetensors;
+    if (exists(folder + "/" + layout->single)) return read_one(folder + "/" + layout->single, safe);
+    if (exists(folder + "/" + layout->index)) return read_sharded(folder, *layout, safe);
+  }
+  throw CheckpointError("'" + folder + "' holds no model weights (looked for model.safetensors, "
+                        "model.safetensors.index.json, pytorch_model.bin and pytorch_model.bin.index.json)");
+}
+
+}  // namespace accel::checkpoint

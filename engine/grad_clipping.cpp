@@ -1,0 +1,33 @@
+#include "engine/grad_clipping.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+
+namespace accel {
+
+at::Tensor clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
+                          double norm_type) {
+  at::NoGradGuard no_grad;
+  std::vector<at::Tensor> norms;
+  for (const at::Tensor& p : params) {
+    if (p.grad().defined()) norms.push_back(p.grad().norm(norm_type));
+  }
+  if (norms.empty()) return at::zeros({});
+  at::Tensor total = std::isinf(norm_type) ? at::stack(norms).max() : at::stack(norms).norm(norm_type);
+  at::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
+  for (const at::Tensor& p : params) {
+    if (p.grad().defined()) const_cast<at::Tensor&>(p.grad()).mul_(coefficient.to(p.grad().dtype()));
+  }
+  return total;
+}
+
+void clip_grad_value(const std::vector<at::Tensor>& params, double clip_value) {
+  at::NoGradGuard no_grad;
+  TORCH_CHECK(clip_value >= 0, "clip_grad_value: clip value must be non-negative, got ", clip_value);
+  for (const at::Tensor& p : params) {
+    if (p.grad().defined()) const_cast<at::Tensor&>(p.grad()).clamp_(-clip_value, clip_value);
+  }
+}
+
+}  // namespace accel

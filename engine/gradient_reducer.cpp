@@ -1,0 +1,196 @@
+#include "engine/gradient_reducer.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <mutex>
+
+#include "engine/communicator.h"
+
+namespace accel {
+
+namespace {
+
+struct Bucket {
+  std::vector<size_t> params;  // indices into Impl::params
+  std::vector<int64_t> offsets;
+  int64_t numel = 0;  // gradient elements; the used flags follow them
+  at::Tensor buffer;
+  size_t waiting = 0;  // parameters whose gradient has not arrived yet
+  std::unique_ptr<PendingOp> pending;
+};
+
+}  // namespace
+
+struct GradientReducer::Impl {
+  Communicator& comm;
+  std::vector<at::Tensor> params;
+  std::vector<Bucket> buckets;
+  std::vector<size_t> bucket_of;  // parameter -> bucket
+  std::vector<size_t> slot_of;    // parameter -> position in its bucket
+  std::vector<bool> ready;
+  size_t next_to_start = 0;  // buckets start strictly in order on every rank
+  bool sync = true;
+  bool overlap = true;
+  bool in_backward = false;
+  std::vector<Event> events;
+  std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks;
+  mutable std::mutex mutex;
+
+  explicit Impl(Communicator& c) : comm(c) {}
+
+  void begin_backward() {
+    in_backward = true;
+    events.clear();
+    next_to_start = 0;
+    std::fill(ready.begin(), ready.end(), false);
+    for (Bucket& b : buckets) {
+      b.waiting = b.params.size();
+      b.buffer.zero_();
+      b.pending.reset();
+    }
+  }
+
+  // Copies parameter i's gradient (or zeros) and its used flag into its bucket.
+  void fill_slot(size_t i) {
+    Bucket& b = buckets[bucket_of[i]];
+    size_t slot = slot_of[i];
+    const at::Tensor& grad = params[i].grad();
+    at::Tensor target = b.buffer.narrow(0, b.offsets[slot], params[i].numel());
+    if (grad.defined()) {
+      target.copy_(grad.reshape(-1));
+      b.buffer[b.numel + static_cast<int64_t>(slot)].fill_(1);
+    }
+  }
+
+  void start_ready_buckets() {
+    while (next_to_start < buckets.size() && buckets[next_to_start].waiting == 0) {
+      Bucket& b = buckets[next_to_start];
+      events.push_back({Event::Kind::BucketStarted, static_cast<int64_t>(next_to_start)});
+      b.pending = comm.all_reduce_async(b.buffer, ReduceOp::Sum);
+      ++next_to_start;
+    }
+  }
+
+  void on_gradient(size_t i) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!sync) return;
+    if (!in_backward) begin_backward();
+    TORCH_CHECK(!ready[i], "parameter ", i,
+                " received its gradient twice in one synchronised backward; "
+                "call backward once per step (or use no_sync for the extra passes)");
+    ready[i] = true;
+    events.push_back({Event::Kind::GradientReady, static_cast<int64_t>(i)});
+    at::NoGradGuard no_grad;
+    fill_slot(i);
+    --buckets[bucket_of[i]].waiting;
+    if (overlap) start_ready_buckets();
+  }
+};
+
+GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> params,
+                                 int64_t bucket_bytes, bool overlap)
+    : impl_(std::make_unique<Impl>(comm)) {
+  TORCH_CHECK(bucket_bytes > 0, "bucket size must be positive, got ", bucket_bytes);
+  Impl& s = *impl_;
+  s.overlap = overlap;
+  s.params = std::move(params);
+  size_t n = s.params.size();
+  s.bucket_of.resize(n);
+  s.slot_of.resize(n);
+  s.ready.assign(n, false);
+  int64_t filled = 0;
+  for (size_t k = n; k-- > 0;) {  // last parameters first: their gradients come first
+    const at::Tensor& p = s.params[k];
+    TORCH_CHECK(p.requires_grad() && p.is_leaf(), "parameter ", k,
+                " is not a leaf tensor that requires grad");
+    int64_t bytes = p.numel() * static_cast<int64_t>(p.element_size());
+    bool fits = !s.buckets.empty() && filled + bytes <= bucket_bytes &&
+                s.params[s.buckets.back().params.front()].scalar_type() == p.scalar_type();
+    if (!fits) {
+      s.buckets.emplace_back();
+      filled = 0;
+    }
+    Bucket& b = s.buckets.back();
+    s.bucket_of[k] = s.buckets.size() - 1;
+    s.slot_of[k] = b.params.size();
+    b.params.push_back(k);
+    b.offsets.push_back(b.numel);
+    b.numel += p.numel();
+    filled += bytes;
+  }
+  for (Bucket& b : s.buckets) {
+    const at::Tensor& first = s.params[b.params.front()];
+    b.buffer = at::zeros({b.numel + static_cast<int64_t>(b.params.size())},
+                         first.options().requires_grad(false));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(s.params[i]);
+    Impl* state = impl_.get();
+    uintptr_t key = accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [state, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          state->on_gradient(i);
+          return outputs;
+        }));
+    // Holding the accumulator keeps it (and the hook) alive: a parameter only
+    // references its accumulator weakly.
+    s.hooks.emplace_back(std::move(accumulator), key);
+  }
+}
+
+GradientReducer::~GradientReducer() {
+  for (auto& [accumulator, key] : impl_->hooks) accumulator->del_post_hook(key);
+}
+
+void GradientReducer::set_sync(bool sync) {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->sync = sync;
+}
+
+bool GradientReducer::sync() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->sync;
+}
+
+int64_t GradientReducer::num_buckets() const { return static_cast<int64_t>(impl_->buckets.size()); }
+
+std::vector<GradientReducer::Event> GradientReducer::last_events() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->events;
+}
+
+void GradientReducer::finalize(double divisor) {
+  Impl& s = *impl_;
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.sync) return;
+  // No gradient arrived at all (nothing of this model was used): still take
+  // part, so every rank issues the same all-reduces.
+  if (!s.in_backward) s.begin_backward();
+  s.in_backward = false;
+  at::NoGradGuard no_grad;
+  for (size_t i = 0; i < s.params.size(); ++i) {
+    if (s.ready[i]) continue;
+    s.fill_slot(i);
+    --s.buckets[s.bucket_of[i]].waiting;
+  }
+  s.start_ready_buckets();
+  for (Bucket& b : s.buckets) b.pending->wait();
+  for (Bucket& b : s.buckets) {
+    b.buffer.narrow(0, 0, b.numel).div_(divisor);
+    at::Tensor used = b.buffer.narrow(0, b.numel, static_cast<int64_t>(b.params.size()));
+    auto used_on_any_rank = used.gt(0).to(at::kCPU);
+    for (size_t slot = 0; slot < b.params.size(); ++slot) {
+      at::Tensor& p = s.params[b.params[slot]];
+      at::Tensor reduced = b.buffer.narrow(0, b.offsets[slot], p.numel()).view(p.sizes());
+      if (p.grad().defined()) {
+        p.mutable_grad().copy_(reduced);
+      } else if (used_on_any_rank[static_cast<int64_t>(slot)].item<bool>()) {
+        p.mutable_grad() = reduced.clone();
+      }
+    }
+  }
+}
+
+}  // namespace accel

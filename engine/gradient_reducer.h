@@ -1,0 +1,66 @@
+// Averages parameter gradients across ranks while backward is still running,
+// the way DDP does.
+//
+// Parameters are grouped into buckets of at most `bucket_bytes`, last layer
+// first (backward produces those gradients first). A hook on each
+// parameter's gradient accumulator copies the gradient into its bucket as
+// soon as autograd has produced it; a full bucket's all-reduce starts at
+// once, asynchronously, so communication overlaps the rest of backward.
+// Buckets start in the same order on every rank. finalize() waits for all of
+// them and writes the results back into the gradients.
+//
+// Parameters that got no gradient this backward (unused in the forward)
+// contribute zeros; each bucket also carries one "used" flag per parameter,
+// so a parameter unused on every rank keeps no gradient, exactly as in a
+// single-process run, without an extra collective.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace accel {
+
+class Communicator;
+
+class GradientReducer {
+ public:
+  static constexpr int64_t kDefaultBucketBytes = 25 * 1024 * 1024;
+
+  // With overlap false, buckets wait until finalize(): the all-reduce runs
+  // after backward, for comparison in benchmarks.
+  GradientReducer(Communicator& comm, std::vector<at::Tensor> params,
+                  int64_t bucket_bytes = kDefaultBucketBytes, bool overlap = true);
+  ~GradientReducer();  // removes its hooks
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  // Whether the next backward synchronises. When false, the hooks do nothing
+  // and gradients only accumulate locally (no_sync, non-sync micro-steps).
+  void set_sync(bool sync);
+  bool sync() const;
+
+  // After a synchronising backward: starts the buckets still waiting (those
+  // holding parameters without a gradient), waits for every bucket, and
+  // writes back sum-over-ranks / divisor into each gradient. Throws when a
+  // bucket's all-reduce failed.
+  void finalize(double divisor);
+
+  int64_t num_buckets() const;
+
+  // What happened during the last synchronising backward, in order: which
+  // parameter's gradient became ready, which bucket's all-reduce started.
+  struct Event {
+    enum class Kind { GradientReady, BucketStarted };
+    Kind kind;
+    int64_t index;  // parameter index (in the order given) or bucket index
+  };
+  std::vector<Event> last_events() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace accel

@@ -1,0 +1,97 @@
+#include "engine/launch/config_file.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+namespace accel {
+namespace {
+
+std::string at_line(const std::string& path, int line) {
+  return path + ":" + std::to_string(line) + ": ";
+}
+
+const char* shape_name(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Null: return "nothing";
+    default: return "a value";
+  }
+}
+
+}  // namespace
+
+ConfigFile read_config_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw ConfigError("cannot read the config file '" + path + "': " + std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+
+  YAML::Node root;
+  try {
+    root = YAML::Load(text.str());
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ":" +
+                      std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);
+  }
+  ConfigFile file{path, {}};
+  if (root.IsNull()) return file;  // an empty file sets nothing
+  if (!root.IsMap()) {
+    throw ConfigError(at_line(path, root.Mark().line + 1) +
+                      "the config must be a mapping of keys to values (key: value), not " +
+                      shape_name(root));
+  }
+  std::map<std::string, int> seen;  // key -> its line
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    const YAML::Node& key = it->first;
+    const YAML::Node& value = it->second;
+    ConfigEntry entry;
+    entry.line = key.Mark().line + 1;
+    if (!key.IsScalar()) {
+      throw ConfigError(at_line(path, entry.line) + "a key must be a plain word, not " +
+                        shape_name(key));
+    }
+    entry.key = key.Scalar();
+    auto [previous, fresh] = seen.emplace(entry.key, entry.line);
+    if (!fresh) {
+      throw ConfigError(at_line(path, entry.line) + "key '" + entry.key +
+                        "' is given twice (first at line " + std::to_string(previous->second) +
+                        ")");
+    }
+    if (value.IsNull() && value.Tag() != "!") {
+      entry.shape = ConfigEntry::Shape::empty;
+    } else if (value.IsScalar()) {
+      entry.text = value.Scalar();
+      // yaml-cpp tags a quoted scalar "!" and a plain one "?".
+      entry.shape = value.Tag() == "!" ? ConfigEntry::Shape::quoted : ConfigEntry::Shape::plain;
+    } else {
+      entry.shape = ConfigEntry::Shape::compound;
+      entry.text = shape_name(value);
+    }
+    file.entries.push_back(std::move(entry));
+  }
+  return file;
+}
+
+std::string default_config_path(const std::string& xdg_config_home, const std::string& home) {
+  std::string base = !xdg_config_home.empty() ? xdg_config_home
+                     : !home.empty()          ? home + "/.config"
+                                              : ".config";
+  return base + "/accel/default_config.yaml";
+}
+
+std::string default_config_path() {
+  const char* xdg = std::getenv("XDG_CONFIG_HOME");
+  const char* home = std::getenv("HOME");
+  return default_config_path(xdg ? xdg : "", home ? home : "");
+}
+
+}  // namespace accel

@@ -1,0 +1,78 @@
+#include "engine/launch/env_command.h"
+
+#include <dlfcn.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <ostream>
+#include <sstream>
+
+#include "engine/launch/cpu_cores.h"
+#include "engine/launch/launch_options.h"
+
+namespace accel {
+namespace {
+
+// The worker library's "name\tvalue" lines, or the reason it gave none.
+bool worker_facts(const std::string& library, std::string& facts) {
+  // RTLD_GLOBAL as in a worker, so LibTorch resolves its BLAS the same way.
+  void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  if (!handle) {
+    facts = std::string("cannot load the worker library: ") + ::dlerror();
+    return false;
+  }
+  using Facts = const char* (*)();
+  auto get = reinterpret_cast<Facts>(::dlsym(handle, "accel_worker_facts"));
+  if (!get) {
+    facts = library + " has no accel_worker_facts: it belongs to another accel version";
+    return false;
+  }
+  facts = get();
+  return true;
+}
+
+}  // namespace
+
+int run_env_command(const std::vector<std::string>& args, const EnvContext& context,
+                    std::ostream& out, std::ostream& err) {
+  LaunchOptions options;
+  try {
+    options = resolve_launch_options(args, ConfigLookup::from_environment(), usable_cpu_cores(),
+                                     RecipeRule::none);
+  } catch (const LaunchOptionsError& error) {
+    err << "accel-run: error: " << error.what() << '\n';
+    return 2;
+  }
+
+  out << "accel: " << context.version << " (" << context.accel_run << ")\n";
+  std::string facts;
+  bool loaded = worker_facts(context.worker_library, facts);
+  if (loaded) {
+    std::istringstream lines(facts);
+    for (std::string line; std::getline(lines, line);) {
+      size_t tab = line.find('\t');
+      if (tab == std::string::npos) continue;
+      out << line.substr(0, tab) << ": " << line.substr(tab + 1) << '\n';
+    }
+  } else {
+    out << "worker library: " << facts << '\n';
+  }
+  utsname system{};
+  if (::uname(&system) == 0) {
+    out << "system: " << system.sysname << ' ' << system.release << ' ' << system.machine << '\n';
+  }
+  out << "CPU: " << usable_cpu_cores() << " usable cores, "
+      << ::sysconf(_SC_NPROCESSORS_ONLN) << " CPUs online\n";
+  out << "ranks here: " << options.nproc << ", threads per rank: " << options.threads << '\n';
+  std::string config_line = options.config_in_force.empty()
+                                ? "none (the default path, " + ConfigLookup::from_environment().default_path +
+                                      ", does not exist)"
+                                : options.config_in_force;
+  out << "config file: " << config_line << '\n';
+  out << "config in force:\n";
+  std::istringstream settings(describe_settings(options));
+  for (std::string line; std::getline(settings, line);) out << "  " << line << '\n';
+  return loaded ? 0 : 1;
+}
+
+}  // namespace accel

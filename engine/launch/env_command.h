@@ -1,0 +1,28 @@
+// `accel-run env`: what a bug report needs to know about this installation,
+// as lines to paste: versions (accel, LibTorch, LuaJIT, MPI, NCCL), the
+// backends compiled in, cores and threads, which BLAS libblas.so.3 resolves
+// to (with a warning for the slow reference BLAS), and the config in force.
+//
+// The launcher has no LibTorch, so it loads the worker library and asks it
+// (its exported `accel_worker_facts`, see bindings/worker_facts.cpp): the
+// facts are those of the very libraries a worker runs with.
+#pragma once
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace accel {
+
+struct EnvContext {
+  std::string version;         // accel's version
+  std::string accel_run;       // this program's path
+  std::string worker_library;  // libaccel_worker.so beside it
+};
+
+// `args` are the options after "env" (a --config FILE or --nproc shows the
+// config in force with them). Returns 0, 1 when the worker library cannot be
+// loaded (the rest is still printed), 2 for a bad command line or config.
+int run_env_command(const std::vector<std::string>& args, const EnvContext& context,
+                    std::ostream& out, std::ostream& err);
+
+}  // namespace accel

@@ -1,0 +1,252 @@
+#include "engine/launch/run_command.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+
+#include "engine/launch/collective_state.h"
+#include "engine/launch/mpi_launch.h"
+#include "engine/launch/node_rendezvous.h"
+#include "engine/launch/stall_inspector.h"
+#include "engine/launch/store_server.h"
+#include "engine/launch/supervisor.h"
+#include "engine/launch/worker_variables.h"
+
+namespace accel {
+namespace {
+
+using std::chrono::milliseconds;
+
+struct RoundOutcome {
+  int exit_code = 0;
+  // Restarting cannot help: the launcher was interrupted by a signal, the
+  // nodes did not meet, or mpirun is missing.
+  bool final = false;
+};
+
+milliseconds to_ms(double seconds) { return milliseconds(std::llround(seconds * 1000)); }
+
+void say(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+// A private directory removed with everything in it when the round ends.
+class ScratchDirectory {
+ public:
+  ScratchDirectory() {
+    const char* tmpdir = std::getenv("TMPDIR");
+    path_ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/accel-mpi-XXXXXX";
+    if (!::mkdtemp(path_.data())) throw std::runtime_error("cannot create a directory in " + path_);
+  }
+  ~ScratchDirectory() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  ScratchDirectory(const ScratchDirectory&) = delete;
+  ScratchDirectory& operator=(const ScratchDirectory&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Reads every rank's published collective state from the store this
+// launcher hosts and prints what the stall inspector makes of it.
+class StallWatch {
+ public:
+  StallWatch(const StoreServer& store, int world_size, double threshold_s, int out_fd)
+      : store_(store), inspector_(world_size, to_ms(threshold_s)), world_size_(world_size),
+        out_fd_(out_fd) {}
+
+  void look() {
+    std::vector<std::optional<CollectiveState>> states;
+    for (int rank = 0; rank < world_size_; ++rank) {
+      std::optional<std::string> value = store_.peek(collective_state_key(rank));
+      states.push_back(value ? decode_collective_state(*value) : std::nullopt);
+    }
+    say(out_fd_, inspector_.observe(states, StallInspector::Clock::now()));
+  }
+
+ private:
+  const StoreServer& store_;
+  StallInspector inspector_;
+  int world_size_;
+  int out_fd_;
+};
+
+std::vector<std::string> round_environment(const LaunchOptions& options, const RunContext& context,
+                                           int round) {
+  std::vector<std::string> env = context.env;
+  for (std::string& var : worker_variables(options)) env.push_back(std::move(var));
+  env.push_back(std::string(kRestartCountVariable) + "=" + std::to_string(round));
+  env.push_back("GROUP_RANK=" + std::to_string(options.node_rank));
+  return env;
+}
+
+// What failed on this node, in a few words for the other nodes.
+std::string failure_line(std::optional<int> failed_rank) {
+  return failed_rank ? "rank " + std::to_string(*failed_rank) + " failed" : "its launcher stopped";
+}
+
+RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& context, int round) {
+  // Node 0's store is new for every round: no key of an earlier round survives.
+  std::optional<StoreServer> store;
+  if (options.node_rank == 0) {
+    store.emplace(options.master_addr, static_cast<uint16_t>(options.master_port));
+  }
+  const uint16_t port = store ? store->port() : static_cast<uint16_t>(options.master_port);
+  const int world_size = options.nproc * options.nnodes;
+
+  std::optional<NodeRendezvous> nodes;
+  if (options.nnodes > 1) {
+    nodes.emplace(options.master_addr, port, round, options.node_rank, options.nnodes);
+    try {
+      nodes->meet(options.nproc, to_ms(options.rdzv_timeout_s));
+    } catch (const RendezvousError& error) {
+      say(context.stderr_fd, std::string("accel-run: rendezvous failed: ") + error.what() + "\n");
+      return {1, true};
+    }
+  }
+  std::optional<StallWatch> stalls;
+  if (store && options.stall_report_s > 0) {
+    stalls.emplace(*store, world_size, options.stall_report_s, context.stderr_fd);
+  }
+
+  SupervisorOptions supervision;
+  supervision.command.program = context.worker_program;
+  supervision.command.argv = {context.accel_run, options.recipe, "--"};
+  supervision.command.argv.insert(supervision.command.argv.end(), options.recipe_args.begin(),
+                                  options.recipe_args.end());
+  supervision.command.env = round_environment(options, context, round);
+  supervision.nproc = options.nproc;
+  supervision.rank_offset = options.node_rank * options.nproc;
+  supervision.world_size = world_size;
+  supervision.threads = options.threads;
+  supervision.master_addr = options.master_addr;
+  supervision.master_port = port;
+  supervision.grace_period = to_ms(options.grace_period_s);
+  supervision.stdout_fd = context.stdout_fd;
+  supervision.stderr_fd = context.stderr_fd;
+  supervision.log_dir = options.log_dir;
+  bool heard = false;  // stopping because another node failed: nothing to tell them
+  if (stalls || nodes) {
+    supervision.on_tick = [&](const SupervisorTick& tick) -> std::optional<std::string> {
+      if (stalls && !tick.stopping) stalls->look();
+      if (!nodes) return std::nullopt;
+      if (tick.stopping) {
+        if (!heard) nodes->publish_failure(failure_line(tick.failed_rank));
+        return std::nullopt;
+      }
+      std::optional<std::string> news = nodes->news();
+      heard = news.has_value();
+      return news;
+    };
+  }
+  SupervisorResult result = supervise(supervision);
+  if (nodes && result.exit_code != 0 && !heard) {
+    // The workers may all have ended before a tick could tell the others.
+    std::optional<int> culprit;
+    if (result.verdict.culprit) culprit = result.exits[*result.verdict.culprit].rank;
+    nodes->publish_failure(failure_line(culprit));
+  }
+  say(context.stderr_fd, result.report);
+  return {result.exit_code, result.stop && result.stop->signal != 0};
+}
+
+RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& context, int round) {
+  std::string path;
+  for (const std::string& entry : context.env) {
+    if (entry.rfind("PATH=", 0) == 0) path = entry.substr(5);
+  }
+  const std::string mpirun = find_on_path("mpirun", path);
+  if (mpirun.empty()) {
+    say(context.stderr_fd,
+        "accel-run: error: --backend mpi needs OpenMPI's mpirun on PATH (package openmpi-bin)\n");
+    return {2, true};
+  }
+  // The store only carries the ranks' collective states, for stall reports
+  // and timeouts that name the missing ranks; MPI itself needs no rendezvous.
+  StoreServer store("127.0.0.1", 0);
+  ScratchDirectory errors;
+  std::vector<std::string> exported = worker_variables(options);
+  exported.push_back(std::string(kRestartCountVariable) + "=" + std::to_string(round));
+  exported.push_back(std::string(kErrorDirVariable) + "=" + errors.path());
+  exported.push_back("ACCEL_ROLE=worker");
+  exported.push_back("MASTER_ADDR=127.0.0.1");
+  exported.push_back("MASTER_PORT=" + std::to_string(store.port()));
+  std::optional<StallWatch> stalls;
+  if (options.stall_report_s > 0) {
+    stalls.emplace(store, options.nproc, options.stall_report_s, context.stderr_fd);
+  }
+
+  SupervisorOptions supervision;
+  supervision.command = mpirun_command(mpirun, context.accel_run, options, context.env, exported,
+                                       ::geteuid() == 0);
+  supervision.nproc = 1;
+  supervision.rank_variables = false;
+  supervision.threads = options.threads;
+  supervision.master_port = store.port();
+  supervision.grace_period = to_ms(options.grace_period_s);
+  supervision.stdout_fd = context.stdout_fd;
+  supervision.stderr_fd = context.stderr_fd;
+  if (stalls) {
+    supervision.on_tick = [&](const SupervisorTick& tick) -> std::optional<std::string> {
+      if (!tick.stopping) stalls->look();
+      return std::nullopt;
+    };
+  }
+  SupervisorResult result = supervise(supervision);
+  const RankExit& mpirun_exit = result.exits.at(0);
+  if (result.stop && result.stop->signal != 0) {
+    say(context.stderr_fd, result.report);
+    return {result.exit_code, true};
+  }
+  if (result.exit_code == 0) return {0, false};
+
+  // mpirun stopped the other ranks after the first failure.
+  std::vector<RankExit> exits = mpi_rank_exits(errors.path(), options.nproc, mpirun_exit.reaped_ns);
+  StopCause stop{mpirun_exit.reaped_ns, 0, {}};
+  for (const RankExit& exit : exits) {
+    if (exit.fatal) stop.time_ns = std::max(stop.time_ns, exit.fatal->time_ns + 1);
+  }
+  Verdict verdict = judge(exits, stop);
+  if (!verdict.culprit) {
+    say(context.stderr_fd, "accel-run: mpirun " + std::string(mpirun_exit.signal ? "was killed" : "failed") +
+                               " with exit code " + std::to_string(result.exit_code) +
+                               "; no rank recorded an error (mpirun's own message is above)\n");
+    return {result.exit_code, false};
+  }
+  say(context.stderr_fd, failure_report(exits, verdict, stop));
+  return {verdict.exit_code, false};
+}
+
+}  // namespace
+
+int run_recipe(const LaunchOptions& options, const RunContext& context) {
+  for (int round = 0;; ++round) {
+    RoundOutcome outcome;
+    try {
+      outcome = options.backend == "mpi" ? run_mpi_round(options, context, round)
+                                         : run_gloo_round(options, context, round);
+    } catch (const std::exception& error) {
+      say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
+      return 1;
+    }
+    if (outcome.exit_code == 0 || outcome.final || round >= options.max_restarts) {
+      return outcome.exit_code;
+    }
+    say(context.stderr_fd, "accel-run: restarting all workers (restart " +
+                               std::to_string(round + 1) + " of " +
+                               std::to_string(options.max_restarts) + ")\n");
+  }
+}
+
+}  // namespace accel

@@ -1,0 +1,33 @@
+// Running a recipe: what `accel-run RECIPE.lua` does once its options are
+// known. One round starts this machine's workers (after meeting the other
+// nodes' launchers when there are several), supervises them, reports
+// stalled collectives while they run and the failure report when they end.
+// After a failure, with --max-restarts K, all workers start again in a new
+// round, up to K times; ACCEL_RESTART_COUNT tells them which start it is, so
+// a recipe can resume from its newest checkpoint. A launcher interrupted by
+// a signal does not restart.
+#pragma once
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "engine/launch/launch_options.h"
+
+namespace accel {
+
+struct RunContext {
+  std::string accel_run;         // this program's path: workers' argv[0], and what mpirun starts
+  // What the launcher executes for a worker: /proc/self/exe stays this very
+  // binary even if the file is rebuilt or moved while the run goes on.
+  std::string worker_program = "/proc/self/exe";
+  std::vector<std::string> env;  // the launcher's environment, passed on to the workers
+  int stdout_fd = STDOUT_FILENO;
+  int stderr_fd = STDERR_FILENO;
+};
+
+// Runs options.recipe; returns the launcher's exit code: 0, the culprit's
+// exit code (128 + signal for a signal), or 1 when the nodes did not meet.
+int run_recipe(const LaunchOptions& options, const RunContext& context);
+
+}  // namespace accel

@@ -1,0 +1,71 @@
+#include "engine/launch/stall_inspector.h"
+
+#include <sstream>
+
+namespace accel {
+namespace {
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
+}
+
+bool waits_in(const std::optional<CollectiveState>& state, const CollectiveState& stalled) {
+  return state && state->inside && state->seq == stalled.seq && state->op == stalled.op;
+}
+
+}  // namespace
+
+StallInspector::StallInspector(int world_size, std::chrono::milliseconds threshold)
+    : threshold_(threshold), seen_(static_cast<size_t>(world_size)) {}
+
+std::string StallInspector::observe(const std::vector<std::optional<CollectiveState>>& states,
+                                    Clock::time_point now) {
+  for (size_t rank = 0; rank < seen_.size() && rank < states.size(); ++rank) {
+    if (seen_[rank].state != states[rank] || seen_[rank].since == Clock::time_point{}) {
+      seen_[rank] = {states[rank], now};
+    }
+  }
+  // The collective waited in longest.
+  std::optional<size_t> longest;
+  for (size_t rank = 0; rank < seen_.size(); ++rank) {
+    const Seen& s = seen_[rank];
+    if (s.state && s.state->inside && (!longest || s.since < seen_[*longest].since)) longest = rank;
+  }
+  if (!longest || now - seen_[*longest].since < threshold_) {
+    reported_.reset();
+    return "";
+  }
+  const CollectiveState& stalled = *seen_[*longest].state;
+  if (reported_ && reported_->seq == stalled.seq && reported_->op == stalled.op &&
+      now - reported_at_ < threshold_) {
+    return "";
+  }
+  reported_ = stalled;
+  reported_at_ = now;
+
+  std::vector<int> waiting, missing;
+  for (size_t rank = 0; rank < seen_.size(); ++rank) {
+    (waits_in(seen_[rank].state, stalled) ? waiting : missing).push_back(static_cast<int>(rank));
+  }
+  auto waited = std::chrono::duration_cast<std::chrono::seconds>(now - seen_[*longest].since);
+  std::ostringstream out;
+  if (missing.empty()) {
+    out << "accel-run: stall: every rank has waited " << waited.count() << " s in "
+        << describe_collective(stalled)
+        << "; all arrived, so the transport itself is stuck or very slow\n";
+    return out.str();
+  }
+  out << "accel-run: stall: " << rank_list(waiting) << (waiting.size() == 1 ? " has" : " have")
+      << " waited " << waited.count() << " s in " << describe_collective(stalled) << " for "
+      << rank_list(missing) << (missing.size() == 1 ? ", which has" : ", which have")
+      << " not arrived:\n";
+  for (int rank : missing) {
+    out << "accel-run:   rank " << rank << ' '
+        << describe_whereabouts(seen_[static_cast<size_t>(rank)].state, stalled) << '\n';
+  }
+  return out.str();
+}
+
+}  // namespace accel

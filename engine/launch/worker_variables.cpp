@@ -1,0 +1,61 @@
+#include "engine/launch/worker_variables.h"
+
+#include <cstdlib>
+#include <sstream>
+
+namespace accel {
+namespace {
+
+std::string seconds_text(double seconds) {
+  std::ostringstream out;
+  out.precision(17);
+  out << seconds;
+  return out.str();
+}
+
+// The variable's value as a positive number, or throws naming it.
+double positive_number(const char* name, const char* text) {
+  char* end = nullptr;
+  double value = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(value > 0)) {
+    throw LaunchOptionsError(std::string("environment variable ") + name + "='" + text +
+                             "' is not a positive number");
+  }
+  return value;
+}
+
+}  // namespace
+
+std::vector<std::string> worker_variables(const LaunchOptions& options) {
+  std::vector<std::string> vars = {
+      "ACCEL_THREADS=" + std::to_string(options.threads),
+      "ACCEL_BACKEND=" + options.backend,
+      "ACCEL_TIMEOUT=" + seconds_text(options.timeout_s),
+      std::string("ACCEL_DEBUG=") + (options.debug ? "1" : "0"),
+      "ACCEL_MAX_RESTARTS=" + std::to_string(options.max_restarts),
+  };
+  if (!options.mixed_precision.empty()) {
+    vars.push_back("ACCEL_MIXED_PRECISION=" + options.mixed_precision);
+  }
+  if (options.gradient_accumulation_steps > 0) {
+    vars.push_back("ACCEL_GRADIENT_ACCUMULATION_STEPS=" +
+                   std::to_string(options.gradient_accumulation_steps));
+  }
+  return vars;
+}
+
+void read_worker_variables(LaunchOptions& options) {
+  if (const char* threads = std::getenv("ACCEL_THREADS")) {
+    options.threads = static_cast<int>(positive_number("ACCEL_THREADS", threads));
+  }
+  if (const char* backend = std::getenv("ACCEL_BACKEND")) options.backend = backend;
+  if (const char* timeout = std::getenv("ACCEL_TIMEOUT")) {
+    options.timeout_s = positive_number("ACCEL_TIMEOUT", timeout);
+  }
+  if (const char* debug = std::getenv("ACCEL_DEBUG")) options.debug = std::string(debug) == "1";
+  if (const char* precision = std::getenv("ACCEL_MIXED_PRECISION")) {
+    options.mixed_precision = precision;
+  }
+}
+
+}  // namespace accel

@@ -1,0 +1,32 @@
+// The settings a launcher hands its workers in environment variables, beyond
+// the torchrun contract (RANK, WORLD_SIZE, MASTER_ADDR, ...), and how a
+// worker reads them back. A worker started by accel-run gets its settings
+// only this way: its command line carries just the recipe and its arguments.
+//
+//   ACCEL_THREADS                       intra-op threads of the rank
+//   ACCEL_BACKEND                       gloo or mpi
+//   ACCEL_TIMEOUT                       collective timeout, seconds
+//   ACCEL_DEBUG                         1: check collectives across ranks
+//   ACCEL_MIXED_PRECISION               the Accelerator's default, when configured
+//   ACCEL_GRADIENT_ACCUMULATION_STEPS   the Accelerator's default, when configured
+//   ACCEL_RESTART_COUNT                 0 on the first start, k after the k-th restart
+//   ACCEL_MAX_RESTARTS                  the --max-restarts in force
+#pragma once
+#include <string>
+#include <vector>
+
+#include "engine/launch/launch_options.h"
+
+namespace accel {
+
+inline constexpr const char* kRestartCountVariable = "ACCEL_RESTART_COUNT";
+
+// "NAME=value" for each setting of `options` a worker needs; the restart
+// variables are the launcher's to add, per start.
+std::vector<std::string> worker_variables(const LaunchOptions& options);
+
+// Overrides the fields of `options` whose variable is set. Throws
+// LaunchOptionsError naming a variable whose value is malformed.
+void read_worker_variables(LaunchOptions& options);
+
+}  // namespace accel

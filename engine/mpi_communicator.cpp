@@ -1,0 +1,144 @@
+#include "engine/mpi_communicator.h"
+
+#include <ATen/ATen.h>
+
+// The C API only: OpenMPI's C++ bindings would need libmpi_cxx at run time.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <string>
+
+namespace accel {
+namespace {
+
+void check(int code, const char* operation) {
+  if (code == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  throw CollectiveError(std::string("mpi ") + operation + " failed: " + std::string(text, length));
+}
+
+MPI_Datatype mpi_type(at::ScalarType type) {
+  switch (type) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kLong: return MPI_INT64_T;
+    case at::kInt: return MPI_INT32_T;
+    case at::kShort: return MPI_INT16_T;
+    case at::kChar: return MPI_INT8_T;
+    case at::kByte: return MPI_UINT8_T;
+    default:
+      TORCH_CHECK(false, "the mpi backend has no type for ", type);
+  }
+}
+
+// MPI has no bfloat16, float16 or bool: such tensors travel as float32 or
+// uint8 and are converted back.
+at::ScalarType wire_type(at::ScalarType type) {
+  if (type == at::kBFloat16 || type == at::kHalf) return at::kFloat;
+  if (type == at::kBool) return at::kByte;
+  return type;
+}
+
+MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Average:
+      return MPI_SUM;
+    case ReduceOp::Max:
+      return MPI_MAX;
+    case ReduceOp::Min:
+      return MPI_MIN;
+  }
+  TORCH_CHECK(false, "unknown reduce op");
+}
+
+class MpiPendingOp final : public PendingOp {
+ public:
+  MpiPendingOp(MPI_Request request, at::Tensor target, at::Tensor wire, int average_over)
+      : request_(request), target_(std::move(target)), wire_(std::move(wire)), average_over_(average_over) {}
+  void wait() override {
+    check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "all_reduce");
+    if (!wire_.is_same(target_)) target_.copy_(wire_);
+    if (average_over_ > 1) target_.div_(average_over_);
+  }
+
+ private:
+  MPI_Request request_;
+  at::Tensor target_;
+  at::Tensor wire_;
+  int average_over_;
+};
+
+}  // namespace
+
+MpiCommunicator::MpiCommunicator() {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (!initialised) {
+    int provided = 0;
+    // Collectives come from the training thread only (CPU autograd runs its
+    // hooks on the caller), so serialised calls are enough.
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "init");
+    initialised_here_ = true;
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &size_);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalised = 0;
+  MPI_Finalized(&finalised);
+  if (initialised_here_ && !finalised) MPI_Finalize();
+}
+
+int MpiCommunicator::rank() const { return rank_; }
+int MpiCommunicator::size() const { return size_; }
+
+std::unique_ptr<PendingOp> MpiCommunicator::all_reduce_async(at::Tensor& t, ReduceOp op) {
+  TORCH_CHECK(t.is_contiguous(), "all_reduce needs a contiguous tensor");
+  ++counts_.all_reduce;
+  at::Tensor wire = t.scalar_type() == wire_type(t.scalar_type()) ? t : t.to(wire_type(t.scalar_type()));
+  MPI_Request request;
+  check(MPI_Iallreduce(MPI_IN_PLACE, wire.data_ptr(), static_cast<int>(wire.numel()),
+                       mpi_type(wire.scalar_type()), mpi_op(op), MPI_COMM_WORLD, &request),
+        "all_reduce");
+  return std::make_unique<MpiPendingOp>(request, t, wire, op == ReduceOp::Average ? size_ : 1);
+}
+
+void MpiCommunicator::all_reduce(at::Tensor& t, ReduceOp op) { all_reduce_async(t, op)->wait(); }
+
+void MpiCommunicator::broadcast(at::Tensor& t, int root) {
+  TORCH_CHECK(root >= 0 && root < size_, "broadcast from rank ", root, " in a world of ", size_, " ranks");
+  TORCH_CHECK(t.is_contiguous(), "broadcast needs a contiguous tensor");
+  ++counts_.broadcast;
+  at::Tensor wire = t.scalar_type() == wire_type(t.scalar_type()) ? t : t.to(wire_type(t.scalar_type()));
+  check(MPI_Bcast(wire.data_ptr(), static_cast<int>(wire.numel()), mpi_type(wire.scalar_type()), root,
+                  MPI_COMM_WORLD),
+        "broadcast");
+  if (!wire.is_same(t)) t.copy_(wire);
+}
+
+std::vector<at::Tensor> MpiCommunicator::all_gather(const at::Tensor& t) {
+  ++counts_.all_gather;
+  at::Tensor wire = t.to(wire_type(t.scalar_type())).contiguous();
+  std::vector<int64_t> shape{size_};
+  for (int64_t s : wire.sizes()) shape.push_back(s);
+  at::Tensor out = at::empty(shape, wire.options());
+  check(MPI_Allgather(wire.data_ptr(), static_cast<int>(wire.numel()), mpi_type(wire.scalar_type()),
+                      out.data_ptr(), static_cast<int>(wire.numel()), mpi_type(wire.scalar_type()),
+                      MPI_COMM_WORLD),
+        "all_gather");
+  std::vector<at::Tensor> parts;
+  for (int r = 0; r < size_; ++r) parts.push_back(out[r].to(t.scalar_type()));
+  return parts;
+}
+
+void MpiCommunicator::barrier() {
+  ++counts_.barrier;
+  check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
+}
+
+}  // namespace accel

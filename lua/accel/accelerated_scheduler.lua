@@ -1,0 +1,32 @@
+-- A learning-rate schedule prepared by an Accelerator advances exactly once
+-- per optimizer update, whatever the number of ranks and however often the
+-- recipe calls step(): calls on micro-steps without an update, and updates
+-- skipped by the fp16 loss scaler, do not move it.
+local AcceleratedScheduler = {}
+AcceleratedScheduler.__index = AcceleratedScheduler
+
+function AcceleratedScheduler.new(scheduler, optimizer)
+  return setmetatable({ scheduler = scheduler, optimizer = optimizer, seen = optimizer.updates },
+                      AcceleratedScheduler)
+end
+
+function AcceleratedScheduler:step(...)
+  if self.optimizer.updates == self.seen then return end
+  self.seen = self.optimizer.updates
+  return self.scheduler:step(...)
+end
+
+function AcceleratedScheduler:get_last_lr()
+  return self.scheduler:get_last_lr()
+end
+
+function AcceleratedScheduler:state_dict()
+  return self.scheduler:state_dict()
+end
+
+function AcceleratedScheduler:load_state_dict(state)
+  self.scheduler:load_state_dict(state)
+  self.seen = self.optimizer.updates
+end
+
+return AcceleratedScheduler

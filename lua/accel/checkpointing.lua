@@ -1,0 +1,395 @@
+-- What an Accelerator's checkpoint holds and how ranks write and read it
+-- together; the file formats and the atomic folder are the engine's
+-- (engine/checkpoint/, bound as accel.core.checkpoint). The contract is in
+-- docs/api/checkpointing.md. A checkpoint folder:
+--
+--   model.safetensors, model_1.safetensors ...  prepared models (main process)
+--   optimizer.safetensors, optimizer_1 ...      optimizers' flat state dicts (main)
+--   scheduler.lua, scheduler_1.lua ...          schedulers' state dicts (main)
+--   scaler.lua                                  the fp16 loss scaler (main)
+--   custom_checkpoint_0.lua ...                 registered objects (main)
+--   accelerator_state.lua                       step counters (main)
+--   rng_<rank>.safetensors                      each rank's generators
+--   dataloader_rank_<rank>.lua, dataloader_1_rank_<rank>.lua ...
+--                                               each rank's loader positions
+--   gradients_rank_<rank>.safetensors, gradients_1_rank_<rank> ...
+--                                               each rank's accumulated gradients,
+--                                               when saved between two micro-steps
+--                                               of one optimizer update
+--   manifest.json                               written last (engine/checkpoint/manifest.h)
+--
+-- ".lua" files hold one Lua value written by accel.serialize.
+local core = require("accel.core")
+local serialize = require("accel.serialize")
+local gathering = require("accel.gathering")
+local args = require("accel.nn.args")
+
+local ck = core.checkpoint
+
+local checkpointing = {}
+
+-- base, base_1, base_2 ... for the first, second, third object of a kind.
+local function indexed(base, i)
+  return i == 1 and base or (base .. "_" .. (i - 1))
+end
+
+local names = {
+  model = function(i) return indexed("model", i) .. ".safetensors" end,
+  optimizer = function(i) return indexed("optimizer", i) .. ".safetensors" end,
+  scheduler = function(i) return indexed("scheduler", i) .. ".lua" end,
+  custom = function(i) return "custom_checkpoint_" .. (i - 1) .. ".lua" end,
+  rng = function(rank) return "rng_" .. rank .. ".safetensors" end,
+  dataloader = function(i, rank) return indexed("dataloader", i) .. "_rank_" .. rank .. ".lua" end,
+  gradients = function(i, rank) return indexed("gradients", i) .. "_rank_" .. rank .. ".safetensors" end,
+  scaler = "scaler.lua",
+  accelerator = "accelerator_state.lua",
+}
+checkpointing.file_names = names
+
+local function sorted_pairs(map)
+  local keys = {}
+  for k in pairs(map) do keys[#keys + 1] = k end
+  table.sort(keys)
+  local out = {}
+  for i, k in ipairs(keys) do out[i] = { k, map[k] } end
+  return out
+end
+
+-- Parameters then buffers, each in definition order, as save_model writes them.
+local function ordered_state(model)
+  local out = {}
+  for name, p in model:named_parameters() do out[#out + 1] = { name, p } end
+  for name, b in model:named_buffers() do out[#out + 1] = { name, b } end
+  return out
+end
+
+local function counts(acc)
+  return {
+    models = #acc._models,
+    optimizers = #acc._optimizers,
+    schedulers = #acc._schedulers,
+    dataloaders = #acc._dataloaders,
+    custom = #acc._custom_objects,
+  }
+end
+
+local function automatic(acc)
+  local config = acc.project_configuration
+  return config and config.automatic_checkpoint_naming and config or nil
+end
+
+-- {number, name} of every project_dir/checkpoints/checkpoint_<n>, oldest first.
+local function numbered_checkpoints(config)
+  local out = {}
+  for _, name in ipairs(ck.list_folder(config:checkpoints_dir())) do
+    local n = name:match("^checkpoint_(%d+)$")
+    if n then out[#out + 1] = { tonumber(n), name } end
+  end
+  table.sort(out, function(a, b) return a[1] < b[1] end)
+  return out
+end
+
+-- Saving ---------------------------------------------------------------------
+
+local function save_folder(acc, dir)
+  if dir ~= nil then
+    if type(dir) ~= "string" then args.error("Accelerator:save_state: the folder must be a string, got a " .. type(dir)) end
+    return dir, nil
+  end
+  local config = automatic(acc)
+  if not config then
+    args.error("Accelerator:save_state: give a folder, or make the Accelerator with project_config = "
+               .. "accel.ProjectConfiguration{project_dir = ..., automatic_checkpoint_naming = true}")
+  end
+  local folder = config:checkpoints_dir() .. "/checkpoint_" .. config.iteration
+  if ck.is_folder(folder) then
+    args.error(string.format("Accelerator:save_state: '%s' already exists; call acc:load_state() first to "
+                             .. "resume from it, or set the ProjectConfiguration's iteration", folder))
+  end
+  return folder, config
+end
+
+-- Removes the oldest automatic checkpoints beyond total_limit.
+local function prune(config)
+  if not config.total_limit then return end
+  local all = numbered_checkpoints(config)
+  for i = 1, #all - config.total_limit do
+    ck.remove_folder(config:checkpoints_dir() .. "/" .. all[i][2])
+  end
+end
+
+-- Writes this rank's share into `tmp`; returns the manifest entries.
+local function write_files(acc, tmp)
+  local entries = {}
+  local function add(name, format, digest)
+    entries[#entries + 1] = { name = name, format = format, size = digest.size, crc32c = digest.crc32c }
+  end
+  local function lua_file(name, value)
+    add(name, "lua", ck.write_text(tmp .. "/" .. name, serialize.dump(value)))
+  end
+  local function tensors_file(name, pairs_list)
+    add(name, "safetensors", ck.write_safetensors(tmp .. "/" .. name, pairs_list))
+  end
+
+  local rank = acc.process_index
+  tensors_file(names.rng(rank), { { "generator", ck.generator_state() },
+                                  { "math_random", core.math_random_state() } })
+  for i, loader in ipairs(acc._dataloaders) do lua_file(names.dataloader(i, rank), loader:state_dict()) end
+  if not acc.sync_gradients then
+    -- Between micro-steps the gradients summed so far are part of the next update.
+    for i, entry in ipairs(acc._models) do
+      local grads = {}
+      for name, p in entry.model:named_parameters() do
+        if p.grad then grads[#grads + 1] = { name, p.grad } end
+      end
+      tensors_file(names.gradients(i, rank), grads)
+    end
+  end
+  if not acc.is_main_process then return entries end
+
+  for i, entry in ipairs(acc._models) do tensors_file(names.model(i), sorted_pairs(entry.model:state_dict())) end
+  local updates, seen = {}, {}
+  for i, opt in ipairs(acc._optimizers) do
+    tensors_file(names.optimizer(i), sorted_pairs(opt:state_dict()))
+    updates[i] = opt.updates
+  end
+  for i, sched in ipairs(acc._schedulers) do
+    lua_file(names.scheduler(i), sched:state_dict())
+    seen[i] = sched.seen
+  end
+  if acc._scaler then
+    lua_file(names.scaler, { scale = acc._scaler:scale(), growth_tracker = acc._scaler:growth_tracker() })
+  end
+  for i, obj in ipairs(acc._custom_objects) do lua_file(names.custom(i), obj:state_dict()) end
+  lua_file(names.accelerator, {
+    micro_step = acc._micro_step,
+    sync_steps = acc._sync_steps,
+    items = acc._items,
+    sync_gradients = acc.sync_gradients,
+    optimizer_updates = updates,
+    scheduler_seen = seen,
+    counts = counts(acc),
+  })
+  return entries
+end
+
+function checkpointing.save_state(acc, dir)
+  local folder, config = save_folder(acc, dir)
+  local tmp = ck.temporary_folder_for(folder)
+  if acc.is_main_process then ck.make_empty_folder(tmp) end
+  acc:wait_for_everyone()
+  local mine = write_files(acc, tmp)
+  -- Every rank's files are fsynced once it hands its entries over.
+  local all = gathering.gather_object(acc._world, mine)
+  if acc.is_main_process then
+    local files = {}
+    for _, entries in ipairs(all) do
+      for _, e in ipairs(entries) do files[#files + 1] = e end
+    end
+    ck.fault_point("checkpoint-before-manifest")
+    ck.write_manifest(tmp, {
+      step = acc._sync_steps,
+      iteration = config and config.iteration or 0,
+      world_size = acc.num_processes,
+      files = files,
+    })
+    ck.fault_point("checkpoint-before-commit")
+    ck.commit_folder(tmp, folder)
+    if config then prune(config) end
+  end
+  acc:wait_for_everyone()
+  if config then config.iteration = config.iteration + 1 end
+  return folder
+end
+
+-- Loading --------------------------------------------------------------------
+
+-- The newest complete automatic checkpoint, or nil and why there is none.
+local function newest_complete(config)
+  local all, skipped = numbered_checkpoints(config), {}
+  for i = #all, 1, -1 do
+    local path = config:checkpoints_dir() .. "/" .. all[i][2]
+    local ok, why = ck.complete(path)
+    if ok then
+      if #skipped > 0 then
+        print(string.format("accel: skipping incomplete checkpoints: %s", table.concat(skipped, "; ")))
+      end
+      return path
+    end
+    skipped[#skipped + 1] = why
+  end
+  local message = string.format("Accelerator:load_state: no complete checkpoint in '%s'", config:checkpoints_dir())
+  if #skipped > 0 then message = message .. " (" .. table.concat(skipped, "; ") .. ")" end
+  return nil, message
+end
+
+-- The folder to load, decided by the main process so that every rank loads
+-- the same one.
+local function load_folder(acc, dir)
+  if dir ~= nil then
+    if type(dir) ~= "string" then args.error("Accelerator:load_state: the folder must be a string, got a " .. type(dir)) end
+    return dir
+  end
+  local config = automatic(acc)
+  if not config then
+    args.error("Accelerator:load_state: give a folder, or make the Accelerator with project_config = "
+               .. "accel.ProjectConfiguration{project_dir = ..., automatic_checkpoint_naming = true}")
+  end
+  local choice = {}
+  if acc.is_main_process then choice[1], choice[2] = newest_complete(config) end
+  choice = gathering.gather_object(acc._world, choice)[1]
+  if not choice[1] then args.error(choice[2]) end
+  return choice[1]
+end
+
+local function check_count(what, saved, now, folder)
+  if saved ~= now then
+    error(string.format("'%s' holds %d %s but this Accelerator prepared %d", folder, saved, what, now), 0)
+  end
+end
+
+-- Applies `fn` to a state, naming the file when it refuses it.
+local function apply(where, path, fn, ...)
+  local ok, err = pcall(fn, ...)
+  if not ok then args.error(string.format("%s: '%s' does not fit: %s", where, path, tostring(err))) end
+end
+
+-- Reads and verifies everything this rank needs from `folder`, changing
+-- nothing; raises on a missing, truncated or altered file.
+local function read_checkpoint(acc, folder)
+  local manifest = ck.read_manifest(folder)
+  ck.check_file_sizes(folder)
+  local listed = {}
+  for _, f in ipairs(manifest.files) do listed[f.name] = f end
+  local function entry(name)
+    local f = listed[name]
+    if not f then error(string.format("'%s' has no '%s' in its manifest", folder, name), 0) end
+    return f
+  end
+  local function read_tensors(name) return ck.read_safetensors(folder .. "/" .. name, entry(name)) end
+  local function read_value(name) return serialize.load(ck.read_text(folder .. "/" .. name, entry(name))) end
+
+  local s = { manifest = manifest, saved = read_value(names.accelerator) }
+  local now = counts(acc)
+  check_count("model(s)", s.saved.counts.models, now.models, folder)
+  check_count("optimizer(s)", s.saved.counts.optimizers, now.optimizers, folder)
+  check_count("scheduler(s)", s.saved.counts.schedulers, now.schedulers, folder)
+  check_count("data loader(s)", s.saved.counts.dataloaders, now.dataloaders, folder)
+  check_count("registered object(s)", s.saved.counts.custom, now.custom, folder)
+  s.models, s.optimizers, s.schedulers, s.customs, s.loaders = {}, {}, {}, {}, {}
+  for i = 1, now.models do s.models[i] = read_tensors(names.model(i)) end
+  for i = 1, now.optimizers do s.optimizers[i] = read_tensors(names.optimizer(i)) end
+  for i = 1, now.schedulers do s.schedulers[i] = read_value(names.scheduler(i)) end
+  for i = 1, now.custom do s.customs[i] = read_value(names.custom(i)) end
+  s.scaler = acc._scaler and read_value(names.scaler)
+  s.same_world = manifest.world_size == acc.num_processes
+  -- On another world size every rank continues from rank 0's position,
+  -- which the loader re-shards over the current ranks.
+  s.loader_rank = s.same_world and acc.process_index or 0
+  for i = 1, now.dataloaders do s.loaders[i] = read_value(names.dataloader(i, s.loader_rank)) end
+  s.rng = listed[names.rng(acc.process_index)] and read_tensors(names.rng(acc.process_index))
+  -- Accumulated gradients are this rank's partial sums: they mean nothing
+  -- on another world size.
+  s.gradients = {}
+  if s.same_world then
+    for i = 1, now.models do
+      local name = names.gradients(i, acc.process_index)
+      s.gradients[i] = listed[name] and read_tensors(name)
+    end
+  end
+  return s
+end
+
+function checkpointing.load_state(acc, dir)
+  local folder = load_folder(acc, dir)
+  -- Every rank reads its share; if any fails, all stop before changing
+  -- anything, with the first failing rank's reason.
+  local ok, s = pcall(read_checkpoint, acc, folder)
+  local failures = gathering.gather_object(acc._world, not ok and tostring(s):gsub("^[^\n]-%.lua:%d+: ", "") or false)
+  for r, failure in ipairs(failures) do
+    if failure then
+      local who = acc.num_processes > 1 and string.format("rank %d: ", r - 1) or ""
+      args.error("Accelerator:load_state: " .. who .. failure)
+    end
+  end
+  local manifest, saved = s.manifest, s.saved
+
+  local where = "Accelerator:load_state"
+  local function path(name) return folder .. "/" .. name end
+  for i, e in ipairs(acc._models) do apply(where, path(names.model(i)), e.model.load_state_dict, e.model, s.models[i]) end
+  for i, opt in ipairs(acc._optimizers) do
+    apply(where, path(names.optimizer(i)), opt.load_state_dict, opt, s.optimizers[i])
+    opt.updates = saved.optimizer_updates[i]
+  end
+  for i, sched in ipairs(acc._schedulers) do
+    apply(where, path(names.scheduler(i)), sched.load_state_dict, sched, s.schedulers[i])
+    sched.seen = saved.scheduler_seen[i]
+  end
+  if s.scaler then acc._scaler:load(s.scaler.scale, s.scaler.growth_tracker) end
+  for i, obj in ipairs(acc._custom_objects) do
+    apply(where, path(names.custom(i)), obj.load_state_dict, obj, s.customs[i])
+  end
+  acc._micro_step, acc._sync_steps, acc._items = saved.micro_step, saved.sync_steps, saved.items
+  acc.sync_gradients = saved.sync_gradients
+  for i, e in ipairs(acc._models) do
+    local grads = s.gradients[i] or {}
+    for name, p in e.model:named_parameters() do p.grad = grads[name] end
+  end
+  for i, loader in ipairs(acc._dataloaders) do
+    apply(where, path(names.dataloader(i, s.loader_rank)), loader.load_state_dict, loader, s.loaders[i])
+  end
+  if s.rng then
+    ck.set_generator_state(s.rng.generator)
+    core.set_math_random_state(s.rng.math_random)
+  end
+  if not s.same_world then
+    local notes = acc.num_processes > manifest.world_size
+      and string.format(", ranks from %d on keep their own random state", manifest.world_size) or ""
+    if not saved.sync_gradients then notes = notes .. ", gradients accumulated before the save are dropped" end
+    acc:print(string.format(
+      "accel: '%s' was saved on %d process(es) and is loaded on %d: models, optimizers and schedulers are "
+        .. "restored as saved, data loaders continue their epoch re-sharded over %d process(es)%s",
+      folder, manifest.world_size, acc.num_processes, acc.num_processes, notes))
+  end
+  -- The next automatic save follows the one loaded.
+  local config = automatic(acc)
+  if config and folder == config:checkpoints_dir() .. "/checkpoint_" .. manifest.iteration then
+    config.iteration = manifest.iteration + 1
+  end
+  acc:wait_for_everyone()
+  return folder
+end
+
+-- Registered objects ---------------------------------------------------------
+
+function checkpointing.register(acc, ...)
+  for i = 1, select("#", ...) do
+    local obj = select(i, ...)
+    if type(obj) ~= "table" and type(obj) ~= "userdata" or type(obj.state_dict) ~= "function"
+       or type(obj.load_state_dict) ~= "function" then
+      args.error(string.format("Accelerator:register_for_checkpointing: argument %d (a %s) has no "
+                               .. "state_dict and load_state_dict methods", i, type(obj)))
+    end
+    acc._custom_objects[#acc._custom_objects + 1] = obj
+  end
+end
+
+-- Weights for other tools ----------------------------------------------------
+
+function checkpointing.save_model(acc, model, dir, options)
+  local o = args.options("Accelerator:save_model", options,
+                         { safe_serialization = true, max_shard_size = "2GB" })
+  if type(dir) ~= "string" then args.error("Accelerator:save_model: the folder must be a string, got a " .. type(dir)) end
+  local files
+  if acc.is_main_process then files = ck.save_weights(dir, ordered_state(model), o) end
+  acc:wait_for_everyone()
+  return files
+end
+
+function checkpointing.load_model(acc, model, dir, options)
+  local o = args.options("Accelerator:load_model", options, { strict = true })
+  if type(dir) ~= "string" then args.error("Accelerator:load_model: the folder must be a string, got a " .. type(dir)) end
+  apply("Accelerator:load_model", dir, model.load_state_dict, model, ck.load_weights(dir), o.strict)
+end
+
+return checkpointing

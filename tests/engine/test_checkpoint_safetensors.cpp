@@ -1,0 +1,221 @@
+// safetensors files, Hugging Face weight layouts and the pickle format
+// Python's torch.load reads, on real tensors and files.
+#include <catch2/catch.hpp>
+
+#include <ATen/ATen.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "engine/checkpoint/checkpoint_error.h"
+#include "engine/checkpoint/safetensors.h"
+#include "engine/checkpoint/torch_pickle.h"
+#include "engine/checkpoint/weights_export.h"
+
+namespace fs = std::filesystem;
+using namespace accel::checkpoint;
+
+namespace {
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char pattern[] = "/tmp/accel_st_test_XXXXXX";
+    path = ::mkdtemp(pattern);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void spit(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+NamedTensors every_dtype() {
+  at::manual_seed(3);
+  return {
+      {"f32", at::randn({2, 3})},
+      {"f64", at::randn({4}, at::kDouble)},
+      {"bf16", at::randn({3, 1}).to(at::kBFloat16)},
+      {"f16", at::randn({5}).to(at::kHalf)},
+      {"i64", at::arange(7, at::kLong)},
+      {"i32", at::arange(3, at::kInt)},
+      {"i16", at::arange(2, at::kShort)},
+      {"i8", at::arange(-3, 3, at::kChar)},
+      {"u8", at::arange(9, at::kByte)},
+      {"bool", at::arange(4).remainder(2).to(at::kBool)},
+      {"scalar", at::tensor(2.5)},
+      {"empty", at::empty({0, 4})},
+      {"strided", at::randn({4, 6}).t()},  // not contiguous
+  };
+}
+
+void require_same(const NamedTensors& got, const NamedTensors& want) {
+  REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    INFO("tensor " << want[i].first);
+    REQUIRE(got[i].first == want[i].first);
+    REQUIRE(got[i].second.scalar_type() == want[i].second.scalar_type());
+    REQUIRE(got[i].second.sizes() == want[i].second.sizes());
+    REQUIRE(at::equal(got[i].second, want[i].second));
+  }
+}
+
+uint64_t header_length(const std::string& bytes) {
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("every supported dtype survives a safetensors file, in order") {
+  TempDir dir;
+  std::string path = dir.path + "/all.safetensors";
+  NamedTensors tensors = every_dtype();
+  FileDigest written = write_safetensors(path, tensors, {{"format", "pt"}});
+  SafetensorsFile file = read_safetensors(path);
+  require_same(file.tensors, tensors);
+  REQUIRE(file.metadata.at("format") == "pt");
+  REQUIRE(file.digest.size == written.size);
+  REQUIRE(file.digest.crc32c == written.crc32c);
+}
+
+TEST_CASE("the file layout is the safetensors format byte for byte") {
+  TempDir dir;
+  std::string path = dir.path + "/t.safetensors";
+  write_safetensors(path, {{"a", at::tensor({1.0f, 2.0f})}, {"b", at::tensor({int64_t{7}})}});
+  std::string bytes = slurp(path);
+  uint64_t n = header_length(bytes);
+  REQUIRE(n % 8 == 0);  // data 8-byte aligned
+  std::string header = bytes.substr(8, n);
+  REQUIRE(header.rfind("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                       "\"b\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[8,16]}}", 0) == 0);
+  REQUIRE(bytes.size() == 8 + n + 16);
+  float a1 = 0;
+  std::memcpy(&a1, bytes.data() + 8 + n + 4, 4);
+  REQUIRE(a1 == 2.0f);
+}
+
+TEST_CASE("a damaged safetensors file is refused naming the file and the tensor") {
+  TempDir dir;
+  std::string path = dir.path + "/w.safetensors";
+  write_safetensors(path, {{"weight", at::randn({64})}, {"bias", at::randn({8})}});
+  std::string good = slurp(path);
+
+  spit(path, good.substr(0, good.size() - 10));
+  REQUIRE_THROWS_WITH(read_safetensors(path), Catch::Contains("w.safetensors") && Catch::Contains("truncated") &&
+                                                  Catch::Contains("bias"));
+  spit(path, good.substr(0, 4));
+  REQUIRE_THROWS_WITH(read_safetensors(path), Catch::Contains("w.safetensors"));
+  std::string huge_header = good;
+  huge_header[7] = 0x7f;
+  spit(path, huge_header);
+  REQUIRE_THROWS_WITH(read_safetensors(path), Catch::Contains("not a safetensors file"));
+  std::string bad_json = good;
+  bad_json[8] = '[';
+  spit(path, bad_json);
+  REQUIRE_THROWS_WITH(read_safetensors(path), Catch::Contains("w.safetensors"));
+
+  // A flipped data byte reads fine on its own; the digest tells.
+  std::string flipped = good;
+  flipped[flipped.size() - 1] ^= 0x40;
+  spit(path, flipped);
+  FileDigest expected{good.size(), 0};
+  SafetensorsFile ok = read_safetensors(dir.path + "/w.safetensors");
+  spit(dir.path + "/good.safetensors", good);
+  expected = read_safetensors(dir.path + "/good.safetensors").digest;
+  REQUIRE_THROWS_WITH(check_digest(path, expected, ok.digest), Catch::Contains("w.safetensors") &&
+                                                                   Catch::Contains("checksum"));
+}
+
+TEST_CASE("headers that contradict themselves are refused") {
+  auto header = [](const std::string& entry) { return "{\"x\":" + entry + "}"; };
+  REQUIRE_THROWS_WITH(parse_safetensors_header(header("{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,8]}"),
+                                               1000, "f"),
+                      Catch::Contains("'x'") && Catch::Contains("need 12 bytes"));
+  REQUIRE_THROWS_WITH(parse_safetensors_header(header("{\"dtype\":\"C64\",\"shape\":[1],\"data_offsets\":[0,8]}"),
+                                               1000, "f"),
+                      Catch::Contains("C64"));
+  REQUIRE_THROWS_WITH(
+      parse_safetensors_header("{\"a\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]},"
+                               "\"b\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[2,6]}}", 1000, "f"),
+      Catch::Contains("overlap"));
+  REQUIRE_THROWS_WITH(parse_safetensors_header(header("{\"dtype\":\"F32\",\"shape\":[3]}"), 1000, "f"),
+                      Catch::Contains("data_offsets"));
+}
+
+TEST_CASE("sizes parse as transformers reads max_shard_size") {
+  REQUIRE(parse_size("2GB") == 2'000'000'000ull);
+  REQUIRE(parse_size("500MB") == 500'000'000ull);
+  REQUIRE(parse_size("1GiB") == (1ull << 30));
+  REQUIRE(parse_size("10kib") == 10240ull);
+  REQUIRE(parse_size("123") == 123ull);
+  REQUIRE(parse_size("100B") == 100ull);
+  REQUIRE(parse_size("8Mb") == 1'000'000ull);  // bits
+  REQUIRE_THROWS_WITH(parse_size("1.5GB"), Catch::Contains("1.5GB"));
+  REQUIRE_THROWS_WITH(parse_size("lots"), Catch::Contains("lots"));
+}
+
+TEST_CASE("shards fill in order and start anew before they would overflow") {
+  NamedTensors t = {{"a", at::zeros({10})}, {"b", at::zeros({10})}, {"c", at::zeros({30})}, {"d", at::zeros({5})}};
+  auto plan = plan_shards(t, 100);  // a, b: 80 bytes; c: 120 bytes alone; d
+  REQUIRE(plan.size() == 3);
+  REQUIRE(plan[0] == std::vector<std::size_t>{0, 1});
+  REQUIRE(plan[1] == std::vector<std::size_t>{2});
+  REQUIRE(plan[2] == std::vector<std::size_t>{3});
+  REQUIRE(plan_shards(t, 1'000'000).size() == 1);
+}
+
+TEST_CASE("sharded weights get an index and read back whole; stale shards are removed") {
+  TempDir dir;
+  NamedTensors t = {{"layer.weight", at::randn({16, 16})}, {"layer.bias", at::randn({16})},
+                    {"head.weight", at::randn({4, 16})}, {"head.bias", at::randn({4})}};
+  auto files = save_weights(dir.path, t, {true, 1100});
+  REQUIRE(files == std::vector<std::string>{"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
+                                            "model.safetensors.index.json"});
+  std::string index = slurp(dir.path + "/model.safetensors.index.json");
+  REQUIRE(index.find("\"total_size\": 1360") != std::string::npos);
+  REQUIRE(index.find("\"head.bias\": \"model-00002-of-00002.safetensors\"") != std::string::npos);
+  NamedTensors back = load_weights(dir.path);
+  require_same(back, t);
+
+  files = save_weights(dir.path, t, {true, 2'000'000'000});
+  REQUIRE(files == std::vector<std::string>{"model.safetensors"});
+  REQUIRE_FALSE(fs::exists(dir.path + "/model-00001-of-00002.safetensors"));
+  REQUIRE_FALSE(fs::exists(dir.path + "/model.safetensors.index.json"));
+  require_same(load_weights(dir.path), t);
+  REQUIRE_THROWS_WITH(load_weights(dir.path + "/none"), Catch::Contains("holds no model weights"));
+}
+
+TEST_CASE("pytorch_model.bin holds a dict that reads back, sharded or not") {
+  TempDir dir;
+  NamedTensors t = every_dtype();
+  t.pop_back();  // strided: the pickle writes it contiguous, checked on its own below
+  auto files = save_weights(dir.path, t, {false, 2'000'000'000});
+  REQUIRE(files == std::vector<std::string>{"pytorch_model.bin"});
+  require_same(load_weights(dir.path), t);
+  REQUIRE(slurp(dir.path + "/pytorch_model.bin").rfind("PK", 0) == 0);  // a zip archive, as torch.save writes
+
+  at::Tensor base = at::randn({4, 6});
+  write_torch_state_dict(dir.path + "/view.bin", {{"part", base.narrow(0, 1, 2)}, {"t", base.t()}});
+  NamedTensors views = read_torch_state_dict(dir.path + "/view.bin");
+  REQUIRE(at::equal(views[0].second, base.narrow(0, 1, 2)));
+  REQUIRE(at::equal(views[1].second, base.t()));
+
+  TempDir sharded;
+  files = save_weights(sharded.path, t, {false, 64});
+  REQUIRE(files.back() == "pytorch_model.bin.index.json");
+  REQUIRE(files.front() == "pytorch_model-00001-of-" + files.front().substr(23, 5) + ".bin");
+  require_same(load_weights(sharded.path), t);
+
+  spit(dir.path + "/pytorch_model.bin", "not a zip");
+  REQUIRE_THROWS_WITH(load_weights(dir.path), Catch::Contains("pytorch_model.bin"));
+}

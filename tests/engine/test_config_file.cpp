@@ -1,0 +1,249 @@
+// accel-run's config file under the command line: keys applied through the
+// option table, the command line winning, the file in force found by
+// --config, $ACCEL_CONFIG_FILE or the default path, and every mistake (bad
+// YAML, unknown key, wrong type or value, settings that do not fit together)
+// refused with the file, the line and the key, with a did-you-mean for
+// near misses. Real files in a scratch directory.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "engine/launch/config_file.h"
+#include "engine/launch/launch_options.h"
+#include "engine/launch/near_miss.h"
+
+namespace {
+
+using accel::ConfigLookup;
+using accel::LaunchOptions;
+using Catch::Matchers::Contains;
+using Args = std::vector<std::string>;
+
+constexpr int kCores = 8;
+
+class Scratch {
+ public:
+  Scratch() {
+    const char* tmpdir = std::getenv("TMPDIR");
+    dir_ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/accel-config-XXXXXX";
+    REQUIRE(mkdtemp(dir_.data()) != nullptr);
+  }
+  ~Scratch() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+  // Writes `text` to `name` and returns its path.
+  std::string write(const std::string& name, const std::string& text) const {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+
+ private:
+  std::string dir_;
+};
+
+LaunchOptions resolve(const Args& args, const std::string& config) {
+  return accel::resolve_launch_options(args, ConfigLookup{config, ""}, kCores);
+}
+
+// The message resolving `args` over `config` raises; fails the test if none.
+std::string error_of(const Args& args, const std::string& config) {
+  try {
+    resolve(args, config);
+  } catch (const accel::LaunchOptionsError& error) {
+    return error.what();
+  }
+  FAIL("no error for the config file");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("config keys set options; the command line wins", "[config]") {
+  Scratch scratch;
+  std::string config = scratch.write("c.yaml",
+                                     "num_processes: 3\n"
+                                     "num_threads: 2\n"
+                                     "backend: gloo\n"
+                                     "mixed_precision: bf16\n"
+                                     "gradient_accumulation_steps: 4\n"
+                                     "debug: true\n"
+                                     "timeout: 12.5\n"
+                                     "stall_report: 0\n"
+                                     "max_restarts: 2\n"
+                                     "log_dir: logs\n"
+                                     "main_process_port: 29555\n");
+  LaunchOptions o = resolve({"train.lua"}, config);
+  CHECK(o.nproc == 3);
+  CHECK(o.threads == 2);
+  CHECK(o.mixed_precision == "bf16");
+  CHECK(o.gradient_accumulation_steps == 4);
+  CHECK(o.debug);
+  CHECK(o.timeout_s == 12.5);
+  CHECK(o.stall_report_s == 0);
+  CHECK(o.max_restarts == 2);
+  CHECK(o.log_dir == "logs");
+  CHECK(o.master_port == 29555);
+  CHECK(o.config_in_force == config);
+  CHECK(o.origins.at("--threads") == config + ":2");
+
+  LaunchOptions over = resolve({"train.lua", "--nproc", "2", "--threads=1", "--timeout", "3",
+                                "--mixed-precision", "no"},
+                               config);
+  CHECK(over.nproc == 2);
+  CHECK(over.threads == 1);
+  CHECK(over.timeout_s == 3);
+  CHECK(over.mixed_precision == "no");
+  CHECK(over.max_restarts == 2);  // what the command line leaves unsaid still comes from the file
+  CHECK(over.origins.at("--threads") == "command line");
+}
+
+TEST_CASE("num_processes counts all machines, as in Accelerate", "[config]") {
+  Scratch scratch;
+  std::string config = scratch.write("c.yaml",
+                                     "num_processes: 6\nnum_machines: 3\nmachine_rank: 2\n"
+                                     "main_process_ip: 10.1.2.3\nmain_process_port: 29500\n");
+  LaunchOptions o = resolve({"train.lua"}, config);
+  CHECK(o.nproc == 2);
+  CHECK(o.nnodes == 3);
+  CHECK(o.node_rank == 2);
+  CHECK(o.master_addr == "10.1.2.3");
+  CHECK(o.threads == kCores / 2);
+  CHECK(resolve({"train.lua", "--nproc", "4"}, config).nproc == 4);
+
+  std::string uneven = scratch.write("u.yaml",
+                                     "num_processes: 5\nnum_machines: 2\nmain_process_port: 1\n");
+  CHECK_THAT(error_of({"train.lua"}, uneven),
+             Contains("key 'num_processes' (" + uneven + ":1) is 5, which does not split evenly over 2 machines"));
+}
+
+TEST_CASE("an Accelerate default_config.yaml loads", "[config]") {
+  Scratch scratch;
+  std::string config = scratch.write("accelerate.yaml",
+                                     "compute_environment: LOCAL_MACHINE\n"
+                                     "debug: false\n"
+                                     "distributed_type: MULTI_CPU\n"
+                                     "downcast_bf16: 'no'\n"
+                                     "enable_cpu_affinity: false\n"
+                                     "machine_rank: 0\n"
+                                     "main_training_function: main\n"
+                                     "mixed_precision: 'no'\n"
+                                     "num_machines: 1\n"
+                                     "num_processes: 2\n"
+                                     "rdzv_backend: static\n"
+                                     "same_network: true\n"
+                                     "tpu_env: []\n"
+                                     "tpu_use_cluster: false\n"
+                                     "tpu_use_sudo: false\n"
+                                     "use_cpu: true\n");
+  LaunchOptions o = resolve({"train.lua"}, config);
+  CHECK(o.nproc == 2);
+  CHECK(o.mixed_precision == "no");
+  CHECK_FALSE(o.debug);
+}
+
+TEST_CASE("config mistakes name the file, the line and the key", "[config]") {
+  Scratch scratch;
+  auto error_for = [&](const std::string& text) {
+    return error_of({"train.lua"}, scratch.write("bad.yaml", text));
+  };
+  std::string file = scratch.path("bad.yaml");
+
+  CHECK_THAT(error_for("num_processes: 2\nbackend: [gloo\n"),
+             Contains(file + ":3:1: malformed YAML"));
+  CHECK_THAT(error_for("num_processes: 2\nmixed_precison: bf16\n"),
+             Contains(file + ":2: unknown key 'mixed_precison' (did you mean 'mixed_precision'?)"));
+  CHECK_THAT(error_for("num-processes: 2\n"),
+             Contains(file + ":1: unknown key 'num-processes' (did you mean 'num_processes'?)"));
+  CHECK_THAT(error_for("flux_capacitor: 1\n"), Contains(file + ":1: unknown key 'flux_capacitor'"));
+  CHECK_THAT(error_for("flux_capacitor: 1\n"), !Contains("did you mean"));
+  CHECK_THAT(error_for("\n\nnum_processes: two\n"),
+             Contains(file + ":3: key 'num_processes' expects an integer from 1 to 1048576, got 'two'"));
+  CHECK_THAT(error_for("num_processes: \"2\"\n"),
+             Contains(file + ":1: key 'num_processes' expects an integer from 1 to 1048576, got the string '2' (write it without quotes)"));
+  CHECK_THAT(error_for("debug: sometimes\n"),
+             Contains(file + ":1: key 'debug' expects true or false, got 'sometimes'"));
+  CHECK_THAT(error_for("timeout: -1\n"),
+             Contains(file + ":1: key 'timeout' expects a number of seconds from 0.1 to 100000000, got '-1'"));
+  CHECK_THAT(error_for("backend: glo\n"),
+             Contains(file + ":1: key 'backend' expects one of gloo"));
+  CHECK_THAT(error_for("backend: glo\n"), Contains("got 'glo' (did you mean 'gloo'?)"));
+  CHECK_THAT(error_for("mixed_precision: [bf16]\n"),
+             Contains(file + ":1: key 'mixed_precision' expects one of no, bf16, fp16, got a list"));
+  CHECK_THAT(error_for("num_threads:\n"),
+             Contains(file + ":1: key 'num_threads' has no value; it expects an integer"));
+  CHECK_THAT(error_for("max_restarts: 1\nmax_restarts: 2\n"),
+             Contains(file + ":2: key 'max_restarts' is given twice (first at line 1)"));
+  CHECK_THAT(error_for("- num_processes: 2\n"),
+             Contains(file + ":1: the config must be a mapping of keys to values"));
+  CHECK_THAT(error_for("num_machines: 2\nmachine_rank: 2\nmain_process_port: 1\n"),
+             Contains("key 'machine_rank' (" + file + ":2) is 2, but with key 'num_machines' (" +
+                      file + ":1) 2 node ranks go from 0 to 1"));
+  CHECK_THAT(error_for("num_machines: 2\n"), Contains("give --master-port"));
+  CHECK(resolve({"train.lua"}, scratch.write("empty.yaml", "")).config_in_force ==
+        scratch.path("empty.yaml"));
+}
+
+TEST_CASE("the file in force: --config, else the variable, else the default if it exists",
+          "[config]") {
+  Scratch scratch;
+  std::string from_flag = scratch.write("flag.yaml", "num_processes: 2\n");
+  std::string from_variable = scratch.write("variable.yaml", "num_processes: 3\n");
+  std::string by_default = scratch.write("default.yaml", "num_processes: 4\n");
+  auto nproc = [&](const Args& args, const ConfigLookup& lookup) {
+    return accel::resolve_launch_options(args, lookup, kCores).nproc;
+  };
+  CHECK(nproc({"t.lua", "--config", from_flag}, {from_variable, by_default}) == 2);
+  CHECK(nproc({"t.lua"}, {from_variable, by_default}) == 3);
+  CHECK(nproc({"t.lua"}, {"", by_default}) == 4);
+  CHECK(nproc({"t.lua"}, {"", scratch.path("absent.yaml")}) == 1);
+  // Named explicitly, a file must exist.
+  CHECK_THAT(error_of({"t.lua"}, scratch.path("absent.yaml")),
+             Contains("cannot read the config file '" + scratch.path("absent.yaml") + "'"));
+  // Parsing the command line alone ignores every file.
+  CHECK(accel::parse_launch_options({"t.lua"}, kCores).config_in_force.empty());
+
+  CHECK(accel::default_config_path("/x/config", "/home/u") == "/x/config/accel/default_config.yaml");
+  CHECK(accel::default_config_path("", "/home/u") == "/home/u/.config/accel/default_config.yaml");
+}
+
+TEST_CASE("describe_settings shows each key's value and where it came from", "[config]") {
+  Scratch scratch;
+  std::string config = scratch.write("c.yaml", "backend: gloo\nmax_restarts: 3\n");
+  std::string text = accel::describe_settings(resolve({"t.lua", "--timeout", "9"}, config));
+  CHECK_THAT(text, Contains("max_restarts: 3  # " + config + ":2"));
+  CHECK_THAT(text, Contains("timeout: 9  # command line"));
+  CHECK_THAT(text, Contains("num_machines: 1  # default"));
+  for (const std::string& key : accel::config_keys()) {
+    INFO(key);
+    CHECK_THAT(text, Contains(key + ": "));
+  }
+}
+
+TEST_CASE("config_value_problem checks an answer as the file would", "[config]") {
+  CHECK(accel::config_value_problem("num_processes", "4").empty());
+  CHECK(accel::config_value_problem("debug", "yes").empty());
+  CHECK(accel::config_value_problem("num_processes", "0") ==
+        "expects an integer from 1 to 1048576, got '0'");
+  CHECK_THAT(accel::config_value_problem("mixed_precision", "bf61"),
+             Contains("expects one of no, bf16, fp16, got 'bf61' (did you mean 'bf16'?)"));
+}
+
+TEST_CASE("edit distance and did-you-mean", "[config]") {
+  CHECK(accel::edit_distance("nproc", "nproc") == 0);
+  CHECK(accel::edit_distance("nprocs", "nproc") == 1);
+  CHECK(accel::edit_distance("mixed_precison", "mixed_precision") == 1);
+  CHECK(accel::edit_distance("backned", "backend") == 1);  // a swap is one edit
+  CHECK(accel::edit_distance("num-processes", "num_processes") == 0);
+  CHECK(accel::edit_distance("", "abc") == 3);
+  std::vector<std::string> keys = {"num_processes", "num_machines", "debug"};
+  CHECK(accel::nearest_name("num_machine", keys) == "num_machines");
+  CHECK_FALSE(accel::nearest_name("verbose", keys));
+  CHECK(accel::did_you_mean("debgu", keys) == " (did you mean 'debug'?)");
+}

@@ -1,0 +1,76 @@
+# The MPI backend: `mpirun -np 2 accel-run RECIPE` and `accel-run --backend
+# mpi --nproc 2 RECIPE` (which starts mpirun itself) train
+# recipes/quickstart.lua to the same accuracy and weights as Gloo; under
+# --backend mpi a failing rank is reported as under Gloo, with its Lua
+# error, and a collective that never completes ends the run at the timeout.
+source "$(dirname "$0")/lib.sh"
+export XDG_CONFIG_HOME="$work/xdg"
+
+if ! command -v mpirun >/dev/null; then
+  echo "skipped: no mpirun (openmpi-bin)"
+  finish
+  exit
+fi
+cat >"$work/quickstart_weights.lua" <<'LUA'
+-- Runs the recipe arg[1] and prints what it trained, to compare runs exactly.
+local made
+local Accelerator = accel.Accelerator
+accel.Accelerator = function(...) made = Accelerator(...) return made end
+dofile(arg[1])
+made:print("backend " .. require("accel.core").dist.backend())
+for _, entry in ipairs(made._models) do
+  for name, p in entry.model:named_parameters() do
+    local w = p:detach()
+    made:print(string.format("weights %s %.9g %.9g", name, w:sum():item(), (w * w):sum():item()))
+  end
+end
+LUA
+quickstart="$source_root/recipes/quickstart.lua"
+result() { grep -E '^(accuracy|weights) ' "$1"; }
+
+run_accel "$work/quickstart_weights.lua" --nproc 2 --threads 1 -- "$quickstart"
+result "$work/out" >"$work/gloo"
+expect "gloo: trains" [ "$status" -eq 0 ]
+expect "gloo: ran on gloo" contains "$out" "backend gloo"
+
+# As root, OpenMPI wants explicit consent.
+if [ "$(id -u)" -eq 0 ]; then root_consent=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1); fi
+start=$SECONDS
+"${root_consent[@]}" timeout 60 mpirun -np 2 --oversubscribe "$accel_run" "$work/quickstart_weights.lua" \
+  --threads 1 -- "$quickstart" >"$work/out" 2>"$work/err"
+status=$?; elapsed=$((SECONDS - start)); out=$(cat "$work/out"); err=$(cat "$work/err")
+result "$work/out" >"$work/mpirun"
+expect "mpirun: trains" [ "$status" -eq 0 ]
+expect "mpirun: ran on mpi" contains "$out" "backend mpi"
+expect "mpirun: the same accuracy and weights as gloo" cmp -s "$work/gloo" "$work/mpirun"
+
+run_accel "$work/quickstart_weights.lua" --backend mpi --nproc 2 --threads 1 -- "$quickstart"
+result "$work/out" >"$work/backend_mpi"
+expect "--backend mpi: trains" [ "$status" -eq 0 ]
+expect "--backend mpi: ran on mpi" contains "$out" "backend mpi"
+expect "--backend mpi: the same accuracy and weights as gloo" cmp -s "$work/gloo" "$work/backend_mpi"
+
+cat >"$work/error_on_rank1.lua" <<'LUA'
+local acc = accel.Accelerator{}
+if acc.process_index == 1 then error("rank one cannot go on") end
+acc:wait_for_everyone()
+LUA
+run_accel "$work/error_on_rank1.lua" --backend mpi --nproc 2
+expect "--backend mpi, a failing rank: exit code 1" [ "$status" -eq 1 ]
+expect "--backend mpi, a failing rank: it is named" contains "$err" "accel-run: rank 1 failed with exit code 1"
+expect "--backend mpi, a failing rank: with its Lua error" \
+  contains "$err" "error_on_rank1.lua:2: rank one cannot go on"
+
+cat >"$work/never_arrives.lua" <<'LUA'
+local acc = accel.Accelerator{}
+if acc.process_index == 1 then os.execute("sleep 60") end
+acc:wait_for_everyone()
+LUA
+run_accel "$work/never_arrives.lua" --backend mpi --nproc 2 --timeout 3
+expect "--backend mpi, a missing rank: the run fails" [ "$status" -ne 0 ]
+expect "--backend mpi, a missing rank: at the timeout, not after the sleep" [ "$elapsed" -lt 40 ]
+expect "--backend mpi, a missing rank: the operation and the missing rank are named" \
+  contains "$err" "barrier #2 at $work/never_arrives.lua:3 did not complete within 3 s (--timeout): 1 rank did not arrive"
+expect "no process left" no_survivors
+
+finish

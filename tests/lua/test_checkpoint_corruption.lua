@@ -1,0 +1,107 @@
+-- nproc: 2
+-- A damaged checkpoint is refused, on every rank, with a message naming
+-- the file (and the rank that found it), before anything is changed;
+-- load_state() without a folder skips incomplete checkpoints and says
+-- clearly when there is none; a save over an existing folder replaces it.
+local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
+local nn, optim, data = accel.nn, accel.optim, accel.data
+local ck = require("accel.core").checkpoint
+
+local root = "/tmp/accel_test_checkpoint_corruption_" .. (os.getenv("MASTER_PORT") or "1")
+local acc = accel.Accelerator{
+  project_config = accel.ProjectConfiguration{ project_dir = root .. "/project", automatic_checkpoint_naming = true },
+}
+accel.set_seed(1)
+local loader = data.DataLoader(data.TensorDataset(accel.randn(40, 3), accel.randn(40, 1)), { batch_size = 4 })
+local model = nn.Linear(3, 1)
+local opt = optim.Adam(model:parameters(), { lr = 0.1 })
+model, opt, loader = acc:prepare(model, opt, loader)
+
+local function train(steps)
+  local n = 0
+  for x, y in loader:iter() do
+    acc:backward(nn.functional.mse_loss(model(x), y))
+    opt:step(); opt:zero_grad()
+    n = n + 1
+    if n == steps then break end
+  end
+end
+
+local function read(path)
+  local f = assert(io.open(path, "rb"))
+  local bytes = f:read("*a")
+  f:close()
+  return bytes
+end
+
+local function write(path, bytes)
+  local f = assert(io.open(path, "wb"))
+  f:write(bytes)
+  f:close()
+end
+
+-- Rank 0 damages `name` with `damage(bytes)`; every rank then tries to load.
+local function refused(name, damage, what, ...)
+  local path = root .. "/explicit/" .. name
+  local good = read(path)
+  acc:wait_for_everyone()
+  if acc.is_main_process then write(path, damage(good)) end
+  acc:wait_for_everyone()
+  local weight = model.weight:clone()
+  check.raises(function() acc:load_state(root .. "/explicit") end, what, ...)
+  check.near(model.weight, weight, 0, what .. ": nothing was loaded")
+  acc:wait_for_everyone()
+  if acc.is_main_process then write(path, good) end
+  acc:wait_for_everyone()
+end
+
+train(2)
+acc:save_state(root .. "/explicit")
+local saved_weight = model.weight:clone()
+train(2)
+check.truthy(math.abs(model.weight:sum():item() - saved_weight:sum():item()) > 1e-6, "training moved the model")
+
+local function truncate(bytes) return bytes:sub(1, #bytes - 3) end
+local function flip_last(bytes) return bytes:sub(1, -2) .. string.char((bytes:byte(-1) + 1) % 256) end
+
+refused("model.safetensors", truncate, "truncated weights", "model.safetensors", "rank 0", "truncated")
+refused("model.safetensors", flip_last, "altered weights", "model.safetensors", "checksum")
+refused("optimizer.safetensors", flip_last, "altered optimizer state", "optimizer.safetensors", "checksum")
+refused("rng_1.safetensors", flip_last, "an altered file of rank 1", "rank 1: ", "rng_1.safetensors", "checksum")
+refused("dataloader_rank_0.lua", flip_last, "an altered loader position", "dataloader_rank_0.lua")
+refused("manifest.json", function() return "{\"format\": " end, "a broken manifest", "manifest.json",
+        "not valid JSON")
+refused("manifest.json", function(bytes) return bytes:gsub("\"step\"", "\"stop\"", 1) end, "a manifest without step",
+        "manifest.json", "'step'")
+
+-- The untouched checkpoint still loads.
+acc:load_state(root .. "/explicit")
+check.near(model.weight, saved_weight, 0, "the intact checkpoint loads")
+
+-- Saving over an existing folder replaces it whole.
+train(3)
+local newer = model.weight:clone()
+acc:save_state(root .. "/explicit")
+train(1)
+acc:load_state(root .. "/explicit")
+check.near(model.weight, newer, 0, "the second save replaced the first")
+
+-- A folder without manifest is incomplete; load_state() picks the newest complete one.
+check.raises(function() acc:load_state() end, "an empty project", "no complete checkpoint",
+             root .. "/project/checkpoints")
+check.equal(acc:save_state(), root .. "/project/checkpoints/checkpoint_0", "first automatic name")
+local first = model.weight:clone()
+train(1)
+check.equal(acc:save_state(), root .. "/project/checkpoints/checkpoint_1", "second automatic name")
+acc:wait_for_everyone()
+if acc.is_main_process then os.remove(root .. "/project/checkpoints/checkpoint_1/manifest.json") end
+acc:wait_for_everyone()
+check.equal(acc:load_state(), root .. "/project/checkpoints/checkpoint_0", "the incomplete newest is skipped")
+check.near(model.weight, first, 0, "checkpoint_0's weights")
+check.raises(function() acc:load_state(root .. "/project/checkpoints/checkpoint_1") end,
+             "loading the incomplete one by name", "checkpoint_1", "no manifest.json")
+check.raises(function() acc:save_state() end, "an automatic name that exists", "checkpoint_1", "already exists")
+
+acc:wait_for_everyone()
+if acc.is_main_process then ck.remove_folder(root) end
+check.done("checkpoint corruption")
