@@ -77,7 +77,9 @@ int run_worker(int argc, char** argv) {
     ::setenv(accel::kErrorFileVariable, file.c_str(), 1);
   }
   std::string library = executable_directory() + "/libaccel_worker.so";
-  void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  // Lazy binding: LibTorch has tens of thousands of symbols a recipe never
+  // calls, and resolving them all up front is most of a worker's start.
+  void* handle = ::dlopen(library.c_str(), RTLD_LAZY | RTLD_GLOBAL);
   if (!handle) {
     return worker_cannot_start(std::string("accel-run: cannot load the worker library: ") +
                                ::dlerror());

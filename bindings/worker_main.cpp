@@ -230,6 +230,9 @@ extern "C" int accel_worker_main(int argc, char** argv) {
     // No teardown: peers may be blocked on us, and exiting is what frees them.
     std::_Exit(1);
   }
-  lua_close(L);
-  return 0;
+  lua_close(L);  // frees tensors and ends the communicator (MPI_Finalize included)
+  std::fflush(nullptr);
+  // LibTorch's static destructors deregister every kernel one by one (about
+  // 0.1 s); a finished worker has nothing left for them to do.
+  std::_Exit(0);
 }

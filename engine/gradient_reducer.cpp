@@ -48,7 +48,9 @@ struct GradientReducer::Impl {
     std::fill(ready.begin(), ready.end(), false);
     for (Bucket& b : buckets) {
       b.waiting = b.params.size();
-      b.buffer.zero_();
+      // Only the used flags: every gradient slot is written by fill_slot,
+      // and zeroing the whole buffer would be one more pass over it.
+      b.buffer.narrow(0, b.numel, static_cast<int64_t>(b.params.size())).zero_();
       b.pending.reset();
     }
   }
@@ -62,6 +64,8 @@ struct GradientReducer::Impl {
     if (grad.defined()) {
       target.copy_(grad.reshape(-1));
       b.buffer[b.numel + static_cast<int64_t>(slot)].fill_(1);
+    } else {
+      target.zero_();
     }
   }
 
@@ -178,16 +182,18 @@ void GradientReducer::finalize(double divisor) {
   s.start_ready_buckets();
   for (Bucket& b : s.buckets) b.pending->wait();
   for (Bucket& b : s.buckets) {
-    b.buffer.narrow(0, 0, b.numel).div_(divisor);
+    at::Tensor divisor_tensor = at::scalar_tensor(divisor, b.buffer.options());
     at::Tensor used = b.buffer.narrow(0, b.numel, static_cast<int64_t>(b.params.size()));
-    auto used_on_any_rank = used.gt(0).to(at::kCPU);
+    at::Tensor used_on_any_rank = used.gt(0).to(at::kCPU).contiguous();
+    const bool* used_flags = used_on_any_rank.data_ptr<bool>();
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
       at::Tensor& p = s.params[b.params[slot]];
       at::Tensor reduced = b.buffer.narrow(0, b.offsets[slot], p.numel()).view(p.sizes());
+      // Dividing while writing back: one pass over the bucket, not two.
       if (p.grad().defined()) {
-        p.mutable_grad().copy_(reduced);
-      } else if (used_on_any_rank[static_cast<int64_t>(slot)].item<bool>()) {
-        p.mutable_grad() = reduced.clone();
+        at::div_out(p.mutable_grad(), reduced, divisor_tensor);
+      } else if (used_flags[slot]) {
+        p.mutable_grad() = reduced.div(divisor_tensor);
       }
     }
   }
