@@ -29,6 +29,7 @@
 #include "engine/launch/mpi_launch.h"
 #include "engine/launch/run_command.h"
 #include "engine/launch/test_command.h"
+#include "engine/launch/worker_variables.h"
 
 extern char** environ;
 
@@ -37,7 +38,7 @@ namespace {
 bool is_worker() {
   const char* role = std::getenv("ACCEL_ROLE");
   if (role && std::string_view(role) == "worker") return true;
-  return std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK");
+  return accel::started_as_mpi_rank();
 }
 
 std::string executable_path() {

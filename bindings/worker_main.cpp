@@ -33,8 +33,6 @@ std::string lua_directory() {
   return ACCEL_LUA_DIR;
 }
 
-bool under_mpi() { return std::getenv("OMPI_COMM_WORLD_RANK") || std::getenv("PMI_RANK"); }
-
 // A worker started by accel-run finds the recipe and its arguments on its
 // command line and every setting in variables (engine/launch/worker_variables.h).
 // One started by mpirun or srun alone has only its command line and the
@@ -45,7 +43,7 @@ LaunchOptions worker_options(const std::vector<std::string>& args) {
   LaunchOptions options = launched ? parse_launch_options(args) : resolve_launch_options(args);
   if (!launched) {
     // No launcher store to rendezvous on: MPI is the way the ranks meet.
-    if (under_mpi() && !std::getenv("MASTER_PORT")) options.backend = "mpi";
+    if (started_as_mpi_rank() && !std::getenv("MASTER_PORT")) options.backend = "mpi";
     for (const std::string& var : worker_variables(options)) {
       size_t equals = var.find('=');
       ::setenv(var.substr(0, equals).c_str(), var.c_str() + equals + 1, 0);

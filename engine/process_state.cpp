@@ -35,10 +35,11 @@ int read_int(std::initializer_list<const char*> names, int fallback) {
 
 ProcessState ProcessState::from_environment() {
   ProcessState s;
-  // torchrun's variables first; OpenMPI's when started by mpirun.
-  s.rank = read_int({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, 0);
-  s.world_size = read_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, 1);
-  s.local_rank = read_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"}, s.rank);
+  // torchrun's variables first; OpenMPI's when started by mpirun; PMI's or
+  // Slurm's when started by srun (--mpi=pmi2 or pmix).
+  s.rank = read_int({"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK", "SLURM_PROCID"}, 0);
+  s.world_size = read_int({"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, 1);
+  s.local_rank = read_int({"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"}, s.rank);
   s.local_world_size =
       read_int({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, s.world_size);
   if (const char* addr = std::getenv("MASTER_ADDR")) s.master_addr = addr;

@@ -44,6 +44,14 @@ std::vector<std::string> worker_variables(const LaunchOptions& options) {
   return vars;
 }
 
+bool started_as_mpi_rank() {
+  if (std::getenv("OMPI_COMM_WORLD_RANK")) return true;
+  if (!std::getenv("PMI_RANK") && !std::getenv("PMIX_RANK")) return false;
+  const char* tasks = std::getenv("PMI_SIZE");
+  if (!tasks) tasks = std::getenv("SLURM_NTASKS");
+  return tasks && std::atoi(tasks) > 1;
+}
+
 void read_worker_variables(LaunchOptions& options) {
   if (const char* threads = std::getenv("ACCEL_THREADS")) {
     options.threads = static_cast<int>(positive_number("ACCEL_THREADS", threads));

@@ -25,6 +25,11 @@ inline constexpr const char* kRestartCountVariable = "ACCEL_RESTART_COUNT";
 // variables are the launcher's to add, per start.
 std::vector<std::string> worker_variables(const LaunchOptions& options);
 
+// Whether mpirun or srun started this process as one rank of several: its
+// environment names an MPI rank (OpenMPI's, or PMI's with more than one
+// task). A single task that srun starts is a launcher, as on one machine.
+bool started_as_mpi_rank();
+
 // Overrides the fields of `options` whose variable is set. Throws
 // LaunchOptionsError naming a variable whose value is malformed.
 void read_worker_variables(LaunchOptions& options);

@@ -6,7 +6,9 @@
 --
 --   accel-run checkpoint_recipe.lua --nproc 2 -- PROJECT_DIR [FAIL_AT [resume]]
 --
--- FAIL_AT: raise an error right after that step (0: never). "resume":
+-- FAIL_AT: the main process raises an error right after printing that step
+-- (0: never); only it, so that no failing peer can stop it before it
+-- prints. "resume":
 -- acc:load_state() before training. The main process prints, per step,
 -- "step <k> losses <rank 0 loss> <rank 1 loss> lr <lr>".
 local nn, optim, data = accel.nn, accel.optim, accel.data
@@ -43,7 +45,7 @@ while opt.updates < total_steps do
     for i, v in ipairs(losses) do losses[i] = string.format("%.9g", v) end
     acc:print(string.format("step %d losses %s lr %.9g", step, table.concat(losses, " "), sched:get_last_lr()[1]))
     if step % 10 == 0 then acc:save_state() end
-    if step == fail_at then error("injected failure after step " .. step) end
+    if step == fail_at and acc.is_main_process then error("injected failure after step " .. step) end
     if step == total_steps then break end
   end
 end

@@ -11,7 +11,7 @@ cat >"$work/late.lua" <<'LUA'
 local acc = accel.Accelerator{}
 acc:reduce(accel.ones(3), "sum")
 if acc.process_index == 1 then
-  os.execute("sleep 5")   -- rank 1 is late for the barrier
+  os.execute("sleep 7")   -- rank 1 is late for the barrier
 end
 acc:wait_for_everyone()
 acc:print("all arrived")
@@ -19,11 +19,13 @@ LUA
 run_accel "$work/late.lua" --nproc 3 --stall-report 2
 expect "a late rank: the run still succeeds" [ "$status" -eq 0 ]
 expect "a late rank: the run finished" contains "$out" "all arrived"
-expect "the report names the waiting ranks, the operation and its line" \
-  contains "$err" "accel-run: stall: ranks 0, 2 have waited 2 s in barrier #3 at $work/late.lua:6 for rank 1, which has not arrived:"
+# The seconds are left loose: on a loaded machine a report may come late.
+expect "the report names the waiting ranks" contains "$err" "accel-run: stall: ranks 0, 2 have waited "
+expect "the report names the operation, its line and the missing rank" \
+  contains "$err" " s in barrier #3 at $work/late.lua:6 for rank 1, which has not arrived:"
 expect "the report says where the missing rank is" \
   contains "$err" "rank 1 outside any collective since it left all_reduce #2 of float32[3] (sum) at $work/late.lua:2"
-expect "the stall is reported again while it lasts" contains "$err" "have waited 4 s"
+expect "the stall is reported again while it lasts" [ "$(grep -c '^accel-run: stall: ' <<<"$err")" -ge 2 ]
 
 run_accel "$work/late.lua" --nproc 3 --stall-report 0
 expect "--stall-report 0: the run succeeds" [ "$status" -eq 0 ]
@@ -36,7 +38,7 @@ local deadline = os.time() + 4
 while os.time() < deadline do acc:reduce(t, "sum") end
 acc:print("done")
 LUA
-run_accel "$work/busy.lua" --nproc 2 --stall-report 1
+run_accel "$work/busy.lua" --nproc 2 --stall-report 2
 expect "collectives that keep moving are no stall" [ "$status" -eq 0 ]
 expect "collectives that keep moving: no report" [ -z "$err" ]
 
