@@ -484,6 +484,9 @@ class Run {
   void begin_stop(int cause, int signal, int64_t after_ns) {
     stop_ = StopCause{std::max(realtime_ns(), after_ns + 1), cause, {}};
     kill_at_ = SteadyClock::now() + options_.grace_period;
+    // Tick at once: workers that stop quickly could otherwise all be gone
+    // before the next tick, and on_tick would never see the failed rank.
+    next_tick_ = SteadyClock::now();
     signal_running(signal);
   }
 

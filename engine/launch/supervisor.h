@@ -69,8 +69,9 @@ struct SupervisorOptions {
   // directory is created).
   std::string log_dir;
   // Called on the supervising thread about every tick_interval while workers
-  // run (stall reports, news from other nodes). A returned reason stops the
-  // workers as a failure would, and the report gives the reason.
+  // run (stall reports, news from other nodes), and at once when stopping
+  // begins. A returned reason stops the workers as a failure would, and the
+  // report gives the reason.
   std::function<std::optional<std::string>(const SupervisorTick&)> on_tick;
   std::chrono::milliseconds tick_interval{1000};
 };
