@@ -18,31 +18,13 @@
 #include "engine/checkpoint/fault_injection.h"
 #include "engine/checkpoint/file_io.h"
 #include "engine/checkpoint/manifest.h"
+#include "tests/engine/scratch_files.h"
 
 namespace fs = std::filesystem;
 using namespace accel::checkpoint;
-
-namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/accel_ckpt_test_XXXXXX";
-    path = ::mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
-
-}  // namespace
+using accel::testing::slurp;
+using accel::testing::spit;
+using accel::testing::TempDir;
 
 TEST_CASE("CRC-32C matches the standard check values") {
   const std::string digits = "123456789";

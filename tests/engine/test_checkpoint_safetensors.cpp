@@ -14,29 +14,15 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/checkpoint/torch_pickle.h"
 #include "engine/checkpoint/weights_export.h"
+#include "tests/engine/scratch_files.h"
 
 namespace fs = std::filesystem;
 using namespace accel::checkpoint;
+using accel::testing::slurp;
+using accel::testing::spit;
+using accel::testing::TempDir;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/accel_st_test_XXXXXX";
-    path = ::mkdtemp(pattern);
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void spit(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-}
 
 NamedTensors every_dtype() {
   at::manual_seed(3);
