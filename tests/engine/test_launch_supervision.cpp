@@ -6,20 +6,15 @@
 // the report for out-of-memory kills and stops for a reason.
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "engine/launch/failure_report.h"
 #include "engine/launch/supervisor.h"
-
-extern char** environ;
+#include "tests/engine/supervisor_scratch.h"
 
 namespace {
 
@@ -29,50 +24,8 @@ using accel::SupervisorOptions;
 using accel::SupervisorResult;
 using Catch::Matchers::Contains;
 using std::chrono::milliseconds;
-
-class Scratch {
- public:
-  Scratch() {
-    const char* tmpdir = std::getenv("TMPDIR");
-    dir_ = std::string(tmpdir && *tmpdir ? tmpdir : "/tmp") + "/accel-supervision-XXXXXX";
-    REQUIRE(mkdtemp(dir_.data()) != nullptr);
-    out_fd = open_file("stdout");
-    err_fd = open_file("stderr");
-  }
-  ~Scratch() {
-    close(out_fd);
-    close(err_fd);
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
-  std::string read(const std::string& name) const {
-    std::ifstream in(path(name));
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-  int out_fd = -1;
-  int err_fd = -1;
-
- private:
-  int open_file(const std::string& name) {
-    int fd = open(path(name).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    REQUIRE(fd >= 0);
-    return fd;
-  }
-  std::string dir_;
-};
-
-SupervisorOptions shell_workers(const Scratch& scratch, int nproc, const std::string& script) {
-  SupervisorOptions options;
-  options.command.program = "/bin/sh";
-  options.command.argv = {"sh", "-c", script};
-  for (char** entry = environ; *entry; ++entry) options.command.env.emplace_back(*entry);
-  options.nproc = nproc;
-  options.master_port = 29512;
-  options.stdout_fd = scratch.out_fd;
-  options.stderr_fd = scratch.err_fd;
-  return options;
-}
+using accel::testing::Scratch;
+using accel::testing::shell_workers;
 
 }  // namespace
 
@@ -170,7 +123,7 @@ TEST_CASE("a child that starts the ranks itself gets no rank variables", "[super
   SupervisorResult result = accel::supervise(options);
   CHECK(result.exit_code == 0);
   std::string out = scratch.read("stdout");
-  CHECK_THAT(out, Contains("[unset] [unset] [29512] ["));
+  CHECK_THAT(out, Contains("[unset] [unset] [29511] ["));
   CHECK_THAT(out, !Contains("[]\n"));
 }
 

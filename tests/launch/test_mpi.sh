@@ -11,24 +11,11 @@ if ! command -v mpirun >/dev/null; then
   finish
   exit
 fi
-cat >"$work/quickstart_weights.lua" <<'LUA'
--- Runs the recipe arg[1] and prints what it trained, to compare runs exactly.
-local made
-local Accelerator = accel.Accelerator
-accel.Accelerator = function(...) made = Accelerator(...) return made end
-dofile(arg[1])
-made:print("backend " .. require("accel.core").dist.backend())
-for _, entry in ipairs(made._models) do
-  for name, p in entry.model:named_parameters() do
-    local w = p:detach()
-    made:print(string.format("weights %s %.9g %.9g", name, w:sum():item(), (w * w):sum():item()))
-  end
-end
-LUA
+weights_lua="$source_root/tests/launch/quickstart_weights.lua"
 quickstart="$source_root/recipes/quickstart.lua"
 result() { grep -E '^(accuracy|weights) ' "$1"; }
 
-run_accel "$work/quickstart_weights.lua" --nproc 2 --threads 1 -- "$quickstart"
+run_accel "$weights_lua" --nproc 2 --threads 1 -- "$quickstart"
 result "$work/out" >"$work/gloo"
 expect "gloo: trains" [ "$status" -eq 0 ]
 expect "gloo: ran on gloo" contains "$out" "backend gloo"
@@ -36,7 +23,7 @@ expect "gloo: ran on gloo" contains "$out" "backend gloo"
 # As root, OpenMPI wants explicit consent.
 if [ "$(id -u)" -eq 0 ]; then root_consent=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1); fi
 start=$SECONDS
-"${root_consent[@]}" timeout 60 mpirun -np 2 --oversubscribe "$accel_run" "$work/quickstart_weights.lua" \
+"${root_consent[@]}" timeout 60 mpirun -np 2 --oversubscribe "$accel_run" "$weights_lua" \
   --threads 1 -- "$quickstart" >"$work/out" 2>"$work/err"
 status=$?; elapsed=$((SECONDS - start)); out=$(cat "$work/out"); err=$(cat "$work/err")
 result "$work/out" >"$work/mpirun"
@@ -44,7 +31,7 @@ expect "mpirun: trains" [ "$status" -eq 0 ]
 expect "mpirun: ran on mpi" contains "$out" "backend mpi"
 expect "mpirun: the same accuracy and weights as gloo" cmp -s "$work/gloo" "$work/mpirun"
 
-run_accel "$work/quickstart_weights.lua" --backend mpi --nproc 2 --threads 1 -- "$quickstart"
+run_accel "$weights_lua" --backend mpi --nproc 2 --threads 1 -- "$quickstart"
 result "$work/out" >"$work/backend_mpi"
 expect "--backend mpi: trains" [ "$status" -eq 0 ]
 expect "--backend mpi: ran on mpi" contains "$out" "backend mpi"

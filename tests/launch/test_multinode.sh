@@ -8,25 +8,13 @@
 source "$(dirname "$0")/lib.sh"
 export XDG_CONFIG_HOME="$work/xdg"
 
-cat >"$work/quickstart_weights.lua" <<'LUA'
--- Runs the recipe arg[1] and prints what it trained, to compare runs exactly.
-local made
-local Accelerator = accel.Accelerator
-accel.Accelerator = function(...) made = Accelerator(...) return made end
-dofile(arg[1])
-for _, entry in ipairs(made._models) do
-  for name, p in entry.model:named_parameters() do
-    local w = p:detach()
-    made:print(string.format("weights %s %.9g %.9g", name, w:sum():item(), (w * w):sum():item()))
-  end
-end
-LUA
+weights_lua="$source_root/tests/launch/quickstart_weights.lua"
 quickstart="$source_root/recipes/quickstart.lua"
 
 # result FILE: the accuracy and weight lines of a run's output.
 result() { grep -E '^(accuracy|weights) ' "$1"; }
 
-run_accel "$work/quickstart_weights.lua" --nproc 4 --threads 1 -- "$quickstart"
+run_accel "$weights_lua" --nproc 4 --threads 1 -- "$quickstart"
 result "$work/out" >"$work/one_node"
 expect "4 ranks on one node train" [ "$status" -eq 0 ]
 expect "4 ranks on one node give an accuracy and weights" [ "$(grep -c '^weights' "$work/one_node")" -eq 4 ]
@@ -37,11 +25,11 @@ two_nodes() {
   local node0=$1 node1=$2 addr=$3 port=$4
   local common=(--nproc 2 --threads 1 --nnodes 2 --master-addr "$addr" --master-port "$port"
                 --rdzv-timeout 30)
-  $node1 timeout 60 "$accel_run" "$work/quickstart_weights.lua" "${common[@]}" --node-rank 1 \
+  $node1 timeout 60 "$accel_run" "$weights_lua" "${common[@]}" --node-rank 1 \
     -- "$quickstart" >"$work/node1.out" 2>"$work/node1.err" &
   local second=$!
   local start=$SECONDS
-  $node0 timeout 60 "$accel_run" "$work/quickstart_weights.lua" "${common[@]}" --node-rank 0 \
+  $node0 timeout 60 "$accel_run" "$weights_lua" "${common[@]}" --node-rank 0 \
     -- "$quickstart" >"$work/out" 2>"$work/err"
   status=$?
   wait "$second"
