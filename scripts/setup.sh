@@ -13,6 +13,7 @@ packages=(
   catch2                            # C++ tests
   libopenblas0-openmp               # fast BLAS for LibTorch (the reference one is ~18x slower)
   python3-sklearn                   # ships the digits data set recipes/digits.lua reads
+  python3-torch                     # the interop test and bench/ compare with Python PyTorch
   gzip procps                       # .gz files in the data tests; pgrep in the launch tests
 )
 
