@@ -1,0 +1,84 @@
+// The worker's CPU allocator: small blocks are reused on the freeing thread,
+// up to a cap per size, and every block keeps LibTorch's 64-byte alignment.
+#include <ATen/ATen.h>
+#include <c10/core/CPUAllocator.h>
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "engine/small_block_allocator.h"
+
+namespace {
+
+void install_once() {
+  static bool installed = (accel::install_small_block_allocator(), true);
+  (void)installed;
+}
+
+uintptr_t address_of(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); }
+
+}  // namespace
+
+TEST_CASE("the small block allocator becomes LibTorch's CPU allocator", "[allocator]") {
+  install_once();
+  at::Tensor t = at::empty({16});
+  REQUIRE(t.storage().allocator() == c10::GetCPUAllocator());
+  CHECK(address_of(t) % 64 == 0);
+}
+
+TEST_CASE("a freed small block is reused by the next request of its size", "[allocator]") {
+  install_once();
+  uintptr_t first = address_of(at::empty({16}));  // freed at the end of the statement
+  at::Tensor again = at::empty({16});
+  CHECK(address_of(again) == first);
+  // 100 bytes and 64 bytes are different size classes.
+  at::Tensor other = at::empty({25});
+  CHECK(address_of(other) != first);
+}
+
+TEST_CASE("live blocks of every small size are aligned and do not overlap", "[allocator]") {
+  install_once();
+  std::vector<at::Tensor> live;
+  for (int64_t bytes = 4; bytes <= 1100; bytes += 4) {
+    live.push_back(at::full({bytes / 4}, static_cast<float>(bytes)));
+  }
+  for (const at::Tensor& t : live) {
+    CHECK(address_of(t) % 64 == 0);
+    float expected = static_cast<float>(t.numel() * 4);
+    CHECK(t.eq(expected).all().item<bool>());
+  }
+}
+
+TEST_CASE("each size keeps at most 64 blocks, and large blocks none", "[allocator]") {
+  install_once();
+  size_t before = accel::small_blocks_cached();
+  {
+    std::vector<at::Tensor> many;
+    for (int i = 0; i < 100; ++i) many.push_back(at::empty({200}));  // 800 bytes
+  }
+  size_t after_small = accel::small_blocks_cached();
+  CHECK(after_small <= before + 64);
+  CHECK(after_small >= 64);
+  { at::Tensor large = at::empty({1024}); }  // 4 KiB: straight back to c10
+  CHECK(accel::small_blocks_cached() == after_small);
+}
+
+TEST_CASE("empty tensors and blocks freed on another thread", "[allocator]") {
+  install_once();
+  at::Tensor empty = at::empty({0});
+  CHECK(empty.numel() == 0);
+
+  at::Tensor made_here = at::full({8}, 3.0f);
+  size_t cached_on_other_thread = 0;
+  std::thread other([&] {
+    CHECK(accel::small_blocks_cached() == 0);  // each thread has its own cache
+    made_here.reset();
+    cached_on_other_thread = accel::small_blocks_cached();
+    at::Tensor reused = at::full({8}, 5.0f);
+    CHECK(reused.sum().item<float>() == 40.0f);
+  });
+  other.join();
+  CHECK(cached_on_other_thread == 1);
+}
