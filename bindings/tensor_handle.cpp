@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <new>
+#include <vector>
 
 #include "bindings/lua_support.h"
 
@@ -20,6 +21,8 @@ TensorStats g_stats;
 int64_t g_made_since_collection = 0;
 int64_t g_live_after_collection = 0;
 int g_metatable_ref = LUA_NOREF;
+// The metatable's identity, for the type check every tensor argument takes.
+const void* g_metatable = nullptr;
 
 // Low, because a handle's counted bytes understate what it pins (a loss
 // keeps its whole autograd graph alive): at 32 MiB a small MLP's worker
@@ -44,10 +47,60 @@ void pace_collector(lua_State* L, int64_t bytes) {
   g_live_after_collection = g_stats.live_bytes;
 }
 
+// Small dead tensors wait here and are released one per new handle. LuaJIT
+// finalizes handles in runs of thousands (it holds finalizers back while a
+// compiled trace runs), and freed in runs the tensors' blocks overflow
+// malloc's per-thread cache into its slow, coalescing bins; released in step
+// with new tensors, each block is reused at once. The queue holds a whole
+// run (8,086 handles at most in bench/op_overhead), but never more than
+// kMaxQueuedBytes of storage; tensors with autograd history (which may pin
+// a whole graph) or larger storage are released at once.
+class ReleaseQueue {
+ public:
+  bool offer(at::Tensor& t) {
+    if (size_ == kCapacity || !small_and_plain(t)) return false;
+    size_t bytes = t.storage().nbytes();
+    if (queued_bytes_ + bytes > kMaxQueuedBytes) return false;
+    queued_bytes_ += bytes;
+    slots_[(head_ + size_) % kCapacity] = {std::move(t), bytes};
+    ++size_;
+    return true;
+  }
+  // Releases one tensor, or two while a long run of finalizations drains.
+  void release_some() {
+    for (int n = size_ > kCapacity / 4 ? 2 : 1; n > 0 && size_ > 0; --n) {
+      Slot& slot = slots_[head_];
+      queued_bytes_ -= slot.bytes;
+      slot.tensor.reset();
+      head_ = (head_ + 1) % kCapacity;
+      --size_;
+    }
+  }
+
+ private:
+  static constexpr size_t kCapacity = 16384;
+  static constexpr size_t kMaxTensorBytes = 1024;
+  static constexpr size_t kMaxQueuedBytes = 2 << 20;
+  struct Slot {
+    at::Tensor tensor;
+    size_t bytes = 0;
+  };
+  static bool small_and_plain(const at::Tensor& t) {
+    return t.unsafeGetTensorImpl()->autograd_meta() == nullptr && t.has_storage() &&
+           t.storage().nbytes() <= kMaxTensorBytes;
+  }
+  std::vector<Slot> slots_ = std::vector<Slot>(kCapacity);
+  size_t head_ = 0;
+  size_t size_ = 0;
+  size_t queued_bytes_ = 0;
+};
+ReleaseQueue g_release_queue;
+
 int tensor_gc(lua_State* L) {
   auto* handle = static_cast<TensorHandle*>(lua_touserdata(L, 1));
   g_stats.live_handles -= 1;
   g_stats.live_bytes -= handle->bytes;
+  g_release_queue.offer(handle->tensor);
   handle->~TensorHandle();
   return 0;
 }
@@ -68,15 +121,15 @@ void push_tensor(lua_State* L, at::Tensor t) {
   lua_setmetatable(L, -2);
   g_stats.live_handles += 1;
   g_stats.live_bytes += bytes;
+  g_release_queue.release_some();
   pace_collector(L, bytes);
 }
 
 at::Tensor* to_tensor(lua_State* L, int idx) {
   void* memory = lua_touserdata(L, idx);
   if (!memory || !lua_getmetatable(L, idx)) return nullptr;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, g_metatable_ref);
-  bool is_tensor = lua_rawequal(L, -1, -2);
-  lua_pop(L, 2);
+  bool is_tensor = lua_topointer(L, -1) == g_metatable;
+  lua_pop(L, 1);
   return is_tensor ? &static_cast<TensorHandle*>(memory)->tensor : nullptr;
 }
 
@@ -104,6 +157,7 @@ void open_tensor_metatable(lua_State* L, int methods_index) {
       lua_pop(L, 1);
     }
   }
+  g_metatable = lua_topointer(L, -1);
   g_metatable_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
