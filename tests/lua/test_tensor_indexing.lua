@@ -74,6 +74,9 @@ t = grid()
 check.raises(function() return t[4] end, "row past the end", "tensor index",
              "index 4 is out of range for dim 1 of size 3")
 check.raises(function() return t[0] end, "position 0", "tensor index", "1-based")
+-- The error points at the recipe line that indexed, not into the engine.
+local indexing_line = debug.getinfo(1, "l").currentline + 1
+check.raises(function() return t[4] end, "error location", "test_tensor_indexing.lua:" .. indexing_line .. ":")
 check.raises(function() return t[{ 1, 5 }] end, "subscript position past the end", "tensor index",
              "subscript entry 2: position 5 is out of range for size 4")
 check.raises(function() return t[{ {}, { 2, 5 } }] end, "range past the end", "tensor index",
