@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <new>
-#include <vector>
 
 #include "bindings/lua_support.h"
 
@@ -47,60 +46,10 @@ void pace_collector(lua_State* L, int64_t bytes) {
   g_live_after_collection = g_stats.live_bytes;
 }
 
-// Small dead tensors wait here and are released one per new handle. LuaJIT
-// finalizes handles in runs of thousands (it holds finalizers back while a
-// compiled trace runs), and freed in runs the tensors' blocks overflow
-// malloc's per-thread cache into its slow, coalescing bins; released in step
-// with new tensors, each block is reused at once. The queue holds a whole
-// run (8,086 handles at most in bench/op_overhead), but never more than
-// kMaxQueuedBytes of storage; tensors with autograd history (which may pin
-// a whole graph) or larger storage are released at once.
-class ReleaseQueue {
- public:
-  bool offer(at::Tensor& t) {
-    if (size_ == kCapacity || !small_and_plain(t)) return false;
-    size_t bytes = t.storage().nbytes();
-    if (queued_bytes_ + bytes > kMaxQueuedBytes) return false;
-    queued_bytes_ += bytes;
-    slots_[(head_ + size_) % kCapacity] = {std::move(t), bytes};
-    ++size_;
-    return true;
-  }
-  // Releases one tensor, or two while a long run of finalizations drains.
-  void release_some() {
-    for (int n = size_ > kCapacity / 4 ? 2 : 1; n > 0 && size_ > 0; --n) {
-      Slot& slot = slots_[head_];
-      queued_bytes_ -= slot.bytes;
-      slot.tensor.reset();
-      head_ = (head_ + 1) % kCapacity;
-      --size_;
-    }
-  }
-
- private:
-  static constexpr size_t kCapacity = 16384;
-  static constexpr size_t kMaxTensorBytes = 1024;
-  static constexpr size_t kMaxQueuedBytes = 2 << 20;
-  struct Slot {
-    at::Tensor tensor;
-    size_t bytes = 0;
-  };
-  static bool small_and_plain(const at::Tensor& t) {
-    return t.unsafeGetTensorImpl()->autograd_meta() == nullptr && t.has_storage() &&
-           t.storage().nbytes() <= kMaxTensorBytes;
-  }
-  std::vector<Slot> slots_ = std::vector<Slot>(kCapacity);
-  size_t head_ = 0;
-  size_t size_ = 0;
-  size_t queued_bytes_ = 0;
-};
-ReleaseQueue g_release_queue;
-
 int tensor_gc(lua_State* L) {
   auto* handle = static_cast<TensorHandle*>(lua_touserdata(L, 1));
   g_stats.live_handles -= 1;
   g_stats.live_bytes -= handle->bytes;
-  g_release_queue.offer(handle->tensor);
   handle->~TensorHandle();
   return 0;
 }
@@ -121,7 +70,6 @@ void push_tensor(lua_State* L, at::Tensor t) {
   lua_setmetatable(L, -2);
   g_stats.live_handles += 1;
   g_stats.live_bytes += bytes;
-  g_release_queue.release_some();
   pace_collector(L, bytes);
 }
 
