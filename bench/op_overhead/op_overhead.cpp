@@ -5,8 +5,9 @@
 // and their ratio. The two halves take turns for --rounds rounds and each
 // keeps its fastest: on a shared virtual machine one run can be 2x slower
 // than the next, and the fastest is the one least disturbed. Exits 1 when
-// a ratio exceeds --max-ratio (default 1.5).
-//   op_overhead [--calls N] [--rounds K] [--max-ratio R] [--accel-run PATH]
+// a ratio exceeds --max-ratio (default 1.5). --cpp-only times the C++ half
+// alone (bench/instructions.py counts its instructions).
+//   op_overhead [--calls N] [--rounds K] [--max-ratio R] [--accel-run PATH] [--cpp-only]
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
@@ -56,9 +57,16 @@ int main(int argc, char** argv) {
   int rounds = 5;
   double max_ratio = 1.5;
   std::string accel_run = ACCEL_RUN_PATH;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool cpp_only = false;
+  for (int i = 1; i < argc; i += 2) {
     std::string flag = argv[i];
-    if (flag == "--calls") {
+    if (flag == "--cpp-only") {
+      cpp_only = true;
+      --i;  // takes no value
+    } else if (i + 1 == argc) {
+      std::fprintf(stderr, "op_overhead: option '%s' needs a value\n", argv[i]);
+      return 2;
+    } else if (flag == "--calls") {
       calls = std::atol(argv[i + 1]);
     } else if (flag == "--rounds") {
       rounds = std::max(1, std::atoi(argv[i + 1]));
@@ -84,6 +92,7 @@ int main(int argc, char** argv) {
         nanoseconds_per_call([&] { return a.sum(); }, calls),
     };
     for (size_t i = 0; i < ops.size(); ++i) cpp[i] = std::min(cpp[i], times[i]);
+    if (cpp_only) continue;
     std::map<std::string, double> lua_round = lua_figures(accel_run, calls);
     if (lua_round.size() != ops.size()) {
       std::fprintf(stderr, "op_overhead: the Lua half (%s) did not report every op\n",
@@ -91,6 +100,10 @@ int main(int argc, char** argv) {
       return 1;
     }
     for (const auto& [op, ns] : lua_round) lua[op] = lua.count(op) ? std::min(lua[op], ns) : ns;
+  }
+  if (cpp_only) {
+    for (size_t i = 0; i < ops.size(); ++i) std::printf("cpp %s\t%.1f\n", ops[i].c_str(), cpp[i]);
+    return 0;
   }
   std::printf("%ld calls each, 16-element float32 tensors, 1 thread; fastest of %d rounds\n",
               calls, rounds);
