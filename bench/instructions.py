@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """The engine's cost against hand-written LibTorch C++, in instructions.
 
-On a shared virtual machine the same timed run varies by 20 to 40% from one
+On a shared virtual machine the same timed run varies by 10 to 40% from one
 launch to the next, so a change of 10% cannot be seen in samples/s. Counted
 instructions do not vary. Each case runs twice under valgrind's callgrind,
 with a small and a larger amount of work. The difference between the two
@@ -65,8 +65,9 @@ def main():
     args = parser.parse_args()
     if not shutil.which("valgrind"):
         sys.exit("instructions: needs valgrind (apt-get install valgrind)")
+    all_cases = cases(os.path.abspath(args.build))
     jobs = []
-    for name, unit, sides, units, small, large in cases(os.path.abspath(args.build)):
+    for name, unit, sides, units, small, large in all_cases:
         for side, (command, env) in sides.items():
             for n in (small, large):
                 jobs.append(((name, side, n), command(n), env))
@@ -76,7 +77,7 @@ def main():
 
     print("| case | unit | accel instructions | C++ instructions | accel/C++ |")
     print("|---|---|---|---|---|")
-    for name, unit, sides, units, small, large in cases(os.path.abspath(args.build)):
+    for name, unit, sides, units, small, large in all_cases:
         per_unit = {side: (totals[(name, side, large)] - totals[(name, side, small)]) / (units(large) - units(small))
                     for side in sides}
         print("| %s | %s | %.0f | %.0f | %.2f |" % (name, unit, per_unit["accel"], per_unit["C++"],
