@@ -29,9 +29,10 @@ struct alignas(kAlignment) BlockHeader {
 BlockHeader* header_of(void* data) { return static_cast<BlockHeader*>(data) - 1; }
 
 // Trivially destructible, so it needs no construction guard and one TLS
-// lookup per call reaches all of it (this library is loaded with dlopen, so
-// every thread_local access is a call); blocks freed while the thread ends,
-// after its cache was emptied, go straight back to c10.
+// lookup per call reaches all of it (workers run this code from the
+// dlopen'ed libaccel_worker.so, where every thread_local access is a call);
+// blocks freed while the thread ends, after its cache was emptied, go
+// straight back to c10.
 struct ThreadBlocks {
   std::array<BlockHeader*, kSizeClasses> free;
   std::array<uint32_t, kSizeClasses> count;
