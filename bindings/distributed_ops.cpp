@@ -137,9 +137,11 @@ std::vector<Binding> dist_bindings() {
       }),
       bind("counts", [](lua_State* L) {
         const CollectiveCounts& c = communicator(L).counts();
-        lua_createtable(L, 0, 4);
+        lua_createtable(L, 0, 5);
         lua_pushnumber(L, static_cast<lua_Number>(c.all_reduce));
         lua_setfield(L, -2, "all_reduce");
+        lua_pushnumber(L, static_cast<lua_Number>(c.all_reduce_shared_memory));
+        lua_setfield(L, -2, "all_reduce_shared_memory");
         lua_pushnumber(L, static_cast<lua_Number>(c.broadcast));
         lua_setfield(L, -2, "broadcast");
         lua_pushnumber(L, static_cast<lua_Number>(c.all_gather));

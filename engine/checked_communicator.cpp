@@ -132,12 +132,15 @@ void CheckedCommunicator::all_reduce(at::Tensor& t, ReduceOp op) {
   check_agreement(*inner_, describe(Op::all_reduce, &t, static_cast<int8_t>(op), -1));
   ++counts_.all_reduce;
   inner_->all_reduce(t, op);
+  counts_.all_reduce_shared_memory = inner_->counts().all_reduce_shared_memory;
 }
 
 std::unique_ptr<PendingOp> CheckedCommunicator::all_reduce_async(at::Tensor& t, ReduceOp op) {
   check_agreement(*inner_, describe(Op::all_reduce, &t, static_cast<int8_t>(op), -1));
   ++counts_.all_reduce;
-  return inner_->all_reduce_async(t, op);
+  auto pending = inner_->all_reduce_async(t, op);
+  counts_.all_reduce_shared_memory = inner_->counts().all_reduce_shared_memory;
+  return pending;
 }
 
 void CheckedCommunicator::broadcast(at::Tensor& t, int root) {

@@ -56,6 +56,7 @@ class PendingOp {
 // (or did not) communicate.
 struct CollectiveCounts {
   int64_t all_reduce = 0;
+  int64_t all_reduce_shared_memory = 0;  // of all_reduce, those through shared memory
   int64_t broadcast = 0;
   int64_t all_gather = 0;
   int64_t barrier = 0;
@@ -90,6 +91,11 @@ struct CommunicatorOptions {
   // with the same shapes and dtypes (accel-run --debug; one small
   // all_gather more per collective).
   bool debug = false;
+  // Gloo only: when every rank runs on this machine, all_reduce of CPU
+  // tensors goes through a shared memory segment instead of loopback TCP
+  // (engine/shared_memory_all_reduce.h). make_communicator also turns it
+  // off when the environment sets ACCEL_SHARED_MEMORY=0.
+  bool shared_memory = true;
 };
 
 // Where the recipe called the collective now starting ("recipe.lua:12"), for

@@ -3,7 +3,12 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <sched.h>
+
+#include <random>
+
 #include "engine/process_state.h"
+#include "engine/shared_memory_all_reduce.h"
 #include "engine/store_client.h"
 
 namespace accel {
@@ -37,6 +42,12 @@ void wait_for(const Work& work, const char* operation) {
   }
 }
 
+// An all-reduce that completed before all_reduce_async returned.
+class CompletedOp final : public PendingOp {
+ public:
+  void wait() override {}
+};
+
 class GlooPendingOp final : public PendingOp {
  public:
   GlooPendingOp(Work work, at::Tensor tensor, int average_over)
@@ -56,8 +67,44 @@ class GlooPendingOp final : public PendingOp {
 
 struct GlooCommunicator::Impl {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
+  std::unique_ptr<SharedMemoryAllReduce> shared_memory;  // null: Gloo does every all-reduce
   int rank = 0;
   int size = 1;
+
+  // Every rank gets the segment or none does; a rank that cannot create or
+  // open it (no /dev/shm, another machine's) says so with a zero.
+  void join_shared_memory(const CommunicatorOptions& options) {
+    SharedMemoryAllReduce::Options segment_options;
+    segment_options.timeout = options.timeout;
+    cpu_set_t cpus;
+    segment_options.spin = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= size;
+
+    at::Tensor token = at::zeros({2}, at::kLong);  // {created, token}
+    if (rank == 0) {
+      const uint64_t value = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+      try {
+        shared_memory = SharedMemoryAllReduce::create(size, value, segment_options);
+        token[0] = 1;
+        token[1] = static_cast<int64_t>(value);
+      } catch (const std::runtime_error&) {
+      }
+    }
+    std::vector<at::Tensor> broadcast{token};
+    wait_for(group->broadcast(broadcast), "broadcast");
+    if (rank != 0 && token[0].item<int64_t>() == 1) {
+      try {
+        shared_memory = SharedMemoryAllReduce::open(rank, size, static_cast<uint64_t>(token[1].item<int64_t>()),
+                                                    segment_options);
+      } catch (const std::runtime_error&) {
+      }
+    }
+    std::vector<at::Tensor> joined{at::full({1}, shared_memory ? 1 : 0, at::kLong)};
+    c10d::AllreduceOptions min;
+    min.reduceOp = c10d::ReduceOp::MIN;
+    wait_for(group->allreduce(joined, min), "all_reduce");
+    if (shared_memory) shared_memory->unlink_name();
+    if (joined[0].item<int64_t>() == 0) shared_memory.reset();
+  }
 };
 
 GlooCommunicator::GlooCommunicator(const ProcessState& state, const CommunicatorOptions& options)
@@ -78,6 +125,9 @@ GlooCommunicator::GlooCommunicator(const ProcessState& state, const Communicator
                                                              state.world_size, gloo_options);
   impl_->rank = state.rank;
   impl_->size = state.world_size;
+  if (options.shared_memory && state.local_world_size == state.world_size) {
+    impl_->join_shared_memory(options);
+  }
 }
 
 GlooCommunicator::~GlooCommunicator() = default;
@@ -87,6 +137,11 @@ int GlooCommunicator::size() const { return impl_->size; }
 
 std::unique_ptr<PendingOp> GlooCommunicator::all_reduce_async(at::Tensor& t, ReduceOp op) {
   ++counts_.all_reduce;
+  if (impl_->shared_memory && SharedMemoryAllReduce::supports(t)) {
+    impl_->shared_memory->all_reduce(t, op);
+    ++counts_.all_reduce_shared_memory;
+    return std::make_unique<CompletedOp>();
+  }
   std::vector<at::Tensor> tensors{t};
   c10d::AllreduceOptions opts;
   opts.reduceOp = to_c10d(op);

@@ -1,3 +1,5 @@
+#include <cstdlib>
+
 #include "engine/checked_communicator.h"
 #include "engine/collective_monitor.h"
 #include "engine/communicator.h"
@@ -22,7 +24,9 @@ std::string compiled_backends() {
 namespace {
 
 std::unique_ptr<Communicator> backend_communicator(const ProcessState& state,
-                                                   const CommunicatorOptions& options) {
+                                                   CommunicatorOptions options) {
+  const char* shared_memory = std::getenv("ACCEL_SHARED_MEMORY");
+  if (shared_memory && std::string(shared_memory) == "0") options.shared_memory = false;
   if (options.backend == "gloo") return std::make_unique<GlooCommunicator>(state, options);
 #ifdef ACCEL_WITH_MPI
   if (options.backend == "mpi") return std::make_unique<MpiCommunicator>();

@@ -2,84 +2,46 @@
 // through the launcher's store, and gradient averaging on top of them.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
-#include <cstdio>
 #include <functional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "engine/communicator.h"
 #include "engine/gradient_reducer.h"
 #include "engine/launch/store_server.h"
 #include "engine/process_state.h"
+#include "tests/engine/forked_ranks.h"
 
 namespace {
 
-// A failed check in a child process: print it and exit non-zero, which the
-// parent's REQUIRE reports.
-#define CHILD_CHECK(cond)                                                                  \
-  do {                                                                                     \
-    if (!(cond)) {                                                                         \
-      std::fprintf(stderr, "rank %d: check failed at line %d: %s\n", rank, __LINE__, #cond); \
-      std::_Exit(1);                                                                       \
-    }                                                                                      \
-  } while (0)
-
-// Runs body(rank, comm) in `world` forked processes; returns their exit codes.
-std::vector<int> run_ranks(int world,
-                           const std::function<void(int, accel::Communicator&)>& body) {
+// Runs body(rank, comm) in `world` forked processes, all on this machine;
+// returns their exit codes.
+std::vector<int> run_ranks(int world, const std::function<void(int, accel::Communicator&)>& body,
+                           bool shared_memory = true) {
   accel::StoreServer store("127.0.0.1", 0);
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < world; ++rank) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      // The child must never return into Catch: it would run the other tests.
-      try {
-        accel::ProcessState state;
-        state.rank = rank;
-        state.local_rank = rank;
-        state.world_size = world;
-        state.local_world_size = world;
-        state.master_port = store.port();
-        accel::CommunicatorOptions options;
-        options.timeout = std::chrono::seconds(30);
-        auto comm = accel::make_communicator(state, options);
-        body(rank, *comm);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
-        std::fflush(nullptr);
-        std::_Exit(1);
-      }
-      std::fflush(nullptr);
-      std::_Exit(0);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> codes;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (pid_t pid : pids) {
-    int status = 0;
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        for (pid_t p : pids) ::kill(p, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    codes.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-  }
-  return codes;
+  return accel::testing::run_forked(world, [&](int rank) {
+    accel::ProcessState state;
+    state.rank = rank;
+    state.local_rank = rank;
+    state.world_size = world;
+    state.local_world_size = world;
+    state.master_port = store.port();
+    accel::CommunicatorOptions options;
+    options.timeout = std::chrono::seconds(30);
+    options.shared_memory = shared_memory;
+    auto comm = accel::make_communicator(state, options);
+    body(rank, *comm);
+  });
 }
 
 }  // namespace
 
 TEST_CASE("collectives between two processes over Gloo") {
-  auto codes = run_ranks(2, [](int rank, accel::Communicator& comm) {
+  // All-reduces take shared memory when every rank is local, TCP otherwise.
+  const bool shared_memory = GENERATE(true, false);
+  CAPTURE(shared_memory);
+  auto codes = run_ranks(2, [shared_memory](int rank, accel::Communicator& comm) {
     CHILD_CHECK(comm.rank() == rank && comm.size() == 2 && comm.backend() == "gloo");
 
     at::Tensor sum = at::full({3}, rank + 1.0);
@@ -112,7 +74,8 @@ TEST_CASE("collectives between two processes over Gloo") {
     comm.barrier();
     CHILD_CHECK(comm.counts().all_reduce == 4 && comm.counts().broadcast == 1 &&
                 comm.counts().all_gather == 2 && comm.counts().barrier == 1);
-  });
+    CHILD_CHECK(comm.counts().all_reduce_shared_memory == (shared_memory ? 4 : 0));
+  }, shared_memory);
   REQUIRE(codes == std::vector<int>{0, 0});
 }
 

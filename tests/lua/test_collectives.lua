@@ -26,6 +26,16 @@ check.near(acc:reduce(v, "mean"), { 1, 1 }, 1e-7, "reduce mean")
 check.near(v, { rank, 1 }, 0, "reduce does not modify its input")
 check.raises(function() acc:reduce(v, "median") end, "bad reduce op", "median")
 
+-- On one machine all-reduces go through shared memory, over TCP with
+-- ACCEL_SHARED_MEMORY=0 (the lua.test_collectives_over_tcp run); the values
+-- above are the same either way.
+local counts = require("accel.core").dist.counts
+local before = counts()
+acc:reduce(accel.ones({ 1000 }))
+local through_memory = counts().all_reduce_shared_memory - before.all_reduce_shared_memory
+check.equal(through_memory, os.getenv("ACCEL_SHARED_MEMORY") == "0" and 0 or 1,
+            "all-reduces through shared memory")
+
 -- broadcast from a chosen rank, in place
 local b = accel.full({ 3 }, rank, { dtype = accel.float32 })
 require("accel.core").dist.broadcast(b, 2)

@@ -1,0 +1,302 @@
+#include "engine/shared_memory_all_reduce.h"
+
+#include <ATen/ATen.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+namespace accel {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How a waiting rank spends its time: polling first (a peer a few
+// microseconds behind is met without a context switch), then yielding, then
+// naps that grow to kLongestNap, checking every kCheckEvery whether the
+// peer still runs and the timeout has passed.
+constexpr auto kSpinFor = std::chrono::microseconds(200);
+constexpr auto kYieldFor = std::chrono::milliseconds(2);
+constexpr auto kLongestNap = std::chrono::milliseconds(1);
+constexpr auto kCheckEvery = std::chrono::milliseconds(100);
+
+// A slot holds this many bytes of one rank's chunk; two sets of `size`
+// slots make the segment about 8 MiB whatever the number of ranks.
+int64_t chunk_bytes_for(int size) {
+  const int64_t bytes = (int64_t{8} << 20) / (2 * size);
+  return std::max<int64_t>(int64_t{64} << 10, bytes / 64 * 64);
+}
+
+struct alignas(64) Header {
+  uint64_t token;
+  int32_t size;
+  int64_t chunk_bytes;
+};
+
+// One cache line per rank, so that polling one counter does not contend
+// with writes to another.
+struct alignas(64) RankCell {
+  std::atomic<uint64_t> progress;  // 2 per chunk done, 2k + 1 mid-chunk
+  std::atomic<int64_t> pid;
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters must be address-free atomics");
+
+std::string segment_name(uint64_t token) {
+  char name[40];
+  std::snprintf(name, sizeof name, "/accel-all-reduce-%016llx", static_cast<unsigned long long>(token));
+  return name;
+}
+
+[[noreturn]] void throw_errno(const std::string& what, const std::string& name) {
+  throw std::runtime_error(what + " shared memory segment " + name + ": " + std::strerror(errno));
+}
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+// Exited, or a zombie its parent has not reaped yet.
+bool process_gone(int64_t pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0) return errno == ESRCH;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t after_name = line.rfind(')');
+  if (after_name == std::string::npos || after_name + 2 >= line.size()) return false;
+  const char state = line[after_name + 2];
+  return state == 'Z' || state == 'X';
+}
+
+}  // namespace
+
+struct SharedMemoryAllReduce::Segment {
+  std::string name;
+  void* base = MAP_FAILED;
+  size_t bytes = 0;
+  bool named = true;  // until unlink_name
+
+  ~Segment() {
+    if (base != MAP_FAILED) ::munmap(base, bytes);
+  }
+  static size_t cells_offset() { return sizeof(Header); }
+  static size_t data_offset(int size) {
+    const size_t end_of_cells = cells_offset() + sizeof(RankCell) * static_cast<size_t>(size);
+    return (end_of_cells + 4095) / 4096 * 4096;
+  }
+  static size_t total_bytes(int size) {
+    return data_offset(size) + 2 * static_cast<size_t>(size) * static_cast<size_t>(chunk_bytes_for(size));
+  }
+  Header& header() const { return *static_cast<Header*>(base); }
+  RankCell& cell(int rank) const {
+    return reinterpret_cast<RankCell*>(static_cast<char*>(base) + cells_offset())[rank];
+  }
+  char* slot(int set, int rank) const {
+    const Header& h = header();
+    return static_cast<char*>(base) + data_offset(h.size) +
+           (static_cast<size_t>(set) * h.size + rank) * static_cast<size_t>(h.chunk_bytes);
+  }
+  void map(int fd) {
+    base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+    if (base == MAP_FAILED) throw_errno("cannot map", name);
+  }
+};
+
+std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(int size, uint64_t token,
+                                                                     Options options) {
+  TORCH_CHECK(size >= 2, "a shared memory all-reduce needs 2 ranks or more, got ", size);
+  auto segment = std::make_unique<Segment>();
+  segment->name = segment_name(token);
+  segment->bytes = Segment::total_bytes(size);
+  const int fd = ::shm_open(segment->name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+  if (fd < 0) throw_errno("cannot create", segment->name);
+  if (::ftruncate(fd, static_cast<off_t>(segment->bytes)) != 0) {
+    const int saved = errno;
+    ::close(fd);
+    ::shm_unlink(segment->name.c_str());
+    errno = saved;
+    throw_errno("cannot size", segment->name);
+  }
+  try {
+    segment->map(fd);
+  } catch (...) {
+    ::shm_unlink(segment->name.c_str());
+    throw;
+  }
+  // A fresh segment is zeroed: every progress counter starts at 0.
+  Header& h = segment->header();
+  h.size = size;
+  h.chunk_bytes = chunk_bytes_for(size);
+  h.token = token;
+  segment->cell(0).pid.store(::getpid(), std::memory_order_release);
+  return std::unique_ptr<SharedMemoryAllReduce>(
+      new SharedMemoryAllReduce(0, size, std::move(segment), options));
+}
+
+std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::open(int rank, int size, uint64_t token,
+                                                                   Options options) {
+  TORCH_CHECK(rank > 0 && rank < size, "rank ", rank, " opens the segment of a world of ", size);
+  auto segment = std::make_unique<Segment>();
+  segment->name = segment_name(token);
+  segment->named = false;  // rank 0 removes the name
+  const int fd = ::shm_open(segment->name.c_str(), O_RDWR, 0);
+  if (fd < 0) throw_errno("cannot open", segment->name);
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || static_cast<size_t>(st.st_size) != Segment::total_bytes(size)) {
+    ::close(fd);
+    throw std::runtime_error("shared memory segment " + segment->name + " has an unexpected size");
+  }
+  segment->bytes = static_cast<size_t>(st.st_size);
+  segment->map(fd);
+  const Header& h = segment->header();
+  if (h.token != token || h.size != size) {
+    throw std::runtime_error("shared memory segment " + segment->name + " belongs to another run");
+  }
+  segment->cell(rank).pid.store(::getpid(), std::memory_order_release);
+  return std::unique_ptr<SharedMemoryAllReduce>(
+      new SharedMemoryAllReduce(rank, size, std::move(segment), options));
+}
+
+SharedMemoryAllReduce::SharedMemoryAllReduce(int rank, int size, std::unique_ptr<Segment> segment,
+                                             Options options)
+    : rank_(rank), size_(size), segment_(std::move(segment)), options_(options) {}
+
+SharedMemoryAllReduce::~SharedMemoryAllReduce() { unlink_name(); }
+
+void SharedMemoryAllReduce::unlink_name() {
+  if (!segment_->named) return;
+  ::shm_unlink(segment_->name.c_str());
+  segment_->named = false;
+}
+
+bool SharedMemoryAllReduce::supports(const at::Tensor& t) {
+  return t.device().is_cpu() && t.layout() == at::kStrided && t.scalar_type() != at::kBool &&
+         !t.is_complex() && !t.is_quantized();
+}
+
+void SharedMemoryAllReduce::all_reduce(at::Tensor& t, ReduceOp op) {
+  TORCH_CHECK(supports(t), "all_reduce over shared memory: unsupported tensor ", t.toString());
+  if (broken_) {
+    throw CollectiveError(
+        "all_reduce over shared memory: an earlier collective failed, so the ranks are out of step");
+  }
+  at::NoGradGuard no_grad;
+  at::Tensor work = t.contiguous();
+  const int64_t element_size = static_cast<int64_t>(work.element_size());
+  const int64_t chunk_numel = segment_->header().chunk_bytes / element_size;
+  char* data = static_cast<char*>(work.data_ptr());
+  try {
+    for (int64_t done = 0, total = work.numel(); done < total;) {
+      const int64_t numel = std::min(chunk_numel, total - done);
+      reduce_chunk(data + done * element_size, numel, element_size, work, op);
+      done += numel;
+    }
+  } catch (...) {
+    broken_ = true;
+    throw;
+  }
+  if (!work.is_same(t)) t.copy_(work);
+  if (op == ReduceOp::Average) t.div_(size_);
+}
+
+void SharedMemoryAllReduce::reduce_chunk(char* data, int64_t numel, int64_t element_size,
+                                         const at::Tensor& like, ReduceOp op) {
+  const int set = static_cast<int>(chunks_done_ % 2);
+  const uint64_t progress = 2 * chunks_done_;
+  RankCell& mine = segment_->cell(rank_);
+  auto slice_begin = [&](int rank) { return numel * rank / size_; };
+
+  std::memcpy(segment_->slot(set, rank_), data, static_cast<size_t>(numel * element_size));
+  mine.progress.store(progress + 1, std::memory_order_release);
+  wait_for_all(progress + 1);
+
+  // Reduce this rank's slice of every slot into its own slot.
+  const int64_t begin = slice_begin(rank_);
+  const int64_t length = slice_begin(rank_ + 1) - begin;
+  if (length > 0) {
+    const auto options = at::TensorOptions().dtype(like.scalar_type());
+    auto slice_of = [&](int rank) {
+      return at::from_blob(segment_->slot(set, rank) + begin * element_size, {length}, options);
+    };
+    at::Tensor acc = slice_of(rank_);
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      at::Tensor other = slice_of(q);
+      switch (op) {
+        case ReduceOp::Sum:
+        case ReduceOp::Average:
+          acc.add_(other);
+          break;
+        case ReduceOp::Max:
+          at::maximum_out(acc, acc, other);
+          break;
+        case ReduceOp::Min:
+          at::minimum_out(acc, acc, other);
+          break;
+      }
+    }
+  }
+  mine.progress.store(progress + 2, std::memory_order_release);
+  wait_for_all(progress + 2);
+
+  for (int q = 0; q < size_; ++q) {
+    const int64_t from = slice_begin(q);
+    std::memcpy(data + from * element_size, segment_->slot(set, q) + from * element_size,
+                static_cast<size_t>((slice_begin(q + 1) - from) * element_size));
+  }
+  ++chunks_done_;
+}
+
+void SharedMemoryAllReduce::wait_for_all(uint64_t progress) {
+  const Clock::time_point start = Clock::now();
+  Clock::time_point next_check = start + kCheckEvery;
+  for (int q = 0; q < size_; ++q) {
+    const RankCell& cell = segment_->cell(q);
+    while (cell.progress.load(std::memory_order_acquire) < progress) {
+      const Clock::time_point now = Clock::now();
+      const auto waited = now - start;
+      if (options_.spin && waited < kSpinFor) {
+        for (int i = 0; i < 16; ++i) cpu_relax();
+        continue;
+      }
+      if (waited < kYieldFor) {
+        ::sched_yield();
+      } else {
+        std::this_thread::sleep_for(
+            std::min<Clock::duration>(kLongestNap, std::chrono::duration_cast<Clock::duration>(waited / 16)));
+      }
+      if (now < next_check) continue;
+      next_check = now + kCheckEvery;
+      const int64_t pid = cell.pid.load(std::memory_order_acquire);
+      if (process_gone(pid)) {
+        throw CollectiveError("all_reduce over shared memory: rank " + std::to_string(q) + " (pid " +
+                              std::to_string(pid) + ") exited");
+      }
+      if (waited >= options_.timeout) {
+        char message[128];
+        std::snprintf(message, sizeof message,
+                      "all_reduce over shared memory: rank %d did not arrive within %g s", q,
+                      static_cast<double>(options_.timeout.count()) / 1000);
+        throw CollectiveError(message);
+      }
+    }
+  }
+}
+
+}  // namespace accel
