@@ -6,6 +6,7 @@
 
 #include "bindings/op_tables.h"
 #include "bindings/tensor_handle.h"
+#include "engine/caching_cpu_allocator.h"
 
 namespace accel::lua {
 
@@ -25,6 +26,8 @@ std::vector<Binding> runtime_bindings() {
       bind("live_tensors", []() { return tensor_stats().live_handles; }),
       bind("tensor_bytes", []() { return tensor_stats().live_bytes; }),
       bind("tensor_collections", []() { return tensor_stats().collections; }),
+      bind("release_tensor", [](lua_State* L) { release_tensor(L, 1); }),
+      bind("release_pooled_blocks", []() { release_pooled_blocks(); }),
   };
 }
 

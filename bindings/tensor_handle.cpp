@@ -73,6 +73,15 @@ void push_tensor(lua_State* L, at::Tensor t) {
   pace_collector(L, bytes);
 }
 
+void release_tensor(lua_State* L, int idx) {
+  TORCH_CHECK(to_tensor(L, idx), "release_tensor: expected a tensor, got a ", type_name_at(L, idx));
+  auto* handle = static_cast<TensorHandle*>(lua_touserdata(L, idx));
+  g_stats.live_bytes -= handle->bytes;
+  g_made_since_collection = std::max<int64_t>(0, g_made_since_collection - handle->bytes);
+  handle->bytes = 0;
+  handle->tensor = at::Tensor();
+}
+
 at::Tensor* to_tensor(lua_State* L, int idx) {
   void* memory = lua_touserdata(L, idx);
   if (!memory || !lua_getmetatable(L, idx)) return nullptr;

@@ -23,6 +23,14 @@ struct TensorStats {
 
 TensorStats tensor_stats();
 
+// Drops the tensor of the handle at `idx` now, rather than when the
+// collector finds the handle dead, and takes its bytes off the count. For
+// library code that holds the only reference to a handle nothing else can
+// reach (nn.Sequential's intermediate outputs): the memory goes back while
+// it is still in cache, and collections come less often. The handle holds
+// an undefined tensor afterwards.
+void release_tensor(lua_State* L, int idx);
+
 // Creates the tensor metatable; `methods` (a table at the given index) is
 // what `t:name(...)` finds.
 void open_tensor_metatable(lua_State* L, int methods_index);

@@ -25,7 +25,7 @@ extern "C" {
 #include "engine/communicator.h"
 #include "engine/launch/launch_options.h"
 #include "engine/launch/worker_variables.h"
-#include "engine/small_block_allocator.h"
+#include "engine/caching_cpu_allocator.h"
 
 namespace accel::lua {
 namespace {
@@ -204,7 +204,7 @@ extern "C" int accel_worker_main(int argc, char** argv) {
   // without fast bins, small tensor ops from Lua run ~40% faster
   // (bench/op_overhead).
   ::mallopt(M_MXFAST, 0);
-  install_small_block_allocator();
+  install_caching_cpu_allocator();
   // Lines reach the launcher as they are printed, and none is lost when
   // the worker is stopped.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);

@@ -422,11 +422,13 @@ function Accelerator:unwrap_model(model, options)
   return model
 end
 
--- Drops the Accelerator's references to prepared objects and collects.
+-- Drops the Accelerator's references to prepared objects, collects, and
+-- gives the CPU allocator's pooled blocks back.
 function Accelerator:free_memory()
   self._models, self._optimizers, self._schedulers, self._dataloaders = {}, {}, {}, {}
   collectgarbage()
   collectgarbage()
+  core.release_pooled_blocks()
 end
 
 -- Checkpoints (lua/accel/checkpointing.lua) ----------------------------------

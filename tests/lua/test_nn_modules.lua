@@ -242,6 +242,30 @@ do
   check.equal(#seq_model, 3, "Sequential:append")
   check.equal(keys(seq_model), "1.weight 1.bias 3.weight 3.bias", "Sequential keys")
 
+  -- Between two built-in layers the intermediate tensor is released at
+  -- once: of 2x1000 (8 KB) and 2x1000 (8 KB) made inside, only the 2x1
+  -- output stays counted. A layer of the recipe's own that keeps its output,
+  -- and the input itself, are left alone.
+  local wide = nn.Sequential(nn.Linear(2, 1000), nn.ReLU(), nn.Linear(1000, 1))
+  local input = accel.randn(2, 2)
+  collectgarbage()
+  local before = accel.tensor_bytes()
+  local out = wide(input)
+  check.equal(accel.tensor_bytes() - before, 2 * 4, "Sequential releases its intermediate tensors")
+  check.near(out, wide[3](wide[2](wide[1](input))), 1e-6, "the same output")
+
+  local Keep = nn.Module:extend("Keep")
+  function Keep:forward(x)
+    self.seen, self.made = x, x * 1
+    return self.made
+  end
+  local keeping = nn.Sequential(nn.Identity(), nn.Linear(2, 3), Keep(), nn.ReLU(), nn.Identity(), nn.Linear(3, 1))
+  local y = keeping(input)
+  check.equal(table.concat(input.shape, "x"), "2x2", "the input is untouched")
+  check.near(keeping[3].seen, keeping[2](input), 1e-6, "a kept input is untouched")
+  check.near(keeping[3].made, keeping[3].seen, 0, "a kept output is untouched")
+  check.near(y, keeping[6](keeping[4](keeping[3].made)), 1e-6, "the same output")
+
   local Net = nn.Module:extend("Net")
   function Net:init()
     self.blocks = nn.ModuleList({ nn.Linear(2, 2), nn.Linear(2, 2) })

@@ -14,8 +14,14 @@ nn.GroupNorm = require("accel.nn.group_norm")
 nn.Embedding = require("accel.nn.embedding")
 nn.MultiheadAttention = require("accel.nn.multihead_attention")
 nn.TransformerEncoderLayer = require("accel.nn.transformer")
+for _, name in ipairs({ "Linear", "Bilinear", "Identity", "LayerNorm", "GroupNorm", "Embedding" }) do
+  nn.Module.mark_forward_keeps_no_tensors(nn[name])
+end
 for _, family in ipairs({ "activations", "conv", "pooling", "batch_norm", "dropout", "flatten" }) do
-  for name, cls in pairs(require("accel.nn." .. family)) do nn[name] = cls end
+  for name, cls in pairs(require("accel.nn." .. family)) do
+    nn[name] = cls
+    nn.Module.mark_forward_keeps_no_tensors(cls)
+  end
 end
 
 nn.init = require("accel.nn.initialization")

@@ -57,6 +57,21 @@ Module.__newindex = record_field
 Module.__call = call_forward
 Module.__tostring = describe
 
+-- The forward functions of built-in layers that keep no reference to their
+-- input or output once they return. nn.Sequential releases the tensor it
+-- passed from one such layer to the next, which nothing else can reach, at
+-- once rather than at the next collection. Keyed by function, not class: a
+-- subclass or instance with its own forward is not covered.
+local forwards_keeping_no_tensors = setmetatable({}, { __mode = "k" })
+
+function Module.mark_forward_keeps_no_tensors(cls)
+  forwards_keeping_no_tensors[cls.forward] = true
+end
+
+function Module.forward_keeps_no_tensors(m)
+  return forwards_keeping_no_tensors[m.forward] == true
+end
+
 function Module:init() end
 
 function Module:forward()

@@ -1,5 +1,6 @@
 -- Modules applied in order; children are named 1, 2, ... (state_dict keys
 -- "1.weight", "2.bias", ...). `seq[i]`, `#seq` and `ipairs(seq)` reach them.
+local core = require("accel.core")
 local Module = require("accel.nn.module")
 local args = require("accel.nn.args")
 
@@ -26,8 +27,23 @@ function Sequential:append(m)
   return self
 end
 
+-- A tensor passed between two layers that keep no tensors (Linear, ReLU,
+-- ...) is reachable from this loop only, so its memory is released as soon
+-- as the next layer returns: a step's activations are reused while still
+-- in cache, and the collector runs less often. `owned` says x is such a
+-- tensor: the last layer made it, and it is not this forward's input.
 function Sequential:forward(x)
-  for i = 1, self.length do x = self[i](x) end
+  local owned = false
+  for i = 1, self.length do
+    local m = self[i]
+    local y = m(x)
+    if y ~= x then
+      local keeps_none = Module.forward_keeps_no_tensors(m)
+      if owned and keeps_none then core.release_tensor(x) end
+      owned = keeps_none
+    end
+    x = y
+  end
   return x
 end
 

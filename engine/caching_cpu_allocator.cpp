@@ -1,4 +1,4 @@
-#include "engine/small_block_allocator.h"
+#include "engine/caching_cpu_allocator.h"
 
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
@@ -6,6 +6,8 @@
 
 #include <array>
 #include <cstdint>
+#include <mutex>
+#include <unordered_map>
 
 #include "engine/compat.h"
 
@@ -17,6 +19,8 @@ constexpr size_t kLargestCached = 1024;
 constexpr size_t kSizeClasses = kLargestCached / kAlignment;
 constexpr uint32_t kUncached = kSizeClasses;  // the size class of larger blocks
 constexpr uint32_t kKeptPerClass = 64;
+constexpr size_t kLargestPooled = size_t{16} << 20;
+constexpr size_t kPoolCapacity = size_t{64} << 20;
 
 // Each block starts with this header, one alignment unit long so the data
 // after it stays aligned; the data pointer is also the deleter's context,
@@ -24,6 +28,7 @@ constexpr uint32_t kKeptPerClass = 64;
 struct alignas(kAlignment) BlockHeader {
   uint32_t size_class;
   BlockHeader* next_free;
+  size_t bytes;  // of the data, for the pool of larger blocks
 };
 
 BlockHeader* header_of(void* data) { return static_cast<BlockHeader*>(data) - 1; }
@@ -62,6 +67,56 @@ void register_thread_exit_flush(ThreadBlocks& blocks) {
   blocks.flush_registered = true;
 }
 
+// Larger blocks, shared by all threads, by exact size, newest first.
+class LargeBlockPool {
+ public:
+  BlockHeader* take(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.find(bytes);
+    if (it == free_.end() || !it->second) return nullptr;
+    BlockHeader* header = it->second;
+    it->second = header->next_free;
+    pooled_ -= bytes;
+    return header;
+  }
+  bool keep(BlockHeader* header) {
+    if (header->bytes > kLargestPooled) return false;
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pooled_ + header->bytes > kPoolCapacity) return false;
+    BlockHeader*& head = free_[header->bytes];
+    header->next_free = head;
+    head = header;
+    pooled_ += header->bytes;
+    return true;
+  }
+  size_t pooled_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return pooled_;
+  }
+  void flush() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [bytes, head] : free_) {
+      while (head) {
+        BlockHeader* next = head->next_free;
+        c10::free_cpu(head);
+        head = next;
+      }
+    }
+    pooled_ = 0;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<size_t, BlockHeader*> free_;
+  size_t pooled_ = 0;
+};
+
+// Never destroyed: blocks may be freed during static destruction.
+LargeBlockPool& large_blocks() {
+  static auto* pool = new LargeBlockPool;
+  return *pool;
+}
+
 void release(void* data) {
   if (!data) return;
   BlockHeader* header = header_of(data);
@@ -75,6 +130,8 @@ void release(void* data) {
       ++blocks.count[size_class];
       return;
     }
+  } else if (large_blocks().keep(header)) {
+    return;
   }
   c10::free_cpu(header);
 }
@@ -89,7 +146,7 @@ BlockHeader* take_cached(size_t size_class) {
   return header;
 }
 
-class SmallBlockAllocator final : public c10::Allocator {
+class CachingCpuAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t bytes) ACCEL_ALLOCATE_CONST override {
     const c10::Device cpu(c10::DeviceType::CPU);
@@ -102,7 +159,11 @@ class SmallBlockAllocator final : public c10::Allocator {
         header = static_cast<BlockHeader*>(c10::alloc_cpu(sizeof(BlockHeader) + (size_class + 1) * kAlignment));
       }
     } else {
-      header = static_cast<BlockHeader*>(c10::alloc_cpu(sizeof(BlockHeader) + bytes));
+      header = large_blocks().take(bytes);
+      if (!header) {
+        header = static_cast<BlockHeader*>(c10::alloc_cpu(sizeof(BlockHeader) + bytes));
+        header->bytes = bytes;
+      }
       size_class = kUncached;
     }
     header->size_class = static_cast<uint32_t>(size_class);
@@ -117,8 +178,8 @@ class SmallBlockAllocator final : public c10::Allocator {
 
 }  // namespace
 
-void install_small_block_allocator() {
-  static SmallBlockAllocator allocator;
+void install_caching_cpu_allocator() {
+  static CachingCpuAllocator allocator;
   // Above the priority of LibTorch's default, which registers at 0.
   c10::SetCPUAllocator(&allocator, /*priority=*/1);
 }
@@ -130,5 +191,9 @@ size_t small_blocks_cached() {
   for (uint32_t n : blocks.count) total += n;
   return total;
 }
+
+size_t large_bytes_pooled() { return large_blocks().pooled_bytes(); }
+
+void release_pooled_blocks() { large_blocks().flush(); }
 
 }  // namespace accel

@@ -1,5 +1,6 @@
 // The worker's CPU allocator: small blocks are reused on the freeing thread,
-// up to a cap per size, and every block keeps LibTorch's 64-byte alignment.
+// up to a cap per size; larger ones through a shared pool by exact size, up
+// to a cap in bytes; every block keeps LibTorch's 64-byte alignment.
 #include <ATen/ATen.h>
 #include <c10/core/CPUAllocator.h>
 #include <catch2/catch.hpp>
@@ -8,12 +9,12 @@
 #include <thread>
 #include <vector>
 
-#include "engine/small_block_allocator.h"
+#include "engine/caching_cpu_allocator.h"
 
 namespace {
 
 void install_once() {
-  static bool installed = (accel::install_small_block_allocator(), true);
+  static bool installed = (accel::install_caching_cpu_allocator(), true);
   (void)installed;
 }
 
@@ -21,7 +22,7 @@ uintptr_t address_of(const at::Tensor& t) { return reinterpret_cast<uintptr_t>(t
 
 }  // namespace
 
-TEST_CASE("the small block allocator becomes LibTorch's CPU allocator", "[allocator]") {
+TEST_CASE("the caching allocator becomes LibTorch's CPU allocator", "[allocator]") {
   install_once();
   at::Tensor t = at::empty({16});
   REQUIRE(t.storage().allocator() == c10::GetCPUAllocator());
@@ -51,7 +52,7 @@ TEST_CASE("live blocks of every small size are aligned and do not overlap", "[al
   }
 }
 
-TEST_CASE("each size keeps at most 64 blocks, and large blocks none", "[allocator]") {
+TEST_CASE("each small size keeps at most 64 blocks, and larger blocks are not among them", "[allocator]") {
   install_once();
   size_t before = accel::small_blocks_cached();
   {
@@ -61,7 +62,7 @@ TEST_CASE("each size keeps at most 64 blocks, and large blocks none", "[allocato
   size_t after_small = accel::small_blocks_cached();
   CHECK(after_small <= before + 64);
   CHECK(after_small >= 64);
-  { at::Tensor large = at::empty({1024}); }  // 4 KiB: straight back to c10
+  { at::Tensor large = at::empty({1024}); }  // 4 KiB: to the shared pool
   CHECK(accel::small_blocks_cached() == after_small);
 }
 
@@ -81,4 +82,33 @@ TEST_CASE("empty tensors and blocks freed on another thread", "[allocator]") {
   });
   other.join();
   CHECK(cached_on_other_thread == 1);
+}
+
+TEST_CASE("a freed larger block is reused by the next request of its exact size", "[allocator]") {
+  install_once();
+  accel::release_pooled_blocks();
+  uintptr_t first = address_of(at::empty({16384}));  // 64 KiB, freed at once
+  CHECK(accel::large_bytes_pooled() == 65536);
+  CHECK(address_of(at::empty({16385})) != first);  // 4 bytes more: another size
+  at::Tensor again = at::full({16384}, 2.0f);
+  CHECK(address_of(again) == first);
+  CHECK(accel::large_bytes_pooled() == 16385 * 4);  // only the other size waits
+  CHECK(again.sum().item<float>() == 32768.0f);
+  CHECK(address_of(again) % 64 == 0);
+}
+
+TEST_CASE("the pool holds at most 64 MiB, no block over 16 MiB, and empties on request", "[allocator]") {
+  install_once();
+  accel::release_pooled_blocks();
+  { at::Tensor huge = at::empty({(int64_t{16} << 20) / 4 + 1}); }  // just over 16 MiB
+  CHECK(accel::large_bytes_pooled() == 0);
+  {
+    std::vector<at::Tensor> blocks;
+    for (int i = 0; i < 10; ++i) blocks.push_back(at::empty({(int64_t{8} << 20) / 4}));  // 80 MiB
+  }
+  CHECK(accel::large_bytes_pooled() == size_t{64} << 20);
+  at::Tensor from_pool = at::empty({(int64_t{8} << 20) / 4});
+  CHECK(accel::large_bytes_pooled() == size_t{56} << 20);
+  accel::release_pooled_blocks();
+  CHECK(accel::large_bytes_pooled() == 0);
 }

@@ -1,0 +1,46 @@
+// The CPU allocator of worker processes. It keeps freed blocks for reuse:
+//
+// - Blocks of up to 1 KiB stay with the thread that freed them, up to 64 per
+//   64-byte size, and the most recently freed is handed out first on that
+//   thread's next request of its size.
+// - Larger blocks, up to 16 MiB, go to a pool shared by all threads, by
+//   exact size, newest first, holding at most 64 MiB; past that they go back
+//   to c10.
+//
+// Lua frees dead tensors when its collector finalizes them, in runs, long
+// after they died. Freed in runs, small blocks overflow glibc's per-thread
+// cache into its coalescing bins, and LibTorch's 64-byte-aligned requests
+// never take from that cache at all: a small op called from Lua paid more
+// for its output's memory than for its arithmetic. Newest first matters:
+// a queue that released dead tensors oldest first (one per new tensor) ran
+// fewer instructions but was 10-15% slower, its memory having left the
+// cache (bench/RESULTS.md).
+//
+// Larger blocks returned to glibc get split by the small objects that live
+// on in Lua's garbage (handles, autograd nodes) until the collector runs, so
+// the next step's activations found no hole of their size and the heap grew
+// by about a step's activations per step between collections (digits-mlp:
+// 177 -> 237 MiB). Held by size, a training step's activations come back to
+// the next step, still in cache, as a C++ loop's would.
+//
+// Every block keeps LibTorch's 64-byte alignment.
+#pragma once
+
+#include <cstddef>
+
+namespace accel {
+
+// Makes this allocator LibTorch's CPU allocator for the whole process.
+void install_caching_cpu_allocator();
+
+// Small blocks the calling thread holds for reuse, over all sizes.
+size_t small_blocks_cached();
+
+// Bytes of larger blocks the shared pool holds for reuse.
+size_t large_bytes_pooled();
+
+// Gives the shared pool's blocks back to c10 (acc:free_memory()); the small
+// blocks of each thread stay (at most 64 KiB a size, a thread).
+void release_pooled_blocks();
+
+}  // namespace accel
