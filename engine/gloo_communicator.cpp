@@ -5,6 +5,7 @@
 
 #include <sched.h>
 
+#include <cstdio>
 #include <random>
 
 #include "engine/process_state.h"
@@ -72,8 +73,16 @@ struct GlooCommunicator::Impl {
   int size = 1;
 
   // Every rank gets the segment or none does; a rank that cannot create or
-  // open it (no /dev/shm, another machine's) says so with a zero.
+  // open it (no /dev/shm, another machine's) says why on stderr and answers
+  // zero.
   void join_shared_memory(const CommunicatorOptions& options) {
+    auto attempt = [&](auto&& make) {
+      try {
+        shared_memory = make();
+      } catch (const std::runtime_error& e) {
+        std::fprintf(stderr, "accel: rank %d: %s; all-reduces take Gloo's TCP path\n", rank, e.what());
+      }
+    };
     SharedMemoryAllReduce::Options segment_options;
     segment_options.timeout = options.timeout;
     cpu_set_t cpus;
@@ -82,21 +91,15 @@ struct GlooCommunicator::Impl {
     at::Tensor token = at::zeros({2}, at::kLong);  // {created, token}
     if (rank == 0) {
       const uint64_t value = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-      try {
-        shared_memory = SharedMemoryAllReduce::create(size, value, segment_options);
-        token[0] = 1;
-        token[1] = static_cast<int64_t>(value);
-      } catch (const std::runtime_error&) {
-      }
+      attempt([&] { return SharedMemoryAllReduce::create(size, value, segment_options); });
+      token[0] = shared_memory ? 1 : 0;
+      token[1] = static_cast<int64_t>(value);
     }
     std::vector<at::Tensor> broadcast{token};
     wait_for(group->broadcast(broadcast), "broadcast");
     if (rank != 0 && token[0].item<int64_t>() == 1) {
-      try {
-        shared_memory = SharedMemoryAllReduce::open(rank, size, static_cast<uint64_t>(token[1].item<int64_t>()),
-                                                    segment_options);
-      } catch (const std::runtime_error&) {
-      }
+      const auto value = static_cast<uint64_t>(token[1].item<int64_t>());
+      attempt([&] { return SharedMemoryAllReduce::open(rank, size, value, segment_options); });
     }
     std::vector<at::Tensor> joined{at::full({1}, shared_memory ? 1 : 0, at::kLong)};
     c10d::AllreduceOptions min;

@@ -126,12 +126,13 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(int size, u
   segment->bytes = Segment::total_bytes(size);
   const int fd = ::shm_open(segment->name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throw_errno("cannot create", segment->name);
-  if (::ftruncate(fd, static_cast<off_t>(segment->bytes)) != 0) {
-    const int saved = errno;
+  // Reserved now, not on first touch: a full /dev/shm would otherwise kill
+  // the process with SIGBUS in the middle of an all-reduce.
+  if (const int error = ::posix_fallocate(fd, 0, static_cast<off_t>(segment->bytes))) {
     ::close(fd);
     ::shm_unlink(segment->name.c_str());
-    errno = saved;
-    throw_errno("cannot size", segment->name);
+    errno = error;
+    throw_errno("cannot reserve", segment->name);
   }
   try {
     segment->map(fd);
