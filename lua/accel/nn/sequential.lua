@@ -37,7 +37,7 @@ function Sequential:forward(x)
   for i = 1, self.length do
     local m = self[i]
     local y = m(x)
-    if y ~= x then
+    if not rawequal(y, x) then
       local keeps_none = Module.forward_keeps_no_tensors(m)
       if owned and keeps_none then core.release_tensor(x) end
       owned = keeps_none
