@@ -9,6 +9,9 @@ local acc = accel.Accelerator{}
 local r = acc.process_index
 print("stdout line of rank " .. r)
 io.stderr:write("stderr line of rank " .. r .. "\n")
+-- Every rank has written its lines before rank 2 fails and the launcher
+-- stops the others.
+acc:wait_for_everyone()
 if r == 2 and os.getenv("ACCEL_RESTART_COUNT") == "0" then error("rank two gives up") end
 acc:wait_for_everyone()
 LUA
@@ -23,7 +26,7 @@ for r in 0 1 2; do
   expect "rank $r: both starts are in its log" [ "$(grep -c "stdout line" "$log")" -eq 2 ]
 done
 expect "the failing rank's error and traceback are in its log" \
-  grep -q "talk.lua:5: rank two gives up" "$work/logs/rank-2.log"
+  grep -q "talk.lua:8: rank two gives up" "$work/logs/rank-2.log"
 expect "the terminal still shows rank 0 as is" grep -qx "stdout line of rank 0" "$work/out"
 expect "the terminal still shows other ranks prefixed" grep -qx "\[rank 1\] stdout line of rank 1" "$work/out"
 expect "the terminal still shows stderr" grep -qx "\[rank 2\] stderr line of rank 2" "$work/err"
