@@ -116,7 +116,7 @@ const char* dtype_name(at::ScalarType type) {
 Operand Arg<Operand>::get(Cursor& c) {
   if (at::Tensor* t = to_tensor(c.L, c.index)) {
     ++c.index;
-    return Operand{*t};
+    return Operand{c10::MaybeOwned<at::Tensor>::borrowed(*t)};
   }
   int type = lua_type(c.L, c.index);
   at::Scalar s;
@@ -136,7 +136,7 @@ Operand Arg<Operand>::get(Cursor& c) {
   ++c.index;
   at::Tensor wrapped = c10::scalar_to_tensor(s);
   wrapped.unsafeGetTensorImpl()->set_wrapped_number(true);
-  return Operand{std::move(wrapped)};
+  return Operand{c10::MaybeOwned<at::Tensor>::owned(std::move(wrapped))};
 }
 
 Sizes Arg<Sizes>::get(Cursor& c) { return Sizes{read_integers(c, "sizes")}; }

@@ -16,6 +16,7 @@ extern "C" {
 }
 
 #include <ATen/ATen.h>
+#include <c10/util/MaybeOwned.h>
 
 #include <initializer_list>
 #include <stdexcept>
@@ -51,8 +52,10 @@ struct Sizes {  // {2, 3} or 2, 3 as the last arguments
 struct Dims {  // a table of 1-based dims, or trailing dims
   std::vector<int64_t> value;
 };
-struct Operand {  // a tensor, or a number wrapped as PyTorch wraps scalars
-  at::Tensor value;
+// A tensor, borrowed from its handle, or a number wrapped as PyTorch wraps
+// scalars.
+struct Operand {
+  c10::MaybeOwned<at::Tensor> value;
 };
 struct TensorList {  // a Lua array of tensors
   std::vector<at::Tensor> value;
@@ -133,14 +136,17 @@ struct Cursor {
 template <class T, class = void>
 struct Arg;
 
+// The tensor argument at the cursor, still held by its handle.
+inline const at::Tensor& tensor_argument(Cursor& c) {
+  const at::Tensor* t = to_tensor(c.L, c.index);
+  if (!t) throw_arg_error(c, "tensor");
+  ++c.index;
+  return *t;
+}
+
 template <>
 struct Arg<at::Tensor> {
-  static at::Tensor get(Cursor& c) {
-    at::Tensor* t = to_tensor(c.L, c.index);
-    if (!t) throw_arg_error(c, "tensor");
-    ++c.index;
-    return *t;
-  }
+  static at::Tensor get(Cursor& c) { return tensor_argument(c); }
 };
 template <>
 struct Arg<double> {
@@ -328,8 +334,10 @@ void set_library_source_prefix(const std::string& lua_dir);
 void push_error(lua_State* L, const char* name, const std::string& message);
 std::string describe_exception(const std::exception& e);
 
-template <class Body>
-int protect(lua_State* L, const char* name, Body&& body) {
+// `name` is a string, or a function giving it: bindings read their name
+// only when they fail.
+template <class Name, class Body>
+int protect(lua_State* L, Name&& name, Body&& body) {
   {
     std::string message;
     try {
@@ -337,28 +345,49 @@ int protect(lua_State* L, const char* name, Body&& body) {
     } catch (const std::exception& e) {
       message = describe_exception(e);
     }
-    push_error(L, name, message);
+    if constexpr (std::is_invocable_v<Name>) {
+      push_error(L, name(), message);
+    } else {
+      push_error(L, name, message);
+    }
   }  // no C++ object may be alive when lua_error unwinds
   return lua_error(L);
 }
 
 // ---- binding generation ----------------------------------------------------
+// How a parameter's value is held during the call. A `const at::Tensor&`
+// parameter borrows the handle's tensor, which the argument's stack slot
+// keeps alive until the call returns: no reference count is touched.
+template <class P>
+struct Slot {
+  using type = std::decay_t<P>;
+  static type read(Cursor& c) { return Arg<type>::get(c); }
+  static type&& pass(type& value) { return std::move(value); }
+};
+template <>
+struct Slot<const at::Tensor&> {
+  using type = const at::Tensor*;
+  static type read(Cursor& c) { return &tensor_argument(c); }
+  static const at::Tensor& pass(type value) { return *value; }
+};
+
 template <class R, class... Args>
 struct Binder {
   using Fn = R (*)(Args...);
 
   static int call(lua_State* L) {
     auto fn = reinterpret_cast<Fn>(lua_touserdata(L, lua_upvalueindex(1)));
-    const char* name = lua_tostring(L, lua_upvalueindex(2));
+    auto name = [L] { return lua_tostring(L, lua_upvalueindex(2)); };
     return protect(L, name, [&]() -> int {
       Cursor c{L, 1, 1};
       // Braced initialisation evaluates the arguments left to right.
-      std::tuple<std::decay_t<Args>...> args{read<std::decay_t<Args>>(c)...};
+      std::tuple<typename Slot<Args>::type...> args{read<Args>(c)...};
+      auto invoke = [fn](auto&... held) -> R { return fn(Slot<Args>::pass(held)...); };
       if constexpr (std::is_void_v<R>) {
-        std::apply(fn, std::move(args));
+        std::apply(invoke, args);
         return 0;
       } else {
-        return push(L, std::apply(fn, std::move(args)));
+        return push(L, std::apply(invoke, args));
       }
     });
   }
@@ -366,9 +395,9 @@ struct Binder {
   // Argument numbers in messages follow the stack slots read, so
   // parameters that read none (lua_State*) or several (TensorArgs) keep
   // the numbers of the ones after them right.
-  template <class T>
-  static T read(Cursor& c) {
-    T value = Arg<T>::get(c);
+  template <class P>
+  static typename Slot<P>::type read(Cursor& c) {
+    typename Slot<P>::type value = Slot<P>::read(c);
     c.argument = c.index;
     return value;
   }

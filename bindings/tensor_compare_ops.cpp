@@ -30,16 +30,16 @@ Tolerances tolerances(lua_State* L, const Options& o) {
 
 std::vector<Binding> tensor_compare_bindings() {
   return {
-      bind("eq", [](T a, Operand b) { return at::eq(a, b.value); }),
-      bind("ne", [](T a, Operand b) { return at::ne(a, b.value); }),
-      bind("lt", [](T a, Operand b) { return at::lt(a, b.value); }),
-      bind("le", [](T a, Operand b) { return at::le(a, b.value); }),
-      bind("gt", [](T a, Operand b) { return at::gt(a, b.value); }),
-      bind("ge", [](T a, Operand b) { return at::ge(a, b.value); }),
+      bind("eq", [](T a, Operand b) { return at::eq(a, *b.value); }),
+      bind("ne", [](T a, Operand b) { return at::ne(a, *b.value); }),
+      bind("lt", [](T a, Operand b) { return at::lt(a, *b.value); }),
+      bind("le", [](T a, Operand b) { return at::le(a, *b.value); }),
+      bind("gt", [](T a, Operand b) { return at::gt(a, *b.value); }),
+      bind("ge", [](T a, Operand b) { return at::ge(a, *b.value); }),
 
-      bind("logical_and", [](T a, Operand b) { return at::logical_and(a, b.value); }),
-      bind("logical_or", [](T a, Operand b) { return at::logical_or(a, b.value); }),
-      bind("logical_xor", [](T a, Operand b) { return at::logical_xor(a, b.value); }),
+      bind("logical_and", [](T a, Operand b) { return at::logical_and(a, *b.value); }),
+      bind("logical_or", [](T a, Operand b) { return at::logical_or(a, *b.value); }),
+      bind("logical_xor", [](T a, Operand b) { return at::logical_xor(a, *b.value); }),
       bind("logical_not", [](T a) { return at::logical_not(a); }),
 
       // where(condition, x, y): x where condition holds, else y; x and y may
@@ -48,7 +48,7 @@ std::vector<Binding> tensor_compare_bindings() {
         TORCH_CHECK(condition.scalar_type() == at::kBool,
                     "the condition must be a bool tensor (from a comparison), got ",
                     dtype_name(condition.scalar_type()));
-        return at::where(condition, x.value, y.value);
+        return at::where(condition, *x.value, *y.value);
       }),
 
       bind("isnan", [](T a) { return at::isnan(a); }),

@@ -10,7 +10,14 @@
 namespace accel::lua {
 namespace {
 
+// Identifies a tensor handle among userdata: cheaper to test than the
+// metatable, which every tensor argument of every call is checked against.
+// Lua code cannot make full userdata, and no other userdata in a worker has
+// this size and this address in its first word.
+constexpr char kTensorTag = 0;
+
 struct TensorHandle {
+  const char* tag;
   at::Tensor tensor;
   int64_t bytes;
 };
@@ -20,8 +27,6 @@ TensorStats g_stats;
 int64_t g_made_since_collection = 0;
 int64_t g_live_after_collection = 0;
 int g_metatable_ref = LUA_NOREF;
-// The metatable's identity, for the type check every tensor argument takes.
-const void* g_metatable = nullptr;
 
 // Low, because a handle's counted bytes understate what it pins (a loss
 // keeps its whole autograd graph alive): at 32 MiB a small MLP's worker
@@ -65,7 +70,7 @@ void push_tensor(lua_State* L, at::Tensor t) {
   }
   int64_t bytes = handle_bytes(t);
   void* memory = lua_newuserdata(L, sizeof(TensorHandle));
-  new (memory) TensorHandle{std::move(t), bytes};
+  new (memory) TensorHandle{&kTensorTag, std::move(t), bytes};
   lua_rawgeti(L, LUA_REGISTRYINDEX, g_metatable_ref);
   lua_setmetatable(L, -2);
   g_stats.live_handles += 1;
@@ -84,10 +89,9 @@ void release_tensor(lua_State* L, int idx) {
 
 at::Tensor* to_tensor(lua_State* L, int idx) {
   void* memory = lua_touserdata(L, idx);
-  if (!memory || !lua_getmetatable(L, idx)) return nullptr;
-  bool is_tensor = lua_topointer(L, -1) == g_metatable;
-  lua_pop(L, 1);
-  return is_tensor ? &static_cast<TensorHandle*>(memory)->tensor : nullptr;
+  if (!memory || lua_objlen(L, idx) != sizeof(TensorHandle)) return nullptr;
+  auto* handle = static_cast<TensorHandle*>(memory);
+  return handle->tag == &kTensorTag ? &handle->tensor : nullptr;
 }
 
 const char* type_name_at(lua_State* L, int idx) {
@@ -114,7 +118,6 @@ void open_tensor_metatable(lua_State* L, int methods_index) {
       lua_pop(L, 1);
     }
   }
-  g_metatable = lua_topointer(L, -1);
   g_metatable_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }
 

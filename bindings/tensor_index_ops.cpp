@@ -9,7 +9,7 @@ namespace {
 using T = const at::Tensor&;
 using at::Tensor;
 
-bool is_number(const Operand& o) { return o.value.unsafeGetTensorImpl()->is_wrapped_number(); }
+bool is_number(const Operand& o) { return o.value->unsafeGetTensorImpl()->is_wrapped_number(); }
 
 // The checked, 0-based index for dim `dim` of `t`.
 const Tensor& checked(T t, const Dim& dim, const IndexTensor& index) {
@@ -19,13 +19,13 @@ const Tensor& checked(T t, const Dim& dim, const IndexTensor& index) {
 
 Tensor scatter(T t, Dim dim, IndexTensor index, Operand src) {
   const Tensor& i = checked(t, dim, index);
-  return is_number(src) ? at::scatter(t, dim.value, i, src.value.item())
-                        : at::scatter(t, dim.value, i, src.value);
+  return is_number(src) ? at::scatter(t, dim.value, i, src.value->item())
+                        : at::scatter(t, dim.value, i, *src.value);
 }
 
 Tensor masked_fill(T t, T mask, Operand value) {
-  return is_number(value) ? at::masked_fill(t, mask, value.value.item())
-                          : at::masked_fill(t, mask, value.value);
+  return is_number(value) ? at::masked_fill(t, mask, value.value->item())
+                          : at::masked_fill(t, mask, *value.value);
 }
 
 }  // namespace
@@ -62,9 +62,9 @@ std::vector<Binding> tensor_index_bindings() {
       bind("scatter_", [](Tensor t, Dim dim, IndexTensor index, Operand src) {
         const Tensor& i = checked(t, dim, index);
         if (is_number(src)) {
-          t.scatter_(dim.value, i, src.value.item());
+          t.scatter_(dim.value, i, src.value->item());
         } else {
-          t.scatter_(dim.value, i, src.value);
+          t.scatter_(dim.value, i, *src.value);
         }
         return Self{};
       }),
@@ -86,9 +86,9 @@ std::vector<Binding> tensor_index_bindings() {
       }),
       bind("masked_fill_", [](Tensor t, T mask, Operand value) {
         if (is_number(value)) {
-          t.masked_fill_(mask, value.value.item());
+          t.masked_fill_(mask, value.value->item());
         } else {
-          t.masked_fill_(mask, value.value);
+          t.masked_fill_(mask, *value.value);
         }
         return Self{};
       }),

@@ -30,15 +30,15 @@ c10::optional<c10::string_view> rounding_mode(lua_State* L, const Options& o) {
 
 // clamp's bounds: numbers keep the Scalar overload (and the tensor's dtype
 // rules), tensors use the elementwise one.
-bool is_number(const Operand& o) { return o.value.unsafeGetTensorImpl()->is_wrapped_number(); }
+bool is_number(const Operand& o) { return o.value->unsafeGetTensorImpl()->is_wrapped_number(); }
 bool is_number(const c10::optional<Operand>& o) { return !o || is_number(*o); }
 c10::optional<at::Scalar> bound_scalar(const c10::optional<Operand>& o) {
   if (!o) return c10::nullopt;
-  return o->value.item();
+  return o->value->item();
 }
 c10::optional<Tensor> bound_tensor(const c10::optional<Operand>& o) {
   if (!o) return c10::nullopt;
-  return o->value;
+  return *o->value;
 }
 Tensor clamp(T t, const c10::optional<Operand>& lo, const c10::optional<Operand>& hi) {
   if (is_number(lo) && is_number(hi)) return at::clamp(t, bound_scalar(lo), bound_scalar(hi));
@@ -59,33 +59,33 @@ std::vector<Binding> tensor_math_bindings() {
       // Operators: numbers on either side are wrapped as PyTorch does, so
       // `2 * t` and `t * 2` keep t's dtype. `%` is remainder (Python's sign
       // rule, as PyTorch's `%`).
-      bind("__add", [](Operand a, Operand b) { return at::add(a.value, b.value); }),
-      bind("__sub", [](Operand a, Operand b) { return at::sub(a.value, b.value); }),
-      bind("__mul", [](Operand a, Operand b) { return at::mul(a.value, b.value); }),
-      bind("__div", [](Operand a, Operand b) { return at::div(a.value, b.value); }),
-      bind("__pow", [](Operand a, Operand b) { return at::pow(a.value, b.value); }),
-      bind("__mod", [](Operand a, Operand b) { return at::remainder(a.value, b.value); }),
+      bind("__add", [](Operand a, Operand b) { return at::add(*a.value, *b.value); }),
+      bind("__sub", [](Operand a, Operand b) { return at::sub(*a.value, *b.value); }),
+      bind("__mul", [](Operand a, Operand b) { return at::mul(*a.value, *b.value); }),
+      bind("__div", [](Operand a, Operand b) { return at::div(*a.value, *b.value); }),
+      bind("__pow", [](Operand a, Operand b) { return at::pow(*a.value, *b.value); }),
+      bind("__mod", [](Operand a, Operand b) { return at::remainder(*a.value, *b.value); }),
       bind("__unm", [](T a) { return at::neg(a); }),
 
       bind("add", [](T a, Operand b, c10::optional<double> alpha) {
-        return at::add(a, b.value, alpha_of(alpha));
+        return at::add(a, *b.value, alpha_of(alpha));
       }),
       bind("sub", [](T a, Operand b, c10::optional<double> alpha) {
-        return at::sub(a, b.value, alpha_of(alpha));
+        return at::sub(a, *b.value, alpha_of(alpha));
       }),
-      bind("mul", [](T a, Operand b) { return at::mul(a, b.value); }),
+      bind("mul", [](T a, Operand b) { return at::mul(a, *b.value); }),
       bind("div", [](lua_State* L, T a, Operand b, Options o) {
-        return at::div(a, b.value, rounding_mode(L, o));
+        return at::div(a, *b.value, rounding_mode(L, o));
       }),
-      bind("pow", [](T a, Operand b) { return at::pow(a, b.value); }),
-      bind("remainder", [](T a, Operand b) { return at::remainder(a, b.value); }),
-      bind("fmod", [](T a, Operand b) { return at::fmod(a, b.value); }),
-      bind("floor_divide", [](T a, Operand b) { return at::div(a, b.value, "floor"); }),
+      bind("pow", [](T a, Operand b) { return at::pow(a, *b.value); }),
+      bind("remainder", [](T a, Operand b) { return at::remainder(a, *b.value); }),
+      bind("fmod", [](T a, Operand b) { return at::fmod(a, *b.value); }),
+      bind("floor_divide", [](T a, Operand b) { return at::div(a, *b.value, "floor"); }),
       bind("atan2", [](T a, T b) { return at::atan2(a, b); }),
-      bind("maximum", [](T a, Operand b) { return at::maximum(a, b.value); }),
-      bind("minimum", [](T a, Operand b) { return at::minimum(a, b.value); }),
+      bind("maximum", [](T a, Operand b) { return at::maximum(a, *b.value); }),
+      bind("minimum", [](T a, Operand b) { return at::minimum(a, *b.value); }),
       bind("lerp", [](T a, T end, Operand weight) {
-        return is_number(weight) ? at::lerp(a, end, weight.value.item()) : at::lerp(a, end, weight.value);
+        return is_number(weight) ? at::lerp(a, end, weight.value->item()) : at::lerp(a, end, *weight.value);
       }),
       bind("addcmul", [](T a, T t1, T t2, c10::optional<double> value) {
         return at::addcmul(a, t1, t2, alpha_of(value));
@@ -101,30 +101,30 @@ std::vector<Binding> tensor_math_bindings() {
       }),
 
       bind("add_", [](Tensor a, Operand b, c10::optional<double> alpha) {
-        a.add_(b.value, alpha_of(alpha));
+        a.add_(*b.value, alpha_of(alpha));
         return Self{};
       }),
       bind("sub_", [](Tensor a, Operand b, c10::optional<double> alpha) {
-        a.sub_(b.value, alpha_of(alpha));
+        a.sub_(*b.value, alpha_of(alpha));
         return Self{};
       }),
       bind("mul_", [](Tensor a, Operand b) {
-        a.mul_(b.value);
+        a.mul_(*b.value);
         return Self{};
       }),
       bind("div_", [](lua_State* L, Tensor a, Operand b, Options o) {
-        a.div_(b.value, rounding_mode(L, o));
+        a.div_(*b.value, rounding_mode(L, o));
         return Self{};
       }),
       bind("pow_", [](Tensor a, Operand b) {
-        a.pow_(b.value);
+        a.pow_(*b.value);
         return Self{};
       }),
       bind("lerp_", [](Tensor a, T end, Operand weight) {
         if (is_number(weight)) {
-          a.lerp_(end, weight.value.item());
+          a.lerp_(end, weight.value->item());
         } else {
-          a.lerp_(end, weight.value);
+          a.lerp_(end, *weight.value);
         }
         return Self{};
       }),

@@ -34,10 +34,10 @@ std::vector<Binding> tensor_random_bindings() {
       bind("bernoulli_", [](Tensor t, c10::optional<Operand> p) {
         if (!p) {
           t.bernoulli_(0.5);
-        } else if (p->value.unsafeGetTensorImpl()->is_wrapped_number()) {
-          t.bernoulli_(p->value.item<double>());
+        } else if (p->value->unsafeGetTensorImpl()->is_wrapped_number()) {
+          t.bernoulli_(p->value->item<double>());
         } else {
-          t.bernoulli_(p->value);
+          t.bernoulli_(*p->value);
         }
         return Self{};
       }),

@@ -1,7 +1,8 @@
 -- The Lua half of bench/op_overhead: times small tensor ops called from a
--- recipe. Prints one line per op, "lua <name>\t<nanoseconds per call>",
+-- recipe, in `windows` equal windows of calls. Prints one line per op,
+-- "lua <name>\t<fastest window>\t<median window>" in nanoseconds per call,
 -- which the C++ half (op_overhead.cpp) reads; alone it runs as
---   ACCEL_THREADS=1 accel-run bench/op_overhead/op_overhead.lua -- [calls]
+--   ACCEL_THREADS=1 accel-run bench/op_overhead/op_overhead.lua -- [calls [windows]]
 local ffi = require("ffi")
 ffi.cdef [[
   typedef struct { long tv_sec; long tv_nsec; } accel_bench_timespec;
@@ -15,6 +16,8 @@ local function now()
 end
 
 local calls = tonumber(arg[1] or "1000000")
+local windows = tonumber(arg[2] or "10")
+local per_window = math.max(1, math.floor(calls / windows))
 accel.set_num_threads(1)
 local a, b = accel.randn(16), accel.randn(16)
 
@@ -30,8 +33,12 @@ for _, op in ipairs(ops) do
   local name, loop = op[1], op[2]
   loop(math.max(1, math.floor(calls / 10)))  -- warm up: JIT traces, allocator
   collectgarbage()
-  local start = now()
-  loop(calls)
-  local seconds = now() - start
-  print(string.format("lua %s\t%.1f", name, seconds * 1e9 / calls))
+  local per_call = {}
+  for window = 1, windows do
+    local start = now()
+    loop(per_window)
+    per_call[window] = (now() - start) * 1e9 / per_window
+  end
+  table.sort(per_call)
+  print(string.format("lua %s\t%.1f\t%.1f", name, per_call[1], per_call[math.ceil(windows / 2)]))
 end

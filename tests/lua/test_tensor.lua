@@ -82,6 +82,12 @@ check.raises(function() return accel.matmul(accel.ones(2, 3), accel.ones(4, 5)) 
              "accel.matmul", "2x3", "4x5")
 check.raises(function() return f:view("x") end, "bad argument type", "accel.view", "argument 2", "string")
 check.raises(function() return accel.ones(2):item() end, "item of many", "one element")
+-- other userdata are not tensors, as plain arguments or as operands
+for what, value in pairs({ file = io.stdout, proxy = newproxy(), scaler = require("accel.core").amp.LossScaler({}) }) do
+  check.raises(function() return accel.matmul(f, value) end, what .. " as a tensor",
+               "accel.matmul", "argument 2", "expected tensor, got userdata")
+  check.raises(function() return f + value end, what .. " as an operand", "expected tensor or number, got userdata")
+end
 check.equal(accel.ones(3):sum():item(), 3, "the process survives errors")
 
 check.done("test_tensor")
