@@ -26,7 +26,7 @@ namespace {
 
 // Nanoseconds per call: of the fastest window, and the median window.
 struct Timing {
-  double fastest = 1e300;
+  double fastest = 0;
   double median = 0;
 };
 
