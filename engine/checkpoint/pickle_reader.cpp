@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -17,6 +18,10 @@ namespace {
 struct Value;
 using ValuePtr = std::shared_ptr<Value>;
 
+// A state dict nests a few levels deep; this bound turns a hostile pickle of
+// containers nested 200,000 deep into an error instead of a deep value tree.
+constexpr int kMaxDepth = 1000;
+
 struct Value {
   enum class Kind { None, Bool, Int, Float, String, Tuple, List, Dict, Global, Storage, Tensor };
   Kind kind = Kind::None;
@@ -25,6 +30,25 @@ struct Value {
   std::string text;            // String; Global: "module.name"
   std::vector<ValuePtr> items;  // Tuple, List; Dict: key, value, key, value...
   at::Tensor tensor;           // Storage: 1-D typed; Tensor
+  int depth = 0;               // containers: 1 + the deepest item when it was added
+
+  Value() = default;
+  Value(const Value&) = delete;
+  Value& operator=(const Value&) = delete;
+  // Frees the items iteratively: the default destructor recurses once per
+  // nesting level, and a deep enough tree (built through the memo, which the
+  // depth bound cannot follow) would overflow the stack.
+  ~Value() {
+    std::vector<ValuePtr> pending = std::move(items);
+    while (!pending.empty()) {
+      ValuePtr v = std::move(pending.back());
+      pending.pop_back();
+      if (v.use_count() == 1) {
+        for (ValuePtr& item : v->items) pending.push_back(std::move(item));
+        v->items.clear();
+      }
+    }
+  }
 };
 
 ValuePtr make(Value::Kind kind) {
@@ -84,36 +108,20 @@ class Machine {
         case ')': push(make(Value::Kind::Tuple)); break;
         case 't': push(sequence(Value::Kind::Tuple, pop_mark())); break;
         case 'l': push(sequence(Value::Kind::List, pop_mark())); break;
-        case 'd': {
-          auto dict = make(Value::Kind::Dict);
-          dict->items = pop_mark();
-          push(dict);
-          break;
-        }
+        case 'd': push(sequence(Value::Kind::Dict, pop_mark())); break;
         case 0x85: push(sequence(Value::Kind::Tuple, pop_n(1))); break;  // TUPLE1
         case 0x86: push(sequence(Value::Kind::Tuple, pop_n(2))); break;  // TUPLE2
         case 0x87: push(sequence(Value::Kind::Tuple, pop_n(3))); break;  // TUPLE3
-        case 'a': {                              // APPEND
-          ValuePtr v = pop();
-          container(Value::Kind::List)->items.push_back(v);
-          break;
-        }
-        case 'e': {                              // APPENDS
+        case 'a': adopt(container(Value::Kind::List), pop_n(1)); break;   // APPEND
+        case 'e': {                                                         // APPENDS
           auto items = pop_mark();
-          auto& list = container(Value::Kind::List)->items;
-          list.insert(list.end(), items.begin(), items.end());
+          adopt(container(Value::Kind::List), std::move(items));
           break;
         }
-        case 's': {                              // SETITEM
-          auto pair = pop_n(2);
-          auto& dict = container(Value::Kind::Dict)->items;
-          dict.insert(dict.end(), pair.begin(), pair.end());
-          break;
-        }
-        case 'u': {                              // SETITEMS
+        case 's': adopt(container(Value::Kind::Dict), pop_n(2)); break;   // SETITEM
+        case 'u': {                                                         // SETITEMS
           auto items = pop_mark();
-          auto& dict = container(Value::Kind::Dict)->items;
-          dict.insert(dict.end(), items.begin(), items.end());
+          adopt(container(Value::Kind::Dict), std::move(items));
           break;
         }
         case 'q': memo_[byte()] = top(); break;                     // BINPUT
@@ -251,10 +259,22 @@ class Machine {
     return it->second;
   }
 
-  static ValuePtr sequence(Value::Kind kind, std::vector<ValuePtr> items) {
+  ValuePtr sequence(Value::Kind kind, std::vector<ValuePtr> items) {
     auto v = make(kind);
-    v->items = std::move(items);
+    adopt(v, std::move(items));
     return v;
+  }
+
+  // Adds items to a container, keeping its depth within kMaxDepth.
+  void adopt(const ValuePtr& container, std::vector<ValuePtr> items) {
+    for (ValuePtr& item : items) {
+      container->depth = std::max(container->depth, item->depth + 1);
+      if (container->depth > kMaxDepth) {
+        fail("the pickle nests containers more than " + std::to_string(kMaxDepth) +
+             " deep, which no state dict does");
+      }
+      container->items.push_back(std::move(item));
+    }
   }
   static ValuePtr integer(int64_t i) {
     auto v = make(Value::Kind::Int);
@@ -318,16 +338,24 @@ class Machine {
     std::vector<int64_t> size = ints(args[2], "a tensor's size");
     std::vector<int64_t> stride = ints(args[3], "a tensor's stride");
     if (size.size() != stride.size()) fail("a tensor's size and stride differ in length");
+    // The last element's position, in checked arithmetic: a hostile offset or
+    // stride near 2^63 must not wrap around to a position inside the storage.
+    const std::string past_end =
+        "a tensor reaches past the end of its storage (" + std::to_string(storage.numel()) + " elements)";
+    if (offset < 0 || offset > storage.numel()) fail(past_end);
     int64_t last = offset;
     bool empty = false;
     for (std::size_t d = 0; d < size.size(); ++d) {
       if (size[d] < 0 || stride[d] < 0) fail("a tensor has a negative size or stride");
       if (size[d] == 0) empty = true;
-      last += (size[d] - 1) * stride[d];
     }
-    if (offset < 0 || (!empty && last >= storage.numel())) {
-      fail("a tensor reaches past the end of its storage (" + std::to_string(storage.numel()) + " elements)");
+    for (std::size_t d = 0; d < size.size() && !empty; ++d) {
+      int64_t reach = 0;
+      if (__builtin_mul_overflow(size[d] - 1, stride[d], &reach) || __builtin_add_overflow(last, reach, &last)) {
+        fail(past_end);
+      }
     }
+    if (!empty && last >= storage.numel()) fail(past_end);
     auto v = make(Value::Kind::Tensor);
     v->tensor = empty ? at::empty(size, storage.options()) : storage.as_strided(size, stride, offset);
     return v;
@@ -342,8 +370,7 @@ class Machine {
       if (!a.empty() && a[0]->kind == Value::Kind::List) {
         for (const ValuePtr& pair : a[0]->items) {
           if (pair->items.size() != 2) fail(name + " is given something other than pairs");
-          dict->items.push_back(pair->items[0]);
-          dict->items.push_back(pair->items[1]);
+          adopt(dict, pair->items);
         }
       }
       return dict;

@@ -68,3 +68,41 @@ TEST_CASE("pickles that call anything else, or end early, are refused naming the
   REQUIRE_THROWS_WITH(unpickle_state_dict(bytes(kPastEnd, sizeof kPastEnd - 1), storage_0, "m.bin"),
                       Catch::Contains("past the end of its storage"));
 }
+
+TEST_CASE("a storage offset near 2^63 cannot wrap the bounds check into a view before the storage") {
+  // _rebuild_tensor_v2(<storage '0': 2 floats>, 2^63 - 1, (2,), (2,)): offset + 1 * 2 wraps to
+  // a negative position in int64, which an unchecked sum takes for "inside the storage".
+  static const char kWrapping[] =
+      "\x80\x02}q\x00X\x01\x00\x00\x00w"
+      "ctorch._utils\n_rebuild_tensor_v2\n"
+      "((X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n" "X\x01\x00\x00\x00" "0" "X\x03\x00\x00\x00" "cpu"
+      "K\x02tQ" "\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f" "K\x02\x85" "K\x02\x85" "\x89" "}tR" "s.";
+  REQUIRE_THROWS_WITH(unpickle_state_dict(bytes(kWrapping, sizeof kWrapping - 1), storage_0, "m.bin"),
+                      Catch::Contains("m.bin") && Catch::Contains("past the end of its storage"));
+  // Offset 0 with a stride whose product with the size overflows.
+  static const char kStride[] =
+      "\x80\x02}q\x00X\x01\x00\x00\x00w"
+      "ctorch._utils\n_rebuild_tensor_v2\n"
+      "((X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n" "X\x01\x00\x00\x00" "0" "X\x03\x00\x00\x00" "cpu"
+      "K\x02tQ" "K\x00" "K\x03\x85" "\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x40\x85" "\x89" "}tR" "s.";
+  REQUIRE_THROWS_WITH(unpickle_state_dict(bytes(kStride, sizeof kStride - 1), storage_0, "m.bin"),
+                      Catch::Contains("past the end of its storage"));
+}
+
+TEST_CASE("tuples nested 200,000 deep are refused, and freeing what was read does not recurse") {
+  // EMPTY_TUPLE, then TUPLE1 200,000 times: about 200 KB.
+  std::string deep = "\x80\x02)" + std::string(200000, '\x85') + ".";
+  REQUIRE_THROWS_WITH(unpickle_state_dict(deep, storage_0, "m.bin"),
+                      Catch::Contains("m.bin") && Catch::Contains("nests containers more than"));
+  // Lists chained 200,000 deep through the memo: list i is appended into list i - 1 after both
+  // were made, which the depth bound cannot see. Freeing the chain must not recurse.
+  auto memo_key = [](uint32_t i) { return std::string(reinterpret_cast<const char*>(&i), 4); };
+  std::string chained = "\x80\x02]r" + memo_key(0);
+  for (uint32_t i = 1; i <= 200000; ++i) {
+    // LONG_BINGET i - 1, EMPTY_LIST, LONG_BINPUT i, APPEND, POP
+    chained += "j" + memo_key(i - 1) + "]r" + memo_key(i) + "a0";
+  }
+  chained += "j" + memo_key(0) + ".";
+  REQUIRE_THROWS_WITH(unpickle_state_dict(chained, storage_0, "m.bin"),
+                      Catch::Contains("not a dict of tensors"));
+}
