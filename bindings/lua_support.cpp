@@ -147,11 +147,16 @@ Dims Arg<Dims>::get(Cursor& c) {
   return Dims{std::move(dims)};
 }
 
-at::Tensor zero_based_index(const at::Tensor& index, const std::string& what) {
-  if (index.is_floating_point() || index.is_complex() || index.scalar_type() == at::kBool) {
-    throw ArgError(what + " must be an integer tensor of 1-based indices, got " +
-                   dtype_name(index.scalar_type()));
+void require_integer_tensor(const at::Tensor& t, const std::string& what, const char* contents) {
+  if (t.is_floating_point() || t.is_complex() || t.scalar_type() == at::kBool) {
+    throw ArgError(what + " must be an integer tensor of " + contents + ", got " + dtype_name(t.scalar_type()) +
+                   " (a table of numbers makes a float tensor: ask for integers with "
+                   "accel.tensor(t, {dtype = accel.int64}) or accel.LongTensor(t), or convert with x:long())");
   }
+}
+
+at::Tensor zero_based_index(const at::Tensor& index, const std::string& what) {
+  require_integer_tensor(index, what, "1-based indices");
   if (index.numel() > 0) {
     int64_t smallest = index.min().item<int64_t>();
     if (smallest < 1) {

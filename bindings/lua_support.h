@@ -115,6 +115,10 @@ int64_t index_in_dim(const at::Tensor& t, int64_t dim, Position p);
 // A 1-based integer index tensor as a 0-based int64 one; `what` names it in
 // errors ("argument 3 (index)"): a float tensor or an index below 1 is refused.
 at::Tensor zero_based_index(const at::Tensor& index, const std::string& what);
+// Throws unless `t` has an integer dtype: `what` must be an integer tensor of
+// `contents` ("1-based classes"), and a float one gets the message that says
+// how to make one (number tables are float: the dtype never follows the values).
+void require_integer_tensor(const at::Tensor& t, const std::string& what, const char* contents);
 // LibTorch's 0-based indices (argmax, sort, nonzero...) as the 1-based ones
 // Lua sees. Out of place: autograd may have saved the 0-based tensor (max
 // and sort do, for their backward).

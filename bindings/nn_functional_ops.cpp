@@ -32,9 +32,7 @@ c10::optional<Tensor> optional_tensor_option(lua_State* L, const Options& o, con
 // checked against the number of classes (dim 2 of the input, or dim 1 of
 // an unbatched one) so no 0-based "out of bounds" message reaches the user.
 std::pair<Tensor, int64_t> zero_based_targets(lua_State* L, T input, T target, const Options& o) {
-  TORCH_CHECK(!target.is_floating_point() && target.scalar_type() != at::kBool,
-              "class targets must be an integer tensor of 1-based classes, got ",
-              dtype_name(target.scalar_type()));
+  require_integer_tensor(target, "class targets", "1-based classes");
   bool has_ignore = option_present(L, o, "ignore_index");
   int64_t ignore = has_ignore ? static_cast<int64_t>(option_number(L, o, "ignore_index", 0)) : 0;
   int64_t classes = input.dim() >= 2 ? input.size(1) : (input.dim() == 1 ? input.size(0) : 0);
@@ -55,7 +53,9 @@ Tensor cross_entropy(lua_State* L, T input, T target, Options o) {
   TORCH_CHECK(smoothing >= 0.0 && smoothing <= 1.0,
               "label_smoothing must be between 0 and 1, got ", smoothing);
   auto weight = optional_tensor_option(L, o, "weight");
-  if (target.is_floating_point()) {  // class probabilities, not indices
+  // A float target of the input's shape holds class probabilities; of any
+  // other shape it was meant as class ids.
+  if (target.is_floating_point() && target.sizes() == input.sizes()) {
     return at::cross_entropy_loss(input, target, weight, reduction, -100, smoothing);
   }
   auto [zero_based, ignore] = zero_based_targets(L, input, target, o);

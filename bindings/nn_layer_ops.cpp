@@ -196,8 +196,7 @@ Tensor normalize(lua_State* L, T x, Options o) {
 // ---- embedding and classes ------------------------------------------------------
 // 1-based ids as LibTorch's 0-based ones; the first id out of 1..n is named.
 Tensor zero_based_ids(T ids, int64_t n) {
-  TORCH_CHECK(!ids.is_floating_point() && ids.scalar_type() != at::kBool,
-              "ids must be an integer tensor, got ", dtype_name(ids.scalar_type()));
+  require_integer_tensor(ids, "ids", "1-based ids");
   if (ids.numel() > 0) {
     int64_t smallest = ids.min().item<int64_t>();
     TORCH_CHECK(smallest >= 1, "id ", smallest, " is out of range (ids are 1-based: 1 to ", n, ")");

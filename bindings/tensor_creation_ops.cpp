@@ -32,23 +32,24 @@ void infer_shape(lua_State* L, int idx, std::vector<int64_t>& sizes, size_t dept
   }
 }
 
-// Flattens the leaves; reports whether all are integral (then int64, as
-// PyTorch infers from Python ints) or booleans.
-void flatten_leaves(lua_State* L, int idx, std::vector<double>& out, bool& integral, bool& boolean) {
+// The default floating dtype (accel.set_default_dtype): what numbers make.
+at::ScalarType default_float() { return c10::typeMetaToScalarType(c10::get_default_dtype()); }
+
+// Flattens the leaves; reports whether all are booleans. Lua has one number
+// type, so a table of numbers is always the default float dtype, never int64
+// because its values happen to be integral (DESIGN.md, Conventions).
+void flatten_leaves(lua_State* L, int idx, std::vector<double>& out, bool& boolean) {
   size_t n = lua_objlen(L, idx);
   for (size_t i = 1; i <= n; ++i) {
     lua_rawgeti(L, idx, static_cast<int>(i));
     int type = lua_type(L, -1);
     if (type == LUA_TTABLE) {
-      flatten_leaves(L, lua_gettop(L), out, integral, boolean);
+      flatten_leaves(L, lua_gettop(L), out, boolean);
     } else if (type == LUA_TNUMBER) {
-      double v = lua_tonumber(L, -1);
-      integral = integral && v == static_cast<double>(static_cast<int64_t>(v));
       boolean = false;
-      out.push_back(v);
+      out.push_back(lua_tonumber(L, -1));
     } else if (type == LUA_TBOOLEAN) {
       out.push_back(lua_toboolean(L, -1) ? 1.0 : 0.0);
-      integral = false;
     } else {
       lua_pop(L, 1);
       TORCH_CHECK(false, "accel.tensor: element ", out.size() + 1, " is a ",
@@ -63,10 +64,7 @@ Tensor from_lua(lua_State* L, Options opts) {
   if (lua_type(L, idx) == LUA_TNUMBER || lua_type(L, idx) == LUA_TBOOLEAN) {
     Cursor c{L, idx, 1};
     at::Scalar s = Arg<at::Scalar>::get(c);
-    at::TensorOptions base =
-        s.isBoolean() ? at::TensorOptions(at::kBool)
-                      : (s.toDouble() == static_cast<double>(s.toLong()) ? at::TensorOptions(at::kLong)
-                                                                        : at::TensorOptions(at::kFloat));
+    at::TensorOptions base(s.isBoolean() ? at::kBool : default_float());
     return with_requires_grad(L, opts, at::scalar_tensor(s, tensor_options(L, opts, base)));
   }
   TORCH_CHECK(lua_type(L, idx) == LUA_TTABLE, "accel.tensor: expected a table or a number, got ",
@@ -74,16 +72,13 @@ Tensor from_lua(lua_State* L, Options opts) {
   std::vector<int64_t> sizes;
   infer_shape(L, idx, sizes, 0, "table");
   std::vector<double> values;
-  bool integral = true, boolean = true;
-  flatten_leaves(L, idx, values, integral, boolean);
+  bool boolean = true;
+  flatten_leaves(L, idx, values, boolean);
   int64_t expected = 1;
   for (int64_t s : sizes) expected *= s;
   TORCH_CHECK(static_cast<int64_t>(values.size()) == expected,
               "accel.tensor: ragged table: found ", values.size(), " numbers for shape ", sizes);
-  at::ScalarType inferred = values.empty() ? at::kFloat
-                            : boolean      ? at::kBool
-                            : integral     ? at::kLong
-                                           : at::kFloat;
+  at::ScalarType inferred = !values.empty() && boolean ? at::kBool : default_float();
   Tensor doubles = at::from_blob(values.data(), sizes, at::kDouble);
   return with_requires_grad(
       L, opts, doubles.to(tensor_options(L, opts, at::TensorOptions(inferred)), false, true));
@@ -94,7 +89,7 @@ at::TensorOptions like(lua_State* L, T t, const Options& opts) {
 }
 
 at::TensorOptions float_default(lua_State* L, const Options& opts) {
-  return tensor_options(L, opts, at::TensorOptions(at::kFloat));
+  return tensor_options(L, opts, at::TensorOptions(default_float()));
 }
 
 }  // namespace
@@ -151,12 +146,22 @@ std::vector<Binding> tensor_creation_bindings() {
         Options o = Arg<Options>::get(c);
         bool integral = true;
         for (double v : bounds) integral = integral && v == static_cast<double>(static_cast<int64_t>(v));
-        auto options = tensor_options(L, o, at::TensorOptions(integral ? at::kLong : at::kFloat));
+        auto options = tensor_options(L, o, at::TensorOptions(integral ? at::kLong : default_float()));
         Tensor t = bounds.size() == 1 ? at::arange(bounds[0], options)
                                       : at::arange(bounds[0], bounds[1], bounds.size() == 3 ? bounds[2] : 1.0,
                                                    options);
         return with_requires_grad(L, o, t);
       }),
+      // What number tables, zeros, randn, ... make when no dtype is given.
+      bind("set_default_dtype", [](std::string name) {
+        at::ScalarType type = parse_dtype(name);
+        if (!at::isFloatingType(type)) {
+          throw ArgError("the default dtype must be a floating one "
+                         "(float32, float64, bfloat16 or float16), got " + name);
+        }
+        c10::set_default_dtype(caffe2::TypeMeta::fromScalarType(type));
+      }),
+      bind("get_default_dtype", []() { return std::string(dtype_name(default_float())); }),
       bind("linspace", [](lua_State* L, double a, double b, int64_t n, Options o) {
         return with_requires_grad(L, o, at::linspace(a, b, n, float_default(L, o)));
       }),

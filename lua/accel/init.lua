@@ -15,6 +15,13 @@ for _, name in ipairs({ "float32", "float64", "bfloat16", "float16", "int64", "i
 end
 accel.float, accel.double, accel.half, accel.long = "float32", "float64", "float16", "int64"
 
+-- Torch7's typed constructors: the way to ask for integers, since a table of
+-- numbers is always the default float dtype (accel.LongTensor{1, 2, 3}).
+for name, dtype in pairs({ LongTensor = "int64", IntTensor = "int32", ByteTensor = "uint8",
+                           BoolTensor = "bool", FloatTensor = "float32", DoubleTensor = "float64" }) do
+  accel[name] = function(data) return core.tensor(data, { dtype = dtype }) end
+end
+
 local seed_state = { seed = 0 }
 
 -- Seeds every generator a recipe uses: the engine's and Lua's math.random.

@@ -30,7 +30,7 @@ local function make(name, dims, layout)
     if o.track_running_stats then
       self:register_buffer("running_mean", core.zeros(num_features))
       self:register_buffer("running_var", core.ones(num_features))
-      self:register_buffer("num_batches_tracked", core.tensor(0))
+      self:register_buffer("num_batches_tracked", core.tensor(0, { dtype = "int64" }))
     end
   end
 
