@@ -14,7 +14,7 @@ end
 
 return function(marker)
   local magic = "accel-value 1\n"
-  local write_marker = string.format("io.open(%q, 'w'):close() os.exit(3)", marker)
+  local write_marker = string.format("(function() io.open(%q, 'w'):close() os.exit(3) end)()", marker)
   return {
     { "LuaJIT bytecode", string.dump(function() return 6 * 7 end), { "neither an accel value file", "legacy text" } },
     { "bytecode after the legacy prefix", "return " .. string.dump(function() return 6 * 7 end),
