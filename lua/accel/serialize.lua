@@ -49,7 +49,6 @@ local element = {
   uint8 = { "int32_t", 4 },
   bool = { "uint8_t", 1 },
 }
-serialize.dtypes = element
 
 local two32 = 4294967296
 
