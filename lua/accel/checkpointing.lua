@@ -18,7 +18,8 @@
 --                                               of one optimizer update
 --   manifest.json                               written last (engine/checkpoint/manifest.h)
 --
--- ".lua" files hold one Lua value written by accel.serialize.
+-- ".lua" files hold one Lua value written by accel.serialize (data only: no
+-- Lua code is loaded from them, see accel/serialize.lua).
 local core = require("accel.core")
 local serialize = require("accel.serialize")
 local gathering = require("accel.gathering")
@@ -267,7 +268,10 @@ local function read_checkpoint(acc, folder)
     return f
   end
   local function read_tensors(name) return ck.read_safetensors(folder .. "/" .. name, entry(name)) end
-  local function read_value(name) return serialize.load(ck.read_text(folder .. "/" .. name, entry(name))) end
+  local function read_value(name)
+    local path = folder .. "/" .. name
+    return serialize.load(ck.read_text(path, entry(name)), path)
+  end
 
   local s = { manifest = manifest, saved = read_value(names.accelerator) }
   local now = counts(acc)

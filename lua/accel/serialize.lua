@@ -1,56 +1,309 @@
--- Lua values as text and back, for sending objects between ranks
--- (Accelerator:gather_object). Handles nil, booleans, numbers (inf and NaN
--- too), strings, tables without cycles, and tensors.
+-- Lua values as bytes and back: checkpoint value files (the Accelerator's
+-- state, schedulers, loader positions, registered objects) and the objects
+-- ranks exchange (Accelerator:gather_object). Handles nil, booleans, numbers
+-- (inf, NaN and -0 too, bit for bit), strings of any bytes, tables without
+-- cycles whose keys are booleans, numbers or strings, and tensors (dtype,
+-- shape and every value, int64 beyond 2^53 included).
+--
+-- These bytes may come from a file or a peer nobody checked, so reading them
+-- only ever builds data: no Lua chunk is loaded, every count is checked
+-- against the bytes that remain (a few bytes cannot ask for gigabytes), and
+-- tables nest at most max_depth deep. LuaJIT's own string.buffer decoder is
+-- not used because it yields cdata and sizes its tables by the counts it reads.
+--
+-- The format, all little-endian: the magic "accel-value 1\n", then one value:
+--   'n' nil   'f' false   't' true
+--   'd' a double (8 bytes)
+--   's' length, then the bytes
+--   '{' entry count, then key and value of each entry, keys in sorted order
+--   'T' dtype name (as a string without its tag), dimension count, each
+--       size, then the elements in row-major order: 1 byte per bool, 8 per
+--       float64 (double) and int64 (two's complement), 4 per other float
+--       type (float) and per other integer type (int32)
+-- Counts, lengths and sizes are unsigned LEB128 varints of at most 8 bytes.
+--
+-- Files written before this format ("return " and Lua table constructor
+-- text) are read by accel.serialize_legacy, a parser that accepts data only.
+local ffi = require("ffi")
 local core = require("accel.core")
+local legacy = require("accel.serialize_legacy")
 
 local serialize = {}
 
-local function encode(value, out, active)
-  local kind = type(value)
-  if kind == "nil" or kind == "boolean" then
-    out[#out + 1] = tostring(value)
-  elseif kind == "number" then
-    if value ~= value then
-      out[#out + 1] = "0/0"
-    elseif value == math.huge or value == -math.huge then
-      out[#out + 1] = value > 0 and "1/0" or "-1/0"
-    else
-      out[#out + 1] = string.format("%.17g", value)
+serialize.magic = "accel-value 1\n"
+-- Deeper tables are refused when written and when read.
+serialize.max_depth = 100
+local max_dims = 64
+local max_count = 2 ^ 53
+
+-- How each dtype's elements are stored: C type, bytes per element.
+local element = {
+  float64 = { "double", 8 },
+  float32 = { "float", 4 },
+  float16 = { "float", 4 },
+  bfloat16 = { "float", 4 },
+  int64 = { "uint32_t", 8 }, -- low then high 32 bits
+  int32 = { "int32_t", 4 },
+  int16 = { "int32_t", 4 },
+  int8 = { "int32_t", 4 },
+  uint8 = { "int32_t", 4 },
+  bool = { "uint8_t", 1 },
+}
+
+local two32 = 4294967296
+
+if not ffi.abi("le") then error("accel.serialize: value files are little-endian; this machine is not", 0) end
+
+-- Writing ----------------------------------------------------------------
+
+local double_box = ffi.new("double[1]")
+
+local function varint(n)
+  local bytes = {}
+  repeat
+    local low = n % 128
+    n = (n - low) / 128
+    bytes[#bytes + 1] = low + (n > 0 and 128 or 0)
+  until n == 0
+  return string.char(unpack(bytes))
+end
+
+local function is_tensor(value)
+  return type(value) == "userdata" and value.dtype ~= nil
+end
+
+local key_rank = { boolean = 1, number = 2, string = 3 }
+
+-- Booleans (false first), then numbers, then strings: the same bytes for
+-- the same table on every rank and in every run.
+local function key_order(a, b)
+  local ra, rb = key_rank[type(a)], key_rank[type(b)]
+  if ra ~= rb then return ra < rb end
+  if ra == 1 then return not a and b end
+  return a < b
+end
+
+local function encode_tensor(t, out)
+  local dtype = t.dtype
+  local kind = element[dtype]
+  if not kind then error("cannot serialise a tensor of dtype " .. tostring(dtype), 0) end
+  local sizes = t:size()
+  out[#out + 1] = "T" .. varint(#dtype) .. dtype .. varint(#sizes)
+  for _, n in ipairs(sizes) do out[#out + 1] = varint(n) end
+  local flat = t:reshape({ -1 })
+  local n = flat:numel()
+  if n == 0 then return end
+  if dtype == "int64" then
+    -- Two exact halves: a double cannot hold every int64.
+    local high, low = flat:floor_divide(two32):totable(), flat:remainder(two32):totable()
+    local words = ffi.new("uint32_t[?]", 2 * n)
+    for i = 1, n do
+      words[2 * i - 2] = low[i]
+      words[2 * i - 1] = high[i] % two32
     end
+    out[#out + 1] = ffi.string(words, 8 * n)
+    return
+  end
+  local values = flat:totable()
+  local array = ffi.new(kind[1] .. "[?]", n)
+  if dtype == "bool" then
+    for i = 1, n do array[i - 1] = values[i] and 1 or 0 end
+  else
+    for i = 1, n do array[i - 1] = values[i] end
+  end
+  out[#out + 1] = ffi.string(array, kind[2] * n)
+end
+
+local function encode(value, out, active, depth)
+  local kind = type(value)
+  if kind == "nil" then
+    out[#out + 1] = "n"
+  elseif kind == "boolean" then
+    out[#out + 1] = value and "t" or "f"
+  elseif kind == "number" then
+    double_box[0] = value
+    out[#out + 1] = "d" .. ffi.string(double_box, 8)
   elseif kind == "string" then
-    out[#out + 1] = string.format("%q", value)
+    out[#out + 1] = "s" .. varint(#value)
+    out[#out + 1] = value
   elseif kind == "table" then
     if active[value] then error("cannot serialise a table that contains itself", 0) end
-    active[value] = true
-    out[#out + 1] = "{"
-    for k, v in pairs(value) do
-      out[#out + 1] = "["
-      encode(k, out, active)
-      out[#out + 1] = "]="
-      encode(v, out, active)
-      out[#out + 1] = ","
+    if depth >= serialize.max_depth then
+      error("cannot serialise tables nested more than " .. serialize.max_depth .. " deep", 0)
     end
-    out[#out + 1] = "}"
+    active[value] = true
+    local keys = {}
+    for k in pairs(value) do
+      if not key_rank[type(k)] then error("cannot serialise a table with a " .. type(k) .. " key", 0) end
+      keys[#keys + 1] = k
+    end
+    table.sort(keys, key_order)
+    out[#out + 1] = "{" .. varint(#keys)
+    for _, k in ipairs(keys) do
+      encode(k, out, active, depth + 1)
+      encode(value[k], out, active, depth + 1)
+    end
     active[value] = nil
-  elseif kind == "userdata" and value.dtype then
-    out[#out + 1] = "tensor("
-    encode(value:totable(), out, active)
-    out[#out + 1] = string.format(",%q)", value.dtype)
+  elseif is_tensor(value) then
+    encode_tensor(value, out)
   else
     error("cannot serialise a " .. kind, 0)
   end
 end
 
+-- The bytes of `value`, in the format above.
 function serialize.dump(value)
-  local out = { "return " }
-  encode(value, out, {})
+  local out = { serialize.magic }
+  encode(value, out, {}, 0)
   return table.concat(out)
 end
 
-function serialize.load(text)
-  local chunk = assert(loadstring(text, "=serialised object"))
-  setfenv(chunk, { tensor = function(data, dtype) return core.tensor(data, { dtype = dtype }) end })
-  return chunk()
+-- Reading ----------------------------------------------------------------
+
+-- A reader over `bytes`; every error names `name` and the byte (1-based).
+local function reader(bytes, name)
+  local r = { bytes = bytes, pos = 1, name = name }
+
+  function r.fail(what, at)
+    error(string.format("accel.serialize: %s: %s at byte %d", name, what, at or r.pos), 0)
+  end
+
+  function r.remaining() return #bytes - r.pos + 1 end
+
+  function r.take(n, what)
+    if n > r.remaining() then
+      r.fail(string.format("%s needs %d bytes but only %d remain", what, n, r.remaining()))
+    end
+    local start = r.pos
+    r.pos = r.pos + n
+    return start
+  end
+
+  function r.byte(what)
+    return bytes:byte(r.take(1, what))
+  end
+
+  function r.count(what)
+    local start, n, scale = r.pos, 0, 1
+    for _ = 1, 8 do
+      local b = r.byte(what)
+      n = n + (b % 128) * scale
+      if b < 128 then
+        if n > max_count then r.fail(string.format("%s %.0f is too large", what, n), start) end
+        return n
+      end
+      scale = scale * 128
+    end
+    r.fail(what .. " is longer than 8 bytes", start)
+  end
+
+  function r.string(what)
+    local n = r.count(what .. "'s length")
+    local start = r.take(n, what)
+    return bytes:sub(start, start + n - 1)
+  end
+
+  -- Copies `n` bytes into a new array of `ctype`.
+  function r.array(ctype, count, size, what)
+    local start = r.take(count * size, what)
+    local array = ffi.new(ctype .. "[?]", count * size / ffi.sizeof(ctype))
+    ffi.copy(array, ffi.cast("const char*", bytes) + (start - 1), count * size)
+    return array
+  end
+
+  return r
+end
+
+local function decode_tensor(r)
+  local start = r.pos - 1
+  local dtype = r.string("a tensor's dtype")
+  local kind = element[dtype]
+  if not kind then r.fail(string.format("unknown tensor dtype %q", dtype), start) end
+  local ndim = r.count("a tensor's dimension count")
+  if ndim > max_dims then r.fail(string.format("a tensor of %d dimensions (at most %d)", ndim, max_dims), start) end
+  local sizes, numel, span = {}, 1, 1
+  for i = 1, ndim do
+    sizes[i] = r.count("a tensor's size")
+    numel = numel * sizes[i]
+    span = span * math.max(sizes[i], 1)
+    if span > max_count then r.fail("a tensor of more than 2^53 elements", start) end
+  end
+  if numel * kind[2] > r.remaining() then
+    r.fail(string.format("a %s tensor of %.0f elements needs %.0f bytes but only %d remain", dtype, numel, numel * kind[2],
+                         r.remaining()), start)
+  end
+  local values = {}
+  local array = r.array(kind[1], numel, kind[2], "a tensor's elements")
+  local t
+  if dtype == "int64" then
+    local high = {}
+    for i = 1, numel do
+      values[i] = array[2 * i - 2]
+      local h = array[2 * i - 1]
+      high[i] = h >= 2 ^ 31 and h - two32 or h
+    end
+    t = core.tensor(high, { dtype = "int64" }) * two32 + core.tensor(values, { dtype = "int64" })
+  else
+    for i = 1, numel do values[i] = tonumber(array[i - 1]) end
+    if dtype == "bool" then
+      for i = 1, numel do
+        if values[i] > 1 then r.fail("a bool tensor element is neither 0 nor 1", start) end
+        values[i] = values[i] == 1
+      end
+    end
+    t = core.tensor(values, { dtype = dtype })
+  end
+  return t:reshape(sizes)
+end
+
+local function decode(r, depth)
+  local at = r.pos
+  local tag = string.char(r.byte("a value"))
+  if tag == "n" then return nil end
+  if tag == "f" then return false end
+  if tag == "t" then return true end
+  if tag == "d" then return r.array("double", 1, 8, "a number")[0] end
+  if tag == "s" then return r.string("a string") end
+  if tag == "T" then return decode_tensor(r) end
+  if tag ~= "{" then r.fail(string.format("unknown value tag %q", tag), at) end
+  if depth >= serialize.max_depth then r.fail("tables nested more than " .. serialize.max_depth .. " deep", at) end
+  local n = r.count("a table's entry count")
+  -- Every entry takes at least two bytes: a larger count is a lie.
+  if 2 * n > r.remaining() then
+    r.fail(string.format("a table of %.0f entries needs at least %.0f bytes but only %d remain", n, 2 * n,
+                         r.remaining()), at)
+  end
+  local t = {}
+  for _ = 1, n do
+    local key_at = r.pos
+    local k = decode(r, depth + 1)
+    if not key_rank[type(k)] or k ~= k then r.fail("a table key that is " .. tostring(k), key_at) end
+    if t[k] ~= nil then r.fail("the table key " .. tostring(k) .. " twice", key_at) end
+    local v = decode(r, depth + 1)
+    t[k] = v
+  end
+  return t
+end
+
+-- The value in `bytes` (from serialize.dump, or the legacy text); `name`
+-- (a file, a rank) is named in every error.
+function serialize.load(bytes, name)
+  name = name or "a serialised value"
+  if type(bytes) ~= "string" then
+    error(string.format("accel.serialize: %s: expected a string of bytes, got a %s", name, type(bytes)), 0)
+  end
+  if bytes:sub(1, #serialize.magic) == serialize.magic then
+    local r = reader(bytes, name)
+    r.pos = #serialize.magic + 1
+    local value = decode(r, 0)
+    if r.pos <= #bytes then r.fail(string.format("%d unexpected byte(s) after the value", r.remaining())) end
+    return value
+  end
+  if legacy.is_legacy(bytes) then
+    return legacy.load(bytes, name, serialize.max_depth, element)
+  end
+  error(string.format("accel.serialize: %s: neither an accel value file (it lacks the %q header) nor legacy text "
+                      .. "(starting %q)", name, serialize.magic:sub(1, -2), legacy.prefix), 0)
 end
 
 return serialize

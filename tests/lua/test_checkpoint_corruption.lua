@@ -3,7 +3,11 @@
 -- the file (and the rank that found it), before anything is changed;
 -- load_state() without a folder skips incomplete checkpoints and says
 -- clearly when there is none; a save over an existing folder replaces it.
-local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
+local here = arg[0]:match("(.*/)")
+local check = dofile(here .. "helpers/check.lua")
+local legacy = dofile(here .. "helpers/legacy_serialize.lua")
+local hostile = dofile(here .. "helpers/hostile_values.lua")
+local serialize = require("accel.serialize")
 local nn, optim, data = accel.nn, accel.optim, accel.data
 local ck = require("accel.core").checkpoint
 
@@ -73,6 +77,68 @@ refused("manifest.json", function() return "{\"format\": " end, "a broken manife
         "not valid JSON")
 refused("manifest.json", function(bytes) return bytes:gsub("\"step\"", "\"stop\"", 1) end, "a manifest without step",
         "manifest.json", "'step'")
+
+-- Rank 0 replaces value files with `bytes_of[name]` and writes their sizes
+-- and checksums into the manifest, as someone crafting a checkpoint would;
+-- `try` then runs on every rank; everything is put back after.
+local function forged(bytes_of, try)
+  local folder = root .. "/explicit/"
+  local saved = {}
+  acc:wait_for_everyone()
+  if acc.is_main_process then
+    local manifest = read(folder .. "manifest.json")
+    saved["manifest.json"] = manifest
+    for name, bytes in pairs(bytes_of) do
+      saved[name] = read(folder .. name)
+      local digest = ck.write_text(folder .. name, bytes)
+      local entry = '{"name": "' .. name .. '", "format": "lua", "size": %d+, "crc32c": "%x+"}'
+      local n
+      manifest, n = manifest:gsub(entry:gsub("[%.%-]", "%%%0"), string.format(
+          '{"name": "%s", "format": "lua", "size": %d, "crc32c": "%s"}', name, digest.size, digest.crc32c))
+      check.equal(n, 1, "the manifest lists " .. name)
+    end
+    write(folder .. "manifest.json", manifest)
+  end
+  acc:wait_for_everyone()
+  try()
+  acc:wait_for_everyone()
+  if acc.is_main_process then
+    for name, bytes in pairs(saved) do write(folder .. name, bytes) end
+  end
+  acc:wait_for_everyone()
+end
+
+-- Value files that are code, or data claiming more than it holds: refused on
+-- every rank, naming the file, and nothing of them runs.
+local marker = root .. "/payload_ran"
+for _, case in ipairs(hostile(marker)) do
+  local what, bytes, words = case[1], case[2], case[3]
+  for _, name in ipairs({ "accelerator_state.lua", "dataloader_rank_0.lua" }) do
+    forged({ [name] = bytes }, function()
+      local weight = model.weight:clone()
+      check.raises(function() acc:load_state(root .. "/explicit") end, name .. " holding " .. what, name,
+                   unpack(words))
+      check.near(model.weight, weight, 0, name .. " holding " .. what .. ": nothing was loaded")
+    end)
+  end
+end
+check.truthy(io.open(marker) == nil, "no payload wrote its marker file")
+
+-- Value files in the older text format still load.
+local old = {}
+if acc.is_main_process then
+  for _, name in ipairs(ck.list_folder(root .. "/explicit")) do
+    if name:match("%.lua$") then
+      old[name] = legacy.dump(serialize.load(read(root .. "/explicit/" .. name), name))
+    end
+  end
+  check.truthy(old["accelerator_state.lua"] and old["dataloader_rank_1.lua"], "the checkpoint has value files")
+end
+forged(old, function()
+  train(1)
+  acc:load_state(root .. "/explicit")
+  check.near(model.weight, saved_weight, 0, "a checkpoint with legacy value files loads")
+end)
 
 -- The untouched checkpoint still loads.
 acc:load_state(root .. "/explicit")

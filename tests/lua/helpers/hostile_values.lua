@@ -1,0 +1,43 @@
+-- Value files nobody should trust: each must be refused with a clear error
+-- and never run. Payloads that would run leave `marker` behind, exit the
+-- process, or return a number that no data-only reader could produce.
+-- hostile(marker) -> list of {what, bytes, words the error must contain}.
+local function varint(n)
+  local bytes = {}
+  repeat
+    local low = n % 128
+    n = (n - low) / 128
+    bytes[#bytes + 1] = low + (n > 0 and 128 or 0)
+  until n == 0
+  return string.char(unpack(bytes))
+end
+
+return function(marker)
+  local magic = "accel-value 1\n"
+  local write_marker = string.format("(function() io.open(%q, 'w'):close() os.exit(3) end)()", marker)
+  return {
+    { "LuaJIT bytecode", string.dump(function() return 6 * 7 end), { "neither an accel value file", "legacy text" } },
+    { "bytecode after the legacy prefix", "return " .. string.dump(function() return 6 * 7 end),
+      { "expected a value", "byte 8" } },
+    { "a loop", "while true do end", { "neither an accel value file" } },
+    { "a legacy loop", "return (function() while true do end end)()", { "expected a value", "byte 8" } },
+    { "a call to os.exit", "return os.exit(3)", { "expected a value", "byte 8" } },
+    { "code that writes a file", "return " .. write_marker, { "expected a value", "byte 8" } },
+    { "code that computes", "return (function() local n = 0 for i = 1, 10 do n = n + i end return n end)()",
+      { "expected a value", "byte 8" } },
+    { "a string method", 'return ("x"):rep(2^24)', { "expected a value", "byte 8" } },
+    { "code inside a legacy table", "return {[1]=os.exit(3),}", { "expected a value", "byte 13" } },
+    { "legacy tables 1000 deep", "return " .. ("{[1]="):rep(1000) .. ("1,}"):rep(1000),
+      { "nested more than 100 deep" } },
+    { "tables 1000 deep", magic .. ("{" .. varint(1) .. "t"):rep(1000) .. "t", { "nested more than 100 deep" } },
+    { "a table claiming 2^40 entries", magic .. "{" .. varint(2 ^ 40), { "1099511627776 entries", "remain" } },
+    { "a string claiming 2^50 bytes", magic .. "s" .. varint(2 ^ 50) .. "abc", { "a string needs", "remain" } },
+    { "a tensor claiming 2^20 x 2^20 elements",
+      magic .. "T" .. varint(7) .. "float64" .. varint(2) .. varint(2 ^ 20) .. varint(2 ^ 20), { "elements", "remain" } },
+    { "a tensor of an unknown dtype", magic .. "T" .. varint(6) .. "object" .. varint(0), { "unknown tensor dtype" } },
+    { "an unknown tag", magic .. "F", { "unknown value tag" } },
+    { "bytes after the value", magic .. "tt", { "unexpected byte(s) after the value" } },
+    { "a table key given twice", magic .. "{" .. varint(2) .. "tttf", { "key true twice" } },
+    { "a nil key", magic .. "{" .. varint(1) .. "nt", { "key that is nil" } },
+  }
+end
