@@ -10,6 +10,8 @@ local AcceleratedScheduler = require("accel.accelerated_scheduler")
 local gathering = require("accel.gathering")
 local checkpointing = require("accel.checkpointing")
 local ProjectConfiguration = require("accel.project_configuration")
+local PartialState = require("accel.partial_state")
+local GradientAccumulationPlugin = require("accel.gradient_accumulation_plugin")
 
 local dist = core.dist
 
@@ -26,6 +28,8 @@ local defaults = {
   seed = false,
   loss_scaler = false,  -- fp16: {init_scale, growth_factor, backoff_factor, growth_interval}
   project_config = false,  -- accel.ProjectConfiguration: where save_state() writes by itself
+  gradient_accumulation_plugin = false,  -- accel.GradientAccumulationPlugin
+  sync_each_batch = false,  -- all-reduce gradients on every micro-step (see gradient_accumulation_plugin.lua)
 }
 
 local function fail(message)
@@ -48,6 +52,16 @@ local function check_options(options)
   if options.project_config and not ProjectConfiguration.is(options.project_config) then
     fail("project_config must be made by accel.ProjectConfiguration{...}")
   end
+  local plugin = options.gradient_accumulation_plugin
+  if plugin and not GradientAccumulationPlugin.is(plugin) then
+    fail("gradient_accumulation_plugin must be made by accel.GradientAccumulationPlugin{...}")
+  end
+  if plugin and options.gradient_accumulation_steps ~= nil then
+    fail("give gradient_accumulation_steps or gradient_accumulation_plugin, not both")
+  end
+  if options.sync_each_batch ~= nil and type(options.sync_each_batch) ~= "boolean" then
+    fail("sync_each_batch must be a boolean, got " .. tostring(options.sync_each_batch))
+  end
   local steps = options.gradient_accumulation_steps
   if steps ~= nil and (type(steps) ~= "number" or steps < 1 or steps % 1 ~= 0) then
     fail("gradient_accumulation_steps must be a positive integer, got " .. tostring(steps))
@@ -66,30 +80,26 @@ end
 local function new(_, options)
   options = options or {}
   check_options(options)
-  local state = dist.state()
+  local state = PartialState{ cpu = options.cpu }
   local from_launcher = launcher_defaults()
+  local plugin = options.gradient_accumulation_plugin or nil
   local function option(name)
     if options[name] ~= nil then return options[name] end
     if from_launcher[name] ~= nil then return from_launcher[name] end
     return defaults[name]
   end
   local self = setmetatable({
-    process_index = state.rank,
-    local_process_index = state.local_rank,
-    num_processes = state.world_size,
-    is_main_process = state.rank == 0,
-    is_local_main_process = state.local_rank == 0,
-    device = "cpu",
-    distributed_type = state.world_size > 1 and "MULTI_CPU" or "NO",
+    state = state,  -- the process facts below are copied from it
     mixed_precision = option("mixed_precision"),
-    gradient_accumulation_steps = option("gradient_accumulation_steps"),
+    gradient_accumulation_steps = plugin and plugin.num_steps or option("gradient_accumulation_steps"),
+    sync_each_batch = plugin and plugin.sync_each_batch or option("sync_each_batch"),
+    sync_with_dataloader = not plugin or plugin.sync_with_dataloader,
     even_batches = option("even_batches"),
     split_batches = option("split_batches"),
     bucket_bytes = option("bucket_bytes"),
     sync_gradients = true,
     -- Written by prepared data loaders (see data/dataloader.lua).
     gradient_state = { end_of_dataloader = false },
-    _world = { rank = state.rank, size = state.world_size },
     _models = {},       -- {model, reducer, no_sync}
     -- What save_state writes besides the models, in preparation order.
     _optimizers = {},
@@ -102,8 +112,8 @@ local function new(_, options)
     _sync_steps = 0,
     _trigger = false,
   }, Accelerator)
+  for _, name in ipairs(PartialState.FACTS) do self[name] = state[name] end
   if self.mixed_precision == "fp16" then self._scaler = core.amp.LossScaler(options.loss_scaler or {}) end
-  if state.world_size > 1 then dist.init() end
   if options.seed then require("accel").set_seed(options.seed) end
   return self
 end
@@ -234,10 +244,24 @@ function Accelerator:backward(loss, options)
     loss = loss / self.gradient_accumulation_steps
   end
   if self._scaler then loss = loss * self._scaler:scale() end
+  -- Off sync steps, sync_each_batch and trigger_sync_in_backward still
+  -- all-reduce: the reducer sums the accumulated gradients over ranks, so
+  -- dividing by the number of ranks keeps them equal on every rank and the
+  -- final sync step's sum over ranks right.
+  local early = {}
   for _, entry in ipairs(self._models) do
-    if entry.reducer then entry.reducer:set_sync(self.sync_gradients and not entry.no_sync) end
+    if entry.reducer then
+      local sync = self.sync_gradients and not entry.no_sync
+      if not sync and (entry.sync_next_backward or (self.sync_each_batch and not entry.no_sync)) then
+        sync = true
+        early[#early + 1] = entry
+      end
+      entry.reducer:set_sync(sync)
+    end
+    entry.sync_next_backward = nil
   end
   loss:backward()
+  for _, entry in ipairs(early) do entry.reducer:finalize(self.num_processes) end
   if self.sync_gradients then self:_finish_sync() end
 end
 
@@ -324,7 +348,7 @@ end
 function Accelerator:accumulate(model, fn)
   entry_of(self, model)
   self._micro_step = self._micro_step + 1
-  local end_of_data = self.gradient_state.end_of_dataloader
+  local end_of_data = self.sync_with_dataloader and self.gradient_state.end_of_dataloader
   self.sync_gradients = end_of_data or self._micro_step % self.gradient_accumulation_steps == 0
   if end_of_data then self._micro_step = 0 end
   return fn()
@@ -341,6 +365,12 @@ function Accelerator:no_sync(model, fn)
   return unpack(results, 2, table.maxn(results))
 end
 
+-- The next backward synchronises this model's gradients even on a
+-- micro-step that would not (inside no_sync or accumulate), as Accelerate's.
+function Accelerator:trigger_sync_in_backward(model)
+  entry_of(self, model).sync_next_backward = true
+end
+
 -- Runs fn under the configured mixed precision (bf16 autocast).
 function Accelerator:autocast(fn)
   if self.mixed_precision ~= "bf16" then return fn() end
@@ -348,58 +378,17 @@ function Accelerator:autocast(fn)
 end
 
 -- Collectives ----------------------------------------------------------------
-
-function Accelerator:gather(value)
-  return gathering.gather(self._world, value)
-end
+-- gather, reduce, broadcast, pad_across_processes, gather_object,
+-- split_between_processes, wait_for_everyone and synchronize_rng_states
+-- come from PartialState.
 
 -- Like gather, without the samples repeated to even out the last batch.
 function Accelerator:gather_for_metrics(value)
   return gathering.gather_for_metrics(self._world, value, self.gradient_state.batch_padding)
 end
 
-function Accelerator:reduce(value, op)
-  return gathering.reduce(self._world, value, op)
-end
-
-function Accelerator:broadcast(value, from)
-  return gathering.broadcast(self._world, value, from)
-end
-
-function Accelerator:pad_across_processes(value, options)
-  return gathering.pad_across_processes(self._world, value, options)
-end
-
-function Accelerator:gather_object(value)
-  return gathering.gather_object(self._world, value)
-end
-
-function Accelerator:split_between_processes(value, options)
-  return gathering.split_between_processes(self._world, value, options)
-end
-
-function Accelerator:wait_for_everyone()
-  if self.num_processes > 1 then dist.barrier() end
-end
-
 -- Process helpers ------------------------------------------------------------
-
-function Accelerator:print(...)
-  if self.is_main_process then print(...) end
-end
-
--- fn runs on the main process first, then on the others.
-function Accelerator:main_process_first(fn)
-  if not self.is_main_process then self:wait_for_everyone() end
-  local results = { fn() }
-  if self.is_main_process then self:wait_for_everyone() end
-  return unpack(results, 1, table.maxn(results))
-end
-
--- Runs fn (and returns its results) on the main process only.
-function Accelerator:on_main_process(fn)
-  if self.is_main_process then return fn() end
-end
+-- print, main_process_first and the on_* helpers come from PartialState.
 
 -- set_trigger() on any rank makes the next check_trigger() true on all.
 function Accelerator:set_trigger()
@@ -463,4 +452,4 @@ function Accelerator:end_training()
   self:wait_for_everyone()
 end
 
-return setmetatable(Accelerator, { __call = new })
+return setmetatable(Accelerator, { __index = PartialState, __call = new })

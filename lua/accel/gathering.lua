@@ -4,6 +4,10 @@
 -- explicitly, so it is testable and holds no state.
 local core = require("accel.core")
 local serialize = require("accel.serialize")
+local guard = require("accel.collective_guard")
+local args = require("accel.nn.args")
+local dataset = require("accel.data.dataset")
+local Subset = require("accel.data.subset")
 
 local dist = core.dist
 local gathering = {}
@@ -102,14 +106,24 @@ function gathering.gather_object(world, value)
   return out
 end
 
-function gathering.reduce(world, value, op)
+-- Reduces every tensor across ranks, as Accelerate's reduce does: "sum",
+-- "mean", "max" or "min" ("none" sums too, as there), then multiplies by
+-- `scale` (default 1). Returns copies; the inputs are left alone.
+local reductions = { sum = "sum", mean = "sum", max = "max", min = "min", none = "sum" }
+
+function gathering.reduce(world, value, op, scale)
   op = op or "sum"
-  if op ~= "sum" and op ~= "mean" then
-    error("reduce: op must be 'sum' or 'mean', got '" .. tostring(op) .. "'", 3)
+  if not reductions[op] then
+    args.error("reduce: op must be 'sum', 'mean', 'max', 'min' or 'none', got '" .. tostring(op) .. "'")
   end
-  return map_tensors(value, function(t)
+  if scale ~= nil and type(scale) ~= "number" then
+    args.error("reduce: scale must be a number, got a " .. type(scale))
+  end
+  return guard(world, map_tensors, value, function(t)
     local copy = t:detach():clone():contiguous()
-    if world.size > 1 then dist.all_reduce(copy, op) end
+    if world.size > 1 then dist.all_reduce(copy, reductions[op]) end
+    if op == "mean" then copy = copy / world.size end
+    if scale and scale ~= 1 then copy = copy * scale end
     return copy
   end, "reduce")
 end
@@ -124,41 +138,86 @@ function gathering.broadcast(world, value, from)
   end, "broadcast")
 end
 
--- This rank's contiguous share of a list, a tensor (by rows) or a table of
--- tensors: sizes differ by at most one, the first ranks taking the extra.
--- With apply_padding, shorter shares repeat their last element so every
--- rank gets as many.
-function gathering.split_between_processes(world, value, options)
-  local padded = options and options.apply_padding
-  local function share(n)
-    local base, extra = math.floor(n / world.size), n % world.size
-    local r = world.rank
-    return r * base + math.min(r, extra), base + (r < extra and 1 or 0), base + (extra > 0 and 1 or 0)
+-- This rank's contiguous share of a list, a tensor (by rows), a data set
+-- (a table with __len and get: a Subset of it) or a table of those (split
+-- alike, each value the same length): sizes differ by at most one, the
+-- first ranks taking the extra. A share may be empty (fewer items than
+-- ranks). With apply_padding, shorter shares repeat the input's last
+-- element so every rank gets as many, as Accelerate does.
+local function is_dataset(value)
+  local mt = type(value) == "table" and getmetatable(value)
+  return mt and type(mt.__len) == "function" and type(value.get) == "function" or false
+end
+
+local function length_of(value, key)
+  if type(value) == "userdata" and value.dtype then
+    if value:dim() == 0 then
+      args.error("split_between_processes: cannot split a 0-dim tensor" .. key)
+    end
+    return value:size(1)
   end
-  local function split_tensor(t)
-    local start, count, longest = share(t:size(1))
-    local part = t:narrow(1, start + 1, count)
-    if padded and count < longest and count > 0 then
-      part = core.cat({ part, part:narrow(1, count, 1):expand(longest - count, unpack(t:size(), 2)) }, 1)
+  if is_dataset(value) then return dataset.length(value) end
+  if type(value) == "table" then return #value end
+  args.error("split_between_processes: expected a list, a tensor, a data set or a table of them, got a "
+             .. type(value) .. key)
+end
+
+local function split_one(value, n, start, count, longest, padded)
+  if type(value) == "userdata" then
+    -- An empty share is 0 rows taken from the start (narrow refuses a start
+    -- past the end, even for 0 rows).
+    local part = value
+    if count > 0 then part = value:narrow(1, start + 1, count) elseif n > 0 then part = value:narrow(1, 1, 0) end
+    if padded and count < longest then
+      local last = value:narrow(1, n, 1)
+      part = core.cat({ part, last:expand(longest - count, unpack(value:size(), 2)) }, 1)
     end
     return part
   end
-  if type(value) == "userdata" then return split_tensor(value) end
-  if type(value) ~= "table" then
-    error("split_between_processes: expected a list, a tensor or a table of tensors, got a " .. type(value), 2)
+  local indices = {}
+  for i = 1, count do indices[i] = start + i end
+  if padded then
+    for i = count + 1, longest do indices[i] = n end
   end
-  if value[1] == nil and next(value) ~= nil then  -- a table of tensors, split alike
-    local out = {}
-    for k, t in pairs(value) do out[k] = split_tensor(t) end
-    return out
-  end
-  local start, count, longest = share(#value)
+  if is_dataset(value) then return Subset(value, indices) end
   local out = {}
-  for i = 1, count do out[i] = value[start + i] end
-  if padded and count > 0 then
-    for i = count + 1, longest do out[i] = out[count] end
-  end
+  for i, index in ipairs(indices) do out[i] = value[index] end
   return out
+end
+
+function gathering.split_between_processes(world, value, options)
+  local padded = args.options("split_between_processes", options, { apply_padding = false }).apply_padding
+  local nested = type(value) == "table" and not is_dataset(value) and value[1] == nil and next(value) ~= nil
+  local n
+  if nested then  -- a table of lists, tensors or data sets, split alike
+    local keys = {}
+    for k in pairs(value) do keys[#keys + 1] = k end
+    table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+    for _, k in ipairs(keys) do
+      local len = length_of(value[k], " under key '" .. tostring(k) .. "'")
+      n = n or len
+      if len ~= n then
+        args.error(string.format("split_between_processes: every value must have the same length; '%s' has %d, "
+                                 .. "'%s' has %d", tostring(keys[1]), n, tostring(k), len))
+      end
+    end
+  else
+    n = length_of(value, "")
+  end
+  if padded and n == 0 then
+    args.error("split_between_processes: apply_padding needs at least one element to repeat")
+  end
+  local base, extra = math.floor(n / world.size), n % world.size
+  local r = world.rank
+  local start = r * base + math.min(r, extra)
+  local count = base + (r < extra and 1 or 0)
+  local longest = base + (extra > 0 and 1 or 0)
+  return guard(world, function()
+    if not nested then return split_one(value, n, start, count, longest, padded) end
+    local out = {}
+    for k, v in pairs(value) do out[k] = split_one(v, n, start, count, longest, padded) end
+    return out
+  end)
 end
 
 return gathering

@@ -41,9 +41,25 @@ function accel.initial_seed()
   return seed_state.seed
 end
 
+local random_state = require("accel.random_state")
+
+-- Generator states, as torch.get_rng_state / set_rng_state; the same for
+-- math.random; and rank 0's states copied to every rank.
+accel.get_rng_state = random_state.get
+accel.set_rng_state = random_state.set
+accel.get_math_random_state = random_state.get_math_random
+accel.set_math_random_state = random_state.set_math_random
+function accel.synchronize_rng_states()
+  local s = core.dist.state()
+  if s.world_size > 1 then core.dist.init() end
+  random_state.synchronize({ rank = s.rank, size = s.world_size })
+end
+
 accel.nn = require("accel.nn")
 accel.optim = require("accel.optim")
 accel.data = require("accel.data")
+accel.PartialState = require("accel.partial_state")
+accel.GradientAccumulationPlugin = require("accel.gradient_accumulation_plugin")
 accel.Accelerator = require("accel.accelerator")
 accel.ProjectConfiguration = require("accel.project_configuration")
 accel.find_executable_batch_size = require("accel.batch_size_finder")

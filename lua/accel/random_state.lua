@@ -1,0 +1,47 @@
+-- The generators a recipe draws from: the engine's (randn, dropout,
+-- randperm...) and Lua's math.random. Their states can be read, restored
+-- and copied from rank 0 to every rank.
+local core = require("accel.core")
+local args = require("accel.nn.args")
+
+local dist = core.dist
+local random_state = {}
+
+-- The engine's generator state, a uint8 tensor (as torch.get_rng_state).
+function random_state.get()
+  return core.checkpoint.generator_state()
+end
+
+function random_state.set(state)
+  if type(state) ~= "userdata" or state.dtype ~= "uint8" or state:dim() ~= 1 then
+    args.error("accel.set_rng_state: expected the uint8 tensor accel.get_rng_state() returns, got a "
+               .. (type(state) == "userdata" and tostring(state.dtype) .. " tensor" or type(state)))
+  end
+  core.checkpoint.set_generator_state(state)
+end
+
+-- math.random's state, an int64 tensor of 4 words.
+function random_state.get_math_random()
+  return core.math_random_state()
+end
+
+function random_state.set_math_random(state)
+  if type(state) ~= "userdata" then
+    args.error("accel.set_math_random_state: expected the int64 tensor accel.get_math_random_state() returns, got a "
+               .. type(state))
+  end
+  core.set_math_random_state(state)
+end
+
+-- Every rank takes rank 0's states, so random draws agree from here on.
+function random_state.synchronize(world)
+  if world.size == 1 then return end
+  local generator = random_state.get():contiguous()
+  dist.broadcast(generator, 0)
+  random_state.set(generator)
+  local words = random_state.get_math_random():contiguous()
+  dist.broadcast(words, 0)
+  random_state.set_math_random(words)
+end
+
+return random_state
