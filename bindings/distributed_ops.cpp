@@ -5,6 +5,7 @@
 
 #include <memory>
 
+#include "bindings/error_log.h"
 #include "bindings/lua_support.h"
 #include "engine/communicator.h"
 #include "engine/gradient_reducer.h"
@@ -118,6 +119,9 @@ std::vector<Binding> dist_bindings() {
         return communicator(L).all_gather(t);
       }),
       bind("barrier", [](lua_State* L) { communicator(L).barrier(); }),
+      // Ends this rank with `text` as its reported error, beyond any pcall
+      // (lua/accel/collective_guard.lua).
+      bind("exit_with_error", [](std::string text) { exit_with_error(text); }),
       // Lua strings as uint8 tensors and back, to send serialised objects.
       bind("string_to_bytes", [](std::string s) {
         return at::from_blob(s.data(), {static_cast<int64_t>(s.size())}, at::kByte).clone();

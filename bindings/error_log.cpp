@@ -1,6 +1,7 @@
 #include "bindings/error_log.h"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -22,9 +23,15 @@ void on_collective_failure(const std::string& text) {
   std::this_thread::sleep_for(std::chrono::seconds(5));
 }
 
-bool log_fatal_error(const std::string& text) {
+void report_fatal(const std::string& text) {
   const char* path = error_file();
-  return path && append_error_record(path, kFatalRecord, text);
+  if (!path || !append_error_record(path, kFatalRecord, text)) std::fprintf(stderr, "%s\n", text.c_str());
+}
+
+void exit_with_error(const std::string& text) {
+  report_fatal(text);
+  std::fflush(nullptr);
+  std::_Exit(1);
 }
 
 }  // namespace accel::lua

@@ -15,8 +15,12 @@ void log_cpp_backtrace(const std::string& text);
 // than take this rank's error for the cause. Returns to raise the error
 // when the launcher did not stop us.
 void on_collective_failure(const std::string& text);
-// Records the error that ends the worker. Returns false when no error file is
-// set, so the caller prints it itself.
-bool log_fatal_error(const std::string& text);
+// Records the error that ends the worker: in the error file under a launcher,
+// else (under mpirun) on stderr.
+void report_fatal(const std::string& text);
+// Reports `text` as the worker's fatal error and ends the process at once,
+// without teardown: peers may be blocked on this rank, and its exit is what
+// frees them.
+[[noreturn]] void exit_with_error(const std::string& text);
 
 }  // namespace accel::lua

@@ -190,10 +190,6 @@ bool run_recipe(lua_State* L, const std::string& recipe) {
   return lua_pcall(L, 0, 0, handler) == 0;
 }
 
-void report_fatal(const std::string& text) {
-  if (!log_fatal_error(text)) std::fprintf(stderr, "%s\n", text.c_str());
-}
-
 }  // namespace
 }  // namespace accel::lua
 
@@ -230,12 +226,7 @@ extern "C" int accel_worker_main(int argc, char** argv) {
   lua::set_package_path(L, lua_dir);
   lua::preload_core(L, &comm_options);
   lua::set_arg_table(L, options);
-  if (!lua::run_recipe(L, options.recipe)) {
-    lua::report_fatal(lua_tostring(L, -1));
-    std::fflush(nullptr);
-    // No teardown: peers may be blocked on us, and exiting is what frees them.
-    std::_Exit(1);
-  }
+  if (!lua::run_recipe(L, options.recipe)) lua::exit_with_error(lua_tostring(L, -1));
   lua_close(L);  // frees tensors and ends the communicator (MPI_Finalize included)
   std::fflush(nullptr);
   // LibTorch's static destructors deregister every kernel one by one (about

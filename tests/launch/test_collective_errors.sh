@@ -17,6 +17,7 @@ run_accel --nproc 3 --threads 1 --timeout 20 "$work/caught_reduce.lua"
 expect "caught reduce error: the run fails" [ "$status" -eq 1 ]
 expect "caught reduce error: well before the timeout" [ "$elapsed" -lt 15 ]
 expect "caught reduce error: the error is shown" contains "$err" "reduce: expected a tensor"
+expect "caught reduce error: the report names the rank" contains "$err" "rank 1 failed"
 expect "caught reduce error: no rank carried on" lacks "$out$err" "carried on"
 expect "caught reduce error: no process left" no_survivors
 
