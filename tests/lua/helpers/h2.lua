@@ -111,16 +111,20 @@ return function(check)
     local single = {}
     for xb in data.DataLoader(stream(7), { batch_size = 2 }):iter() do single[#single + 1] = ids(xb) end
     check.near(single, { { 1, 2 }, { 3, 4 }, { 5, 6 }, { 7 } }, 0, "iterable, one process")
+    local i = 0
     local once = data.DataLoader(function()
-      local i = 0
-      return function() i = i + 1; if i <= 3 then return accel.tensor({ i }, { dtype = accel.float32 }) end end
+      i = i + 1
+      if i <= 3 then return accel.tensor({ i }, { dtype = accel.float32 }) end
     end)
     check.raises(function() data.DataLoader(stream(3), { shuffle = true }) end, "iterable with shuffle",
                  "shuffle", "iterable")
     check.raises(function() data.DataLoader(stream(3), { sampler = { 1 } }) end, "iterable with sampler",
                  "sampler")
     check.raises(function() data.DataLoader(stream(3)):num_batches() end, "iterable length", "no length")
-    check.truthy(once, "an iterator function is a data set")
+    local first = {}
+    for xb in once:iter() do first[#first + 1] = ids(xb) end
+    check.near(first, { { 1 }, { 2 }, { 3 } }, 0, "an iterator function is a data set")
+    check.raises(function() once:iter() end, "an iterator function is read once", "already read", "iter()")
 
     for _, n in ipairs({ 11, 12, 2 }) do
       for _, o in ipairs({
@@ -284,6 +288,15 @@ return function(check)
       end
     end, { even_batches = false })
     check.equal(loader.even_batches, true, "join restores even_batches")
+    -- A joined rank's last synchronising backward was a shadow step: the
+    -- reducer's hook fired for every parameter.
+    if rank > 0 then
+      local ready = 0
+      for _, event in ipairs(acc._models[1].reducer:last_events()) do
+        if event[1] == "gradient" then ready = ready + 1 end
+      end
+      check.equal(ready, 2, "shadow step: gradients ready on rank " .. rank)
+    end
     check.equal(mine, rank == 0 and steps + 1 or steps, "batches on rank " .. rank)
     check.near(model.weight, { { w } }, 1e-5, "join: weight = single-process updates")
     check.near(model.bias, { b }, 1e-5, "join: bias = single-process updates")
