@@ -7,7 +7,10 @@
 -- collate (a Lua function from a list of samples, each the list of fields
 -- get(i) returned, to the batch's values), num_workers (0: threads that
 -- gather the next batches' rows in C++ ahead of the loop; built-in data
--- sets only, and the batches are exactly those of num_workers = 0).
+-- sets only, and the batches are exactly those of num_workers = 0),
+-- sampler / batch_sampler (sampler.lua). The data set may also be iterable
+-- (iterable_shard.lua): such loaders, those with a sampler and those with
+-- dispatch_batches are read round by round (round_loop.lua).
 -- Epoch e's order is the engine's permutation for seed + e (0-based e, the
 -- same on every rank; see engine/data/epoch_plan.h); an iter() started
 -- while the previous epoch is unfinished (the loop left with break) reads
@@ -16,7 +19,8 @@
 --
 -- The interface the Accelerator uses:
 --
--- loader:shard(rank, world_size, {even_batches = true, split_batches = false, state = tbl})
+-- loader:shard(rank, world_size, {even_batches = true, split_batches = false,
+--              dispatch_batches = false, state = tbl})
 --   Called by Accelerator:prepare: from then on this loader reads rank
 --   `rank`'s share of every epoch. Rank r reads positions r, r + W, r + 2W,
 --   ... of the epoch's order, so step k over all W ranks covers what one

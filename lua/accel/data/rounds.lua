@@ -41,8 +41,8 @@ return function(loader, epoch)
   end
   local next_round = loader.kind == "map" and plan_rounds(loader, epoch) or sampler.rounds(loader, epoch)
   return next_round, function(indices)
-    for i, index in ipairs(indices) do indices[i] = index - 1 end
-    local rows = core.tensor(indices, { dtype = "int64" })
-    return loader:batch_reader(rows, #indices, true)(1)
+    local rows = {}  -- 0-based; the list may be the user's batch_sampler's own
+    for i, index in ipairs(indices) do rows[i] = index - 1 end
+    return loader:batch_reader(core.tensor(rows, { dtype = "int64" }), #rows, true)(1)
   end
 end
