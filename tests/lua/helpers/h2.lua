@@ -50,7 +50,7 @@ return function(check)
     local n = #s
     if o.drop_last then
       for i = n, math.floor(n / G) * G + 1, -1 do s[i] = nil end
-    elseif o.even_batches and n % G ~= 0 then
+    elseif o.even_batches and W > 1 and n % G ~= 0 then  -- one process: nothing to even out
       local i = 0
       while #s % G ~= 0 do
         i = i + 1
@@ -187,7 +187,7 @@ return function(check)
     -- batch of the last round gets as many samples as the first batch,
     -- cycled from the items of the first W batches.
     local batches = { { 1, 2, 3 }, { 4 }, { 5, 6 }, { 7, 8, 9, 10 }, { 11 } }
-    local expected = W == 2 and { { { 1, 2, 3 }, { 5, 6 }, { 11 } }, { { 4 }, { 7, 8, 9, 10 }, { 1, 2, 3 } } }
+    local expected = W == 1 and { batches } or W == 2 and { { { 1, 2, 3 }, { 5, 6 }, { 11 } }, { { 4 }, { 7, 8, 9, 10 }, { 1, 2, 3 } } }
                      or { { { 1, 2, 3 }, { 7, 8, 9, 10 } }, { { 4 }, { 11 } }, { { 5, 6 }, { 1, 2, 3 } } }
     local acc = accel.Accelerator{}
     local loader = acc:prepare(data.DataLoader(data.TensorDataset(x), { batch_sampler = batches }))
@@ -281,7 +281,7 @@ return function(check)
     model, opt, loader = acc:prepare(model, opt, loader)
     local mine = 0
     acc:join_uneven_inputs({ model }, function()
-      check.equal(loader.even_batches, false, "join overrides even_batches")
+      check.equal(loader.even_batches, W == 1, "join overrides even_batches (one process: nothing to join)")
       for xb, yb in loader:iter() do
         acc:backward(nn.functional.mse_loss(model(xb), yb))
         opt:step()
@@ -304,5 +304,39 @@ return function(check)
     check.near(model.bias, { b }, 1e-5, "join: bias = single-process updates")
     check.raises(function() acc:join_uneven_inputs({ model }, function() end, { even = true }) end,
                  "join option", "even", "join_uneven_inputs")
+
+    -- Every rank a different number of steps (rank r: steps - r), losses
+    -- weighed by backward{num_items}: the gradient is the mean over the
+    -- active ranks' items.
+    w, b = 0.5, -0.25
+    for k = 1, steps do
+      local gw, gb, items = 0, 0, 0
+      for r = 0, W - 1 do
+        if k <= steps - r then
+          local i = (k - 1) * W + r + 1
+          local err = w * xs[i] + b - ys[i]
+          gw, gb, items = gw + 2 * err * xs[i], gb + 2 * err, items + 1
+        end
+      end
+      w, b = w - lr * gw / items, b - lr * gb / items
+    end
+    local model2 = nn.Linear(1, 1)
+    accel.no_grad(function()
+      model2.weight:fill_(0.5)
+      model2.bias:fill_(-0.25)
+    end)
+    local uneven = accel.Accelerator{ even_batches = false }
+    local opt2
+    model2, opt2 = uneven:prepare(model2, optim.SGD(model2:parameters(), { lr = lr }))
+    uneven:join_uneven_inputs({ model2 }, function()
+      for k = 1, steps - rank do
+        local i = (k - 1) * W + rank + 1
+        uneven:backward(nn.functional.mse_loss(model2(xt:narrow(1, i, 1)), yt:narrow(1, i, 1)), { num_items = 1 })
+        opt2:step()
+        opt2:zero_grad()
+      end
+    end)
+    check.near(model2.weight, { { w } }, 1e-5, "join with num_items: weight")
+    check.near(model2.bias, { b }, 1e-5, "join with num_items: bias")
   end
 end
