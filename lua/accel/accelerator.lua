@@ -24,6 +24,7 @@ local defaults = {
   cpu = false,
   even_batches = true,
   split_batches = false,
+  dispatch_batches = false,  -- the main process reads every batch and sends each rank its part
   bucket_bytes = 25 * 1024 * 1024,
   seed = false,
   loss_scaler = false,  -- fp16: {init_scale, growth_factor, backoff_factor, growth_interval}
@@ -96,6 +97,7 @@ local function new(_, options)
     sync_with_dataloader = not plugin or plugin.sync_with_dataloader,
     even_batches = option("even_batches"),
     split_batches = option("split_batches"),
+    dispatch_batches = option("dispatch_batches"),
     bucket_bytes = option("bucket_bytes"),
     sync_gradients = true,
     -- Written by prepared data loaders (see data/dataloader.lua).
@@ -175,6 +177,7 @@ function Accelerator:prepare_data_loader(loader)
   loader:shard(self.process_index, self.num_processes, {
     even_batches = self.even_batches,
     split_batches = self.split_batches,
+    dispatch_batches = self.dispatch_batches,
     state = self.gradient_state,
   })
   self._dataloaders[#self._dataloaders + 1] = loader
@@ -220,7 +223,7 @@ function Accelerator:prepare(...)
     local obj = select(i, ...)
     if is_scheduler(obj) then out[i] = self:prepare_scheduler(obj, optimizer) end
   end
-  if optimizer and first_loader then
+  if optimizer and first_loader and first_loader.kind ~= "iterable" then
     local batches = first_loader:num_batches()
     self:print(string.format("accel: %d batches per epoch on each of %d rank(s), %d optimizer updates per epoch",
                              batches, self.num_processes,
@@ -244,6 +247,8 @@ function Accelerator:backward(loss, options)
     loss = loss / self.gradient_accumulation_steps
   end
   if self._scaler then loss = loss * self._scaler:scale() end
+  -- Inside join_uneven_inputs, tells ranks that finished their loop to shadow this step.
+  if self._join and self.sync_gradients then self._join:notify(self._items > 0) end
   -- Off sync steps, sync_each_batch and trigger_sync_in_backward still
   -- all-reduce: the reducer sums the accumulated gradients over ranks, so
   -- dividing by the number of ranks keeps them equal on every rank and the
@@ -375,6 +380,11 @@ end
 function Accelerator:autocast(fn)
   if self.mixed_precision ~= "bf16" then return fn() end
   return convert_results(core.amp.autocast(fn, "bfloat16"))
+end
+
+-- Trains fn's loop on ranks with different numbers of batches (join.lua).
+function Accelerator:join_uneven_inputs(models, fn, options)
+  return require("accel.join")(self, models, fn, options)
 end
 
 -- Collectives ----------------------------------------------------------------

@@ -7,7 +7,10 @@
 -- collate (a Lua function from a list of samples, each the list of fields
 -- get(i) returned, to the batch's values), num_workers (0: threads that
 -- gather the next batches' rows in C++ ahead of the loop; built-in data
--- sets only, and the batches are exactly those of num_workers = 0).
+-- sets only, and the batches are exactly those of num_workers = 0),
+-- sampler / batch_sampler (sampler.lua). The data set may also be iterable
+-- (iterable_shard.lua): such loaders, those with a sampler and those with
+-- dispatch_batches are read round by round (round_loop.lua).
 -- Epoch e's order is the engine's permutation for seed + e (0-based e, the
 -- same on every rank; see engine/data/epoch_plan.h); an iter() started
 -- while the previous epoch is unfinished (the loop left with break) reads
@@ -16,7 +19,8 @@
 --
 -- The interface the Accelerator uses:
 --
--- loader:shard(rank, world_size, {even_batches = true, split_batches = false, state = tbl})
+-- loader:shard(rank, world_size, {even_batches = true, split_batches = false,
+--              dispatch_batches = false, state = tbl})
 --   Called by Accelerator:prepare: from then on this loader reads rank
 --   `rank`'s share of every epoch. Rank r reads positions r, r + W, r + 2W,
 --   ... of the epoch's order, so step k over all W ranks covers what one
@@ -69,12 +73,15 @@
 local core = require("accel.core")
 local dataset_util = require("accel.data.dataset")
 local default_collate = require("accel.data.collate")
+local iterable_shard = require("accel.data.iterable_shard")
+local sampler = require("accel.data.sampler")
+local round_loop = require("accel.data.round_loop")
 
 local DataLoader = {}
 DataLoader.__index = DataLoader
 
 local known_options = { batch_size = true, shuffle = true, drop_last = true, seed = true,
-                        collate = true, num_workers = true }
+                        collate = true, num_workers = true, sampler = true, batch_sampler = true }
 
 local function check_type(options, key, kind)
   local v = options[key]
@@ -93,19 +100,58 @@ local function count_option(options, key, default, minimum)
   return v
 end
 
+-- "map" (a length and get(i), read by the epoch plan), "iterable",
+-- "sampler" or "batch_sampler" (read round by round, round_loop.lua).
+local function loader_kind(dataset, options)
+  if iterable_shard.is(dataset) then
+    for _, key in ipairs({ "shuffle", "sampler", "batch_sampler" }) do
+      if options[key] then
+        error("data.DataLoader: " .. key .. " is not possible with an iterable data set (its order is "
+              .. "the iterator's), as in PyTorch", 3)
+      end
+    end
+    return "iterable"
+  end
+  dataset_util.check(dataset, "data.DataLoader", 3)
+  if options.batch_sampler ~= nil then
+    sampler.check(options.batch_sampler, "batch_sampler")
+    for _, key in ipairs({ "batch_size", "shuffle", "sampler", "drop_last" }) do
+      if options[key] ~= nil then
+        error("data.DataLoader: batch_sampler is mutually exclusive with batch_size, shuffle, sampler "
+              .. "and drop_last (got " .. key .. "), as in PyTorch", 3)
+      end
+    end
+    return "batch_sampler"
+  end
+  if options.sampler ~= nil then
+    sampler.check(options.sampler, "sampler")
+    if options.shuffle then
+      error("data.DataLoader: sampler is mutually exclusive with shuffle (the sampler gives the order), "
+            .. "as in PyTorch", 3)
+    end
+    return "sampler"
+  end
+  return "map"
+end
+
 local function new(_, dataset, options)
-  dataset_util.check(dataset, "data.DataLoader", 2)
   options = options or {}
   for key in pairs(options) do
     if not known_options[key] then
       error("data.DataLoader: unknown option '" .. tostring(key) ..
-            "' (known: batch_size, collate, drop_last, num_workers, seed, shuffle)", 2)
+            "' (known: batch_sampler, batch_size, collate, drop_last, num_workers, sampler, seed, shuffle)", 2)
     end
   end
+  local kind = loader_kind(dataset, options)
   check_type(options, "shuffle", "boolean")
   check_type(options, "drop_last", "boolean")
   check_type(options, "collate", "function")
   local num_workers = count_option(options, "num_workers", 0, 0)
+  if num_workers > 0 and kind ~= "map" then
+    error(string.format("data.DataLoader: num_workers = %d needs a data set read in the loader's own order; "
+                        .. "with %s use num_workers = 0", num_workers, kind == "iterable" and
+                        "an iterable data set" or kind), 2)
+  end
   if num_workers > 0 and not dataset_util.rows(dataset) then
     error(string.format("data.DataLoader: num_workers = %d needs a built-in data set (TensorDataset, "
                         .. "CSVDataset, TextDataset or a subset of one); a Lua data set is read on "
@@ -116,6 +162,9 @@ local function new(_, dataset, options)
   end
   return setmetatable({
     dataset = dataset,
+    kind = kind,
+    sampler = options.sampler,
+    batch_sampler = options.batch_sampler,
     batch_size = count_option(options, "batch_size", 1, 1),
     shuffle = options.shuffle or false,
     drop_last = options.drop_last or false,
@@ -126,6 +175,7 @@ local function new(_, dataset, options)
     world_size = 1,
     even_batches = true,
     split_batches = false,
+    dispatch_batches = false,
     state = nil,
     epoch = 0,             -- the epoch being read, or read next
     _start = 0,            -- list position where this loader's reading of the epoch began
@@ -136,14 +186,14 @@ local function new(_, dataset, options)
   }, DataLoader)
 end
 
-local known_shard_options = { even_batches = true, split_batches = true, state = true }
+local known_shard_options = { even_batches = true, split_batches = true, dispatch_batches = true, state = true }
 
 function DataLoader:shard(rank, world_size, options)
   options = options or {}
   for key in pairs(options) do
     if not known_shard_options[key] then
       error("DataLoader:shard: unknown option '" .. tostring(key) ..
-            "' (known: even_batches, split_batches, state)", 2)
+            "' (known: dispatch_batches, even_batches, split_batches, state)", 2)
     end
   end
   if type(world_size) ~= "number" or world_size < 1 or type(rank) ~= "number" or rank < 0
@@ -151,13 +201,14 @@ function DataLoader:shard(rank, world_size, options)
     error(string.format("DataLoader:shard: rank %s is not in 0..%s", tostring(rank),
                         tostring(world_size and world_size - 1)), 2)
   end
-  if options.split_batches and self.batch_size % world_size ~= 0 then
+  if options.split_batches and self.kind ~= "batch_sampler" and self.batch_size % world_size ~= 0 then
     error(string.format("DataLoader:shard: split_batches needs batch_size %d to be divisible by "
                         .. "the number of processes %d", self.batch_size, world_size), 2)
   end
   self.rank, self.world_size = rank, world_size
   self.even_batches = options.even_batches ~= false
   self.split_batches = options.split_batches or false
+  self.dispatch_batches = options.dispatch_batches or false
   self.state = options.state
 end
 
@@ -171,11 +222,12 @@ function DataLoader:epoch_seed()
   return self.seed or require("accel").initial_seed()
 end
 
-function DataLoader:plan(epoch, start)
+-- The epoch plan of a map-style loader, for this rank or rank `rank`.
+function DataLoader:plan(epoch, start, rank)
   return core.data.EpochPlan({
     dataset_size = dataset_util.length(self.dataset),
     world_size = self.world_size,
-    rank = self.rank,
+    rank = rank or self.rank,
     batch_size = self:rank_batch_size(),
     shuffle = self.shuffle,
     seed = self:epoch_seed(),
@@ -186,13 +238,34 @@ function DataLoader:plan(epoch, start)
   })
 end
 
+-- Batches of epoch 0 of each rank, as a list in rank order; a sampler's
+-- epoch is walked (without loading the data) to count them.
+function DataLoader:batches_per_rank()
+  local counts = {}
+  if self.kind == "iterable" then
+    error("DataLoader: an iterable data set has no length; its number of batches is known once read", 3)
+  elseif self.kind == "map" then
+    local plan = self:plan(0, 0)
+    for r = 1, self.world_size do counts[r] = plan:num_batches(r - 1) end
+  else
+    for r = 1, self.world_size do counts[r] = 0 end
+    local next_round = sampler.rounds(self, 0)
+    for round in next_round do
+      for r = 1, self.world_size do
+        if round.parts[r] then counts[r] = counts[r] + 1 end
+      end
+    end
+  end
+  return counts
+end
+
 function DataLoader:num_batches()
-  return self:plan(0, 0):num_batches()
+  return self:batches_per_rank()[self.rank + 1]
 end
 
 function DataLoader:total_batches()
-  local plan, total = self:plan(0, 0), 0
-  for r = 0, self.world_size - 1 do total = total + plan:num_batches(r) end
+  local total = 0
+  for _, count in ipairs(self:batches_per_rank()) do total = total + count end
   return total
 end
 
@@ -229,7 +302,7 @@ end
 
 -- A function k -> list of batch values, reading rows `rows` (0-based data
 -- set indices) with B per batch.
-function DataLoader:batch_reader(rows, batch_size)
+function DataLoader:batch_reader(rows, batch_size, no_workers)
   local dataset, collate = self.dataset, self.collate
   local tensors, row_index = dataset_util.rows(dataset)
   local n = rows:numel()
@@ -251,7 +324,7 @@ function DataLoader:batch_reader(rows, batch_size)
   end
   if row_index then rows = core.data.take_rows({ row_index }, rows)[1] end
   local gather
-  if self.num_workers > 0 then
+  if self.num_workers > 0 and not no_workers then
     self._prefetcher = core.data.BatchPrefetcher(tensors, rows, batch_size, self.num_workers)
     local prefetcher = self._prefetcher
     gather = function() return prefetcher:next() end
@@ -272,6 +345,7 @@ function DataLoader:batch_reader(rows, batch_size)
 end
 
 function DataLoader:iter()
+  if self.kind ~= "map" or self.dispatch_batches then return round_loop(self) end
   self:close_prefetcher()
   if self._in_epoch then self:end_epoch() end
   self._in_epoch = true
@@ -316,7 +390,8 @@ function DataLoader:state_dict()
     seed = self:epoch_seed(),
     world_size = self.world_size,
     batch_size = self:rank_batch_size(),
-    dataset_size = dataset_util.length(self.dataset),
+    -- An iterable data set's size is unknown: -1.
+    dataset_size = self.kind == "iterable" and -1 or dataset_util.length(self.dataset),
     shuffle = self.shuffle,
     drop_last = self.drop_last,
     even_batches = self.even_batches,
@@ -326,6 +401,21 @@ end
 local state_keys = { "epoch", "batches_done_in_epoch", "epoch_start", "seed", "world_size",
                      "batch_size", "dataset_size", "shuffle" }
 
+-- A loader read round by round resumes by reading the epoch's batches
+-- already returned again (its data has no index to skip by), on the same
+-- world size and batch size only.
+function DataLoader:load_round_state(t)
+  if t.world_size ~= self.world_size or t.batch_size ~= self:rank_batch_size() then
+    error(string.format("DataLoader:load_state_dict: the state was saved on %d process(es) with batch_size "
+                        .. "%d; a loader with %s resumes only on the same (here %d and %d)", t.world_size,
+                        t.batch_size, self.kind == "iterable" and "an iterable data set" or self.kind,
+                        self.world_size, self:rank_batch_size()), 3)
+  end
+  self:close_prefetcher()
+  self.epoch, self._in_epoch, self._start, self._batches_done = t.epoch, false, 0, t.batches_done_in_epoch
+  return nil
+end
+
 function DataLoader:load_state_dict(t)
   if type(t) ~= "table" then
     error("DataLoader:load_state_dict: expected a table, got a " .. type(t), 2)
@@ -333,6 +423,7 @@ function DataLoader:load_state_dict(t)
   for _, key in ipairs(state_keys) do
     if t[key] == nil then error("DataLoader:load_state_dict: the state has no '" .. key .. "'", 2) end
   end
+  if self.kind ~= "map" then return self:load_round_state(t) end
   local n = dataset_util.length(self.dataset)
   if t.dataset_size ~= n then
     error(string.format("DataLoader:load_state_dict: 'dataset_size' is %d, but this loader's data set "

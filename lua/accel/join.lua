@@ -1,0 +1,143 @@
+-- acc:join_uneven_inputs(models, fn, {even_batches = ...}): runs fn (a
+-- training loop) on ranks that may have different numbers of batches, as
+-- DDP's Join does under Accelerate's join_uneven_inputs.
+--
+-- Inside fn, every synchronising backward first all-reduces a small
+-- "active" flag. A rank whose fn has returned enters a join loop: it takes
+-- part in that flag's all-reduce, and while some rank is still active it
+-- shadows the step's gradient all-reduces with zero gradients (it runs
+-- backward of `sum(parameters) * 0`, so the reducer's hooks fire for every
+-- parameter in the same order as on the active ranks). Gradients are
+-- divided by the initial world size, as DDP's Join does by default (with
+-- backward{num_items}, by the active ranks' items). When every rank has
+-- finished, the parameters and buffers of the rank that ran the most
+-- synchronising steps (the last to join) are broadcast to all, so the
+-- models agree; the joined ranks' optimizers did not step.
+--
+-- Only the gradient all-reduces are shadowed: other collectives inside fn
+-- (gather, reduce, check_trigger, ...) must be called as often on every
+-- rank. As in Accelerate, the join is enabled only when batches are uneven
+-- (even_batches false, given or the Accelerator's); `even_batches` given
+-- here overrides the prepared map-style loaders' value while fn runs.
+local core = require("accel.core")
+local gathering = require("accel.gathering")
+local logging = require("accel.logging")
+
+local dist = core.dist
+
+local Join = {}
+Join.__index = Join
+
+-- An active rank's synchronising backward is about to run.
+function Join:notify(uses_items)
+  local flag = core.tensor({ 1, uses_items and 1 or 0 }, { dtype = "float32" })
+  dist.all_reduce(flag, "sum")
+  self.steps = self.steps + 1
+end
+
+-- This rank's fn has returned: shadow the others' steps until all are done.
+function Join:shadow()
+  local acc = self.acc
+  while true do
+    local flag = core.tensor({ 0, 0 }, { dtype = "float32" })
+    dist.all_reduce(flag, "sum")
+    local active, uses_items = flag:totable()[1], flag:totable()[2]
+    if active == 0 then return end
+    local zero
+    for _, entry in ipairs(acc._models) do
+      if entry.reducer then
+        entry.reducer:set_sync(true)
+        for _, p in ipairs(entry.model:parameters()) do
+          if p.grad then p.grad:zero_() end
+          zero = zero and zero + p:sum() * 0 or p:sum() * 0
+        end
+      end
+    end
+    if zero then zero:backward() end
+    local divisor = acc.num_processes
+    if uses_items > 0 then
+      divisor = gathering.reduce(acc._world, core.tensor({ 0 }, { dtype = "float64" })):item()
+    end
+    for _, entry in ipairs(acc._models) do
+      if entry.reducer then entry.reducer:finalize(divisor) end
+    end
+  end
+end
+
+-- The models of the rank that ran the most synchronising steps, on all ranks.
+function Join:sync_final_models()
+  local steps = self.acc:gather(core.tensor({ self.steps }, { dtype = "int64" })):totable()
+  local last = 1
+  for r = 2, #steps do
+    if steps[r] > steps[last] then last = r end
+  end
+  core.no_grad(function()
+    for _, entry in ipairs(self.acc._models) do
+      for _, p in ipairs(entry.model:parameters()) do dist.broadcast(p, last - 1) end
+      for _, b in ipairs(entry.model:buffers()) do dist.broadcast(b, last - 1) end
+    end
+  end)
+end
+
+local function check_arguments(acc, models, fn, options)
+  if type(models) ~= "table" then
+    error("Accelerator:join_uneven_inputs: models must be a list of prepared models, got a " .. type(models), 4)
+  end
+  for i, model in ipairs(models) do
+    local prepared = false
+    for _, entry in ipairs(acc._models) do prepared = prepared or entry.model == model end
+    if not prepared then
+      error(string.format("Accelerator:join_uneven_inputs: models[%d] was not prepared by this Accelerator", i), 4)
+    end
+  end
+  if type(fn) ~= "function" then
+    error("Accelerator:join_uneven_inputs: fn must be a function, got a " .. type(fn), 4)
+  end
+  for key, value in pairs(options) do
+    if key ~= "even_batches" then
+      error("Accelerator:join_uneven_inputs: unknown option '" .. tostring(key) .. "' (known: even_batches)", 4)
+    end
+    if type(value) ~= "boolean" then
+      error("Accelerator:join_uneven_inputs: even_batches must be a boolean, got a " .. type(value), 4)
+    end
+  end
+end
+
+-- Sets even_batches of the prepared loaders that can change it; returns
+-- what to restore.
+local function override_even_batches(acc, even_batches)
+  local restore, log = {}, logging.get_logger("accel")
+  for _, loader in ipairs(acc._dataloaders) do
+    if loader.kind == "iterable" or loader.dispatch_batches then
+      log:warning("join_uneven_inputs: even_batches is only overridden for map-style loaders read by each "
+                  .. "rank; a loader of an iterable data set or with dispatch_batches keeps its value")
+    else
+      if loader.split_batches then
+        log:warning("join_uneven_inputs: overriding even_batches of a loader with split_batches")
+      end
+      restore[#restore + 1] = { loader, loader.even_batches }
+      loader.even_batches = even_batches
+    end
+  end
+  return restore
+end
+
+return function(acc, models, fn, options)
+  options = options or {}
+  check_arguments(acc, models, fn, options)
+  if acc.num_processes == 1 then return fn() end
+  local even_batches = options.even_batches
+  local restore = even_batches ~= nil and override_even_batches(acc, even_batches) or {}
+  if even_batches == nil then even_batches = acc.even_batches end
+  local join = not even_batches and setmetatable({ acc = acc, steps = 0 }, Join) or nil
+  acc._join = join
+  local results = { pcall(fn) }
+  acc._join = nil
+  for _, saved in ipairs(restore) do saved[1].even_batches = saved[2] end
+  if not results[1] then error(results[2], 0) end
+  if join then
+    join:shadow()
+    join:sync_final_models()
+  end
+  return unpack(results, 2, table.maxn(results))
+end
