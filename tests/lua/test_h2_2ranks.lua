@@ -1,4 +1,0 @@
--- nproc: 2
-local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
-dofile(arg[0]:match("(.*/)") .. "helpers/h2.lua")(check)
-check.done("test_h2_2ranks")
