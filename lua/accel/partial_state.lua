@@ -112,22 +112,31 @@ function PartialState:on_last_process(fn)
   if self.is_last_process then return fn() end
 end
 
-local function check_index(where, index, count)
+-- on_process(fn, index), Accelerate's order, or on_process(index, fn): the
+-- function is told from the rank by its type.
+local function function_and_index(where, a, b, count)
+  local fn, index = a, b
+  if type(a) ~= "function" then fn, index = b, a end
+  if type(fn) ~= "function" then
+    args.error(string.format("%s: expected a function and a process index, got a %s and a %s", where,
+                             type(a), type(b)))
+  end
   if type(index) ~= "number" or index % 1 ~= 0 or index < 0 or index >= count then
     args.error(string.format("%s: the process index must be an integer from 0 to %d, got %s", where,
                              count - 1, tostring(index)))
   end
+  return fn, index
 end
 
 -- `index` is a rank (0-based), as process_index.
-function PartialState:on_process(index, fn)
-  check_index("on_process", index, self.num_processes)
+function PartialState:on_process(a, b)
+  local fn, index = function_and_index("on_process", a, b, self.num_processes)
   if self.process_index == index then return fn() end
 end
 
 -- `index` is a rank on this machine (0-based), as local_process_index.
-function PartialState:on_local_process(index, fn)
-  check_index("on_local_process", index, dist.state().local_world_size)
+function PartialState:on_local_process(a, b)
+  local fn, index = function_and_index("on_local_process", a, b, dist.state().local_world_size)
   if self.local_process_index == index then return fn() end
 end
 

@@ -119,6 +119,7 @@ return function(check)
               "on_local_main_process")
   check.equal(acc:on_last_process(mark("last")), r == R - 1 and "last" or nil, "on_last_process")
   check.equal(state:on_process(1, mark("one")), r == 1 and "one" or nil, "on_process")
+  check.equal(state:on_process(mark("first"), 1), r == 1 and "first" or nil, "on_process, function first as in Accelerate")
   check.equal(acc:on_local_process(0, mark("local0")), state.local_process_index == 0 and "local0" or nil,
               "on_local_process")
   local count_ran = acc:reduce(accel.tensor({ ran.one and 1.0 or 0.0, ran.last and 1.0 or 0.0 }), "sum")
