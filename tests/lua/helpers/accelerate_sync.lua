@@ -156,7 +156,7 @@ return function(check, dir)
   local function plugin_accelerator(split_batches, dispatch_batches, sync_each_batch)
     return accel.Accelerator{
       split_batches = split_batches,
-      dispatch_batches = dispatch_batches,
+      dispatch_batches = dispatch_batches or nil,  -- false is the default
       gradient_accumulation_plugin = accel.GradientAccumulationPlugin{ num_steps = 2,
                                                                        sync_each_batch = sync_each_batch },
     }
