@@ -250,7 +250,8 @@ return function(check, dir)
       for _, split_batches in ipairs({ false, true }) do
         sections.run(string.format("%sdl_preparation:shuffle=%s:split_batches=%s", central and "central_" or "",
                                    tostring(shuffle), tostring(split_batches)), function()
-          prepared_contents({ split_batches = split_batches, dispatch_batches = central or nil }, shuffle)  -- false is the default
+          -- dispatch_batches = false is the default
+          prepared_contents({ split_batches = split_batches, dispatch_batches = central or nil }, shuffle)
         end)
       end
     end
