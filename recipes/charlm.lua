@@ -79,7 +79,7 @@ local function sample(prompt, count, temperature)
     for _ = 1, count do
       local context = {}
       for i = math.max(1, #ids - seq_len + 1), #ids do context[#context + 1] = ids[i] end
-      local logits = model(accel.tensor({ context }))[1][#context]
+      local logits = model(accel.LongTensor({ context }))[1][#context]
       local probs = F.softmax(logits / temperature, 1):totable()
       local u, id = math.random(), #probs
       for i, p in ipairs(probs) do

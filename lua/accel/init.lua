@@ -16,10 +16,17 @@ end
 accel.float, accel.double, accel.half, accel.long = "float32", "float64", "float16", "int64"
 
 -- Torch7's typed constructors: the way to ask for integers, since a table of
--- numbers is always the default float dtype (accel.LongTensor{1, 2, 3}).
+-- numbers is always the default float dtype (accel.LongTensor{1, 2, 3}). They
+-- take accel.tensor's options but the dtype, which their name fixes.
+local args = require("accel.nn.args")
 for name, dtype in pairs({ LongTensor = "int64", IntTensor = "int32", ByteTensor = "uint8",
                            BoolTensor = "bool", FloatTensor = "float32", DoubleTensor = "float64" }) do
-  accel[name] = function(data) return core.tensor(data, { dtype = dtype }) end
+  local where = "accel." .. name
+  accel[name] = function(data, options)
+    local o = args.options(where, options, { device = args.NONE, requires_grad = args.NONE })
+    o.dtype = dtype
+    return core.tensor(data, o)
+  end
 end
 
 local seed_state = { seed = 0 }

@@ -9,7 +9,7 @@ accel.set_seed(1)
 
 local w = accel.randn(4, 3, { dtype = accel.float64 })
 local b = accel.randn(4, { dtype = accel.float64 })
-local target = accel.tensor({ 2, 4 })
+local target = accel.LongTensor({ 2, 4 })
 gradcheck(check, "linear + cross_entropy", function(x) return F.cross_entropy(F.linear(x, w, b), target) end,
           accel.randn(2, 3))
 gradcheck(check, "mse_loss", function(x) return F.mse_loss(x:tanh(), accel.ones(2, 3, { dtype = accel.float64 })) end,
@@ -19,7 +19,7 @@ gradcheck(check, "softmax, log, mean", function(x) return F.log_softmax(x, -1):s
           accel.randn(2, 4))
 -- a few ops whose backward is easy to get wrong
 gradcheck(check, "gather, index_select", function(x)
-  return x:gather(2, accel.tensor({ { 3, 1 }, { 2, 2 } })):sum() + x:index_select(2, accel.tensor({ 1, 1 })):pow(2):sum()
+  return x:gather(2, accel.LongTensor({ { 3, 1 }, { 2, 2 } })):sum() + x:index_select(2, accel.LongTensor({ 1, 1 })):pow(2):sum()
 end, accel.randn(2, 3))
 gradcheck(check, "subscripts", function(x) return (x[{ {}, { 2, 3 } }] * x[{ 1 }][{ { 1, 2 } }]):sum() end,
           accel.randn(2, 3))

@@ -78,12 +78,13 @@ do
 end
 
 -- A data set written in Lua: __len and get(i); the default collate stacks
--- tensors, makes numbers a tensor, keeps strings and collates tables by key.
+-- tensors (an int64 scalar per sample gives int64 ids), makes numbers a
+-- float32 tensor, keeps strings and collates tables by key.
 local Squares = {}
 Squares.__index = Squares
 Squares.__len = function(self) return self.n end
 function Squares:get(i)
-  return accel.full({ 2 }, i), i * i, "s" .. i, { id = i, half = i / 2 }
+  return accel.full({ 2 }, i), i * i, "s" .. i, { id = accel.tensor(i, { dtype = accel.int64 }), half = i / 2 }
 end
 do
   local squares = setmetatable({ n = 7 }, Squares)
@@ -92,7 +93,8 @@ do
   for pair, square, names, info in loader:iter() do
     count = count + 1
     check.equal(pair.dtype, "float32", "stacked tensors keep their dtype")
-    check.equal(square.dtype, "int64", "integer numbers become int64")
+    check.equal(square.dtype, "float32", "integral numbers become float32, as accel.tensor makes them")
+    check.equal(info.id.dtype, "int64", "int64 scalar tensors stack to int64 ids")
     check.near(square, (info.id * info.id):totable(), 0, "fields of one sample stay together")
     check.near(pair:select(2, 1), info.id:float(), 0, "tensor field is the sample's")
     check.near(info.half, info.id:double() / 2, 0, "a table field is collated by key")

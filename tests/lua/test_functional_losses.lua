@@ -9,7 +9,7 @@ local F = accel.nn.functional
 
 local f64 = { dtype = accel.float64 }
 local logits = accel.tensor({ { 1.0, 2.0, 0.5, -1.0 }, { 0.3, -0.2, 2.2, 1.1 }, { -0.5, 0.0, 0.5, 1.0 } }, f64)
-local y = accel.tensor({ 2, 3, 4 })  -- torch.tensor([1, 2, 3])
+local y = accel.LongTensor({ 2, 3, 4 })  -- torch.tensor([1, 2, 3])
 local w = accel.tensor({ 1.0, 2.0, 0.5, 1.5 }, f64)
 local a = accel.tensor({ { 0.5, -1.0, 2.0 }, { 1.5, 0.0, -0.5 } }, f64)
 local b = accel.tensor({ { 0.0, 1.0, 1.0 }, { 2.0, 0.25, -2.0 } }, f64)
@@ -23,15 +23,15 @@ check.near(F.cross_entropy(logits, y, { reduction = "none" }),
 check.near(F.cross_entropy(logits, y, { label_smoothing = 0.1 }), 0.69436847176357, 1e-12,
            "cross_entropy label_smoothing")
 -- torch targets [1, -100, 3]: the default ignore_index; here padding 0 is ignored
-check.near(F.cross_entropy(logits, accel.tensor({ 2, 0, 4 }), { ignore_index = 0 }), 0.6412602848920927, 1e-12,
+check.near(F.cross_entropy(logits, accel.LongTensor({ 2, 0, 4 }), { ignore_index = 0 }), 0.6412602848920927, 1e-12,
            "cross_entropy ignore_index")
 -- torch targets [1, 0, 3] with ignore_index=0, label_smoothing=0.2: accel's class 1
-check.near(F.cross_entropy(logits, accel.tensor({ 2, 1, 4 }), { ignore_index = 1, label_smoothing = 0.2 }),
+check.near(F.cross_entropy(logits, accel.LongTensor({ 2, 1, 4 }), { ignore_index = 1, label_smoothing = 0.2 }),
            0.8537602848920928, 1e-12, "cross_entropy ignore_index with label_smoothing")
 check.near(F.cross_entropy(logits, y, { weight = w }), 0.5994785566181171, 1e-12, "cross_entropy weight")
 local probs = F.softmax(accel.tensor({ { 0.1, 0.2, 0.3, 0.4 }, { 1, 0, 0, 0 }, { 0.25, 0.25, 0.25, 0.25 } }, f64) * 3, -1)
 check.near(F.cross_entropy(logits, probs), 1.9886414578653817, 1e-12, "cross_entropy with class probabilities")
-check.near(F.cross_entropy(logits[1], accel.tensor(2)), 0.49518189808585605, 1e-12, "cross_entropy unbatched")
+check.near(F.cross_entropy(logits[1], accel.tensor(2, { dtype = accel.int64 })), 0.49518189808585605, 1e-12, "cross_entropy unbatched")
 
 local log_probs = F.log_softmax(logits, -1)
 check.near(F.nll_loss(log_probs, y), 0.5785351384302366, 1e-12, "nll_loss")
@@ -68,7 +68,7 @@ local t34 = accel.randn(3, 4, f64)
 local bits34 = accel.rand(3, 4, f64):gt(0.5):double()
 grads("cross_entropy", function(x) return F.cross_entropy(x, y) end)
 grads("cross_entropy label_smoothing, ignore_index, weight", function(x)
-  return F.cross_entropy(x, accel.tensor({ 2, 0, 4 }), { label_smoothing = 0.3, ignore_index = 0, weight = w })
+  return F.cross_entropy(x, accel.LongTensor({ 2, 0, 4 }), { label_smoothing = 0.3, ignore_index = 0, weight = w })
 end)
 grads("cross_entropy probabilities", function(x) return F.cross_entropy(x, F.softmax(t34, 2)) end)
 grads("nll_loss", function(x) return F.nll_loss(F.log_softmax(x, 2), y, { weight = w }) end)
@@ -122,12 +122,16 @@ gradcheck(check, "silu", function(v) return F.silu(v):sum() end, x)
 gradcheck(check, "softmax", function(v) return (F.softmax(v, 2) * b):sum() end, a)
 
 -- Bad calls name the function and the value.
-check.raises(function() return F.cross_entropy(logits, accel.tensor({ 0, 1, 2 })) end, "class 0",
+check.raises(function() return F.cross_entropy(logits, accel.LongTensor({ 0, 1, 2 })) end, "class 0",
              "accel.nn.functional.cross_entropy", "1-based", "0")
-check.raises(function() return F.cross_entropy(logits, accel.tensor({ 1, 5, 2 })) end, "class past the end",
+check.raises(function() return F.cross_entropy(logits, accel.LongTensor({ 1, 5, 2 })) end, "class past the end",
              "accel.nn.functional.cross_entropy", "class target 5 is out of range for 4 classes")
 check.raises(function() return F.nll_loss(log_probs, accel.tensor({ 1, 2, 3 }, { dtype = accel.float32 })) end, "float targets",
-             "accel.nn.functional.nll_loss", "integer tensor", "float32")
+             "accel.nn.functional.nll_loss", "integer tensor", "float32", "accel.int64")
+-- a table of numbers is float32, so class ids made from one are refused with the way out
+check.raises(function() return F.cross_entropy(logits, accel.tensor({ 2, 3, 4 })) end, "class ids from a number table",
+             "accel.nn.functional.cross_entropy", "class targets must be an integer tensor",
+             "{dtype = accel.int64}", "accel.LongTensor")
 check.raises(function() return F.cross_entropy(logits, y, { reduction = "avg" }) end, "bad reduction",
              "accel.nn.functional.cross_entropy", "'avg'")
 check.raises(function() return F.cross_entropy(logits, y, { label_smothing = 0.1 }) end, "misspelt option",

@@ -87,9 +87,9 @@ opt:set_option("lr", 0.05)
 check.near(opt:option("lr", 1), 0.05, 0, "set_option")
 
 -- class targets are 1-based
-check.raises(function() F.cross_entropy(accel.randn(2, 3), accel.tensor({ 0, 1 })) end,
-             "0 is not a class", "1-based")
-check.near(F.cross_entropy(accel.tensor({ { 0, 100 } }, { dtype = accel.float32 }), accel.tensor({ 2 })), 0, 1e-6,
+check.raises(function() F.cross_entropy(accel.randn(2, 3), accel.LongTensor({ 0, 1 })) end,
+             "0 is not a class", "class targets are 1-based, but one is 0")
+check.near(F.cross_entropy(accel.tensor({ { 0, 100 } }), accel.LongTensor({ 2 })), 0, 1e-6,
            "target 2 is the second class")
 
 check.done("test_nn")

@@ -56,7 +56,7 @@ gradcheck("batch_norm (training)",
 gradcheck("layer_norm", function(x, w, b) return F.layer_norm(x, { 2, 3 }, w, b) end, { r(2, 2, 3), r(2, 3), r(2, 3) })
 gradcheck("group_norm", function(x, w, b) return F.group_norm(x, 2, w, b) end, { r(2, 4, 3), r(4), r(4) })
 gradcheck("normalize", function(x) return F.normalize(x, { dim = 2 }) end, { r(3, 4) })
-local ids = accel.tensor({ { 1, 3 }, { 3, 5 } })
+local ids = accel.LongTensor({ { 1, 3 }, { 3, 5 } })
 gradcheck("embedding", function(w) return F.embedding(ids, w) end, { r(5, 3) })
 gradcheck("bilinear", function(a, b, w, bias) return F.bilinear(a, b, w, bias) end, { r(2, 3), r(2, 2), r(2, 3, 2), r(2) })
 gradcheck("scaled_dot_product_attention",

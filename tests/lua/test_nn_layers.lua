@@ -68,15 +68,15 @@ check.near(F.normalize(seq({ 2, 3 }, 0.7), { p = 1, dim = 2 }), { 0, 0.395306232
 -- wt = seq((5,3), .9) * 2; F.embedding(tensor([[4, 0], [2, 4]]), wt, padding_idx=1)
 do
   local wt = seq({ 5, 3 }, 0.9) * 2
-  local ids = accel.tensor({ { 5, 1 }, { 3, 5 } })
+  local ids = accel.LongTensor({ { 5, 1 }, { 3, 5 } })
   check.near(F.embedding(ids, wt, { padding_idx = 2 }), { -1.96187246, -1.523967168, 0.06724609444, 0, 1.566653819, 1.947695262, -1.545528975, 0.03362780097, 1.587335728, -1.96187246, -1.523967168, 0.06724609444 }, tol, "embedding with 1-based ids")
   -- F.embedding(ids, wt, max_norm=1.0) renormalises the rows it looks up, in place
   F.embedding(ids, wt, { max_norm = 1.0 })
   check.near(wt, { 0, 0.6267657539, 0.7792076808, 0.8547597605, -0.8850408866, -1.955060235, -0.69752825, 0.01517690159, 0.7163964767, 1.939779622, 0.8242369705, -0.9150717876, -0.7894400694, -0.6132308655, 0.0270592317 }, tol, "embedding max_norm renormalises looked-up rows")
 end
 -- F.one_hot(tensor([2, 0, 1]), 4)
-check.near(F.one_hot(accel.tensor({ 3, 1, 2 }), 4), { 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0 }, 0, "one_hot with 1-based classes")
-check.equal(F.one_hot(accel.tensor({ 3, 1 })):size(2), 3, "one_hot's classes default to the largest id")
+check.near(F.one_hot(accel.LongTensor({ 3, 1, 2 }), 4), { 0, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 0 }, 0, "one_hot with 1-based classes")
+check.equal(F.one_hot(accel.LongTensor({ 3, 1 })):size(2), 3, "one_hot's classes default to the largest id")
 -- F.bilinear(seq((2,3), .3), seq((2,4), .5), seq((2,3,4), .7), seq((2,), .9))
 check.near(F.bilinear(seq({ 2, 3 }, 0.3), seq({ 2, 4 }, 0.5), seq({ 2, 3, 4 }, 0.7), seq({ 2 }, 0.9)),
            { 0.3172273941, 1.059260546, -0.3472591183, 1.933446692 }, tol, "bilinear")
@@ -176,8 +176,8 @@ do
   check.raises(function() F.conv2d(x, w, nil, { stride = "2" }) end, "bad option type", "option 'stride'")
   check.raises(function() F.pad(x, { 1, 1 }, { mode = "mirror" }) end, "bad pad mode", "mirror")
   check.raises(function() F.batch_norm(x, nil, nil, nil, nil) end, "eval without stats", "running_mean")
-  check.raises(function() F.one_hot(accel.tensor({ 0, 2 }), 3) end, "class 0", "one_hot", "id 0")
-  check.raises(function() F.embedding(accel.tensor({ 1 }), w) end, "3-D weight", "2-D weight", "[2x2x3x3]")
+  check.raises(function() F.one_hot(accel.LongTensor({ 0, 2 }), 3) end, "class 0", "one_hot", "id 0")
+  check.raises(function() F.embedding(accel.LongTensor({ 1 }), w) end, "3-D weight", "2-D weight", "[2x2x3x3]")
   check.raises(function() F.scaled_dot_product_attention(x, x, x, { is_causal = true, attn_mask = x }) end,
                "mask and causal", "not both")
 end

@@ -2,10 +2,12 @@
 -- ops, conversions, and errors that show the shapes.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 
--- creation and dtype inference (integral numbers give int64, as in PyTorch)
-local a = accel.tensor({ { 1, 2, 3 }, { 4, 5, 6 } })
-check.equal(a.dtype, accel.int64, "integral table -> int64")
+-- creation: a table of numbers is the default float dtype whatever its values
+-- (Lua has one number type); integers are asked for
+check.equal(accel.tensor({ { 1, 2, 3 }, { 4, 5, 6 } }).dtype, accel.float32, "integral table -> float32")
 check.equal(accel.tensor({ 1.5, 2 }).dtype, accel.float32, "fractional table -> float32")
+local a = accel.LongTensor({ { 1, 2, 3 }, { 4, 5, 6 } })
+check.equal(a.dtype, accel.int64, "LongTensor -> int64")
 check.equal(accel.tensor({ true, false }).dtype, accel.bool, "booleans -> bool")
 check.near(a:size(), { 2, 3 }, 0, "size()")
 check.equal(a:size(-1), 3, "size(-1) is the last dim")
@@ -45,7 +47,7 @@ check.raises(function() f:sum(0) end, "dim 0 is refused", "1-based")
 
 -- comparisons give bool tensors; model(x):argmax(-1):eq(y) works with 1-based y
 check.near(f:gt(3), { { false, false, false }, { true, true, true } }, 0, "gt")
-check.near(accel.tensor({ { 0.1, 0.9 } }):argmax(-1):eq(accel.tensor({ 2 })), { true }, 0, "argmax eq target")
+check.near(accel.tensor({ { 0.1, 0.9 } }):argmax(-1):eq(accel.LongTensor({ 2 })), { true }, 0, "argmax eq target")
 
 -- shape ops with 1-based dims and positions
 check.near(f:view(3, 2), { { 1, 2 }, { 3, 4 }, { 5, 6 } }, 0, "view")
@@ -53,8 +55,8 @@ check.near(f:transpose(1, 2):size(), { 3, 2 }, 0, "transpose")
 check.near(f:permute({ 2, 1 }):size(), { 3, 2 }, 0, "permute")
 check.near(f:unsqueeze(1):size(), { 1, 2, 3 }, 0, "unsqueeze(1) adds a first dim")
 check.near(f:narrow(2, 2, 2), { { 2, 3 }, { 5, 6 } }, 0, "narrow from position 2")
-check.near(f:index_select(2, accel.tensor({ 3, 1 })), { { 3, 1 }, { 6, 4 } }, 0, "index_select 1-based")
-check.raises(function() f:index_select(1, accel.tensor({ 0 })) end, "index 0 refused", "1-based")
+check.near(f:index_select(2, accel.LongTensor({ 3, 1 })), { { 3, 1 }, { 6, 4 } }, 0, "index_select 1-based")
+check.raises(function() f:index_select(1, accel.LongTensor({ 0 })) end, "index 0 refused", "1-based")
 check.near(accel.cat({ f, f }, 1):size(), { 4, 3 }, 0, "cat along dim 1")
 check.near(accel.stack({ f, f }, 1):size(), { 2, 2, 3 }, 0, "stack")
 

@@ -28,7 +28,7 @@ check.equal(accel.empty(3, 4):numel(), 12, "empty")
 check.equal(accel.randn(2, 2, { requires_grad = true }).requires_grad, true, "requires_grad option")
 
 -- *_like keep shape, dtype and device unless the options say otherwise
-local ints = accel.tensor({ { 1, 2, 3 } })
+local ints = accel.tensor({ { 1, 2, 3 } }, { dtype = accel.int64 })
 check.equal(accel.zeros_like(ints).dtype, accel.int64, "zeros_like keeps the dtype")
 check.near(accel.ones_like(ints), { { 1, 1, 1 } }, 0, "ones_like")
 check.near(accel.full_like(ints, 7), { { 7, 7, 7 } }, 0, "full_like")
@@ -43,15 +43,57 @@ local t = accel.tensor(nested)
 check.equal(t.dtype, accel.float32, "a fractional number makes the table float32")
 check.near(t:totable(), nested, 0, "totable gives the table back")
 check.near(accel.from_table(nested, { dtype = accel.float64 }), nested, 0, "from_table")
-check.equal(accel.from_table({ 1, 2 }).dtype, accel.int64, "from_table infers as tensor does")
+check.equal(accel.from_table({ 1, 2 }).dtype, accel.float32, "from_table of numbers is float32 as tensor is")
 local bools = accel.tensor({ { true, false } }):totable()
 check.equal(bools[1][2], false, "totable of bool gives booleans")
-check.equal(accel.tensor({ 5, 6 }):totable()[2], 6, "totable of int64 gives numbers")
+check.equal(accel.LongTensor({ 5, 6 }):totable()[2], 6, "totable of int64 gives numbers")
 check.equal(type(accel.tensor(3):totable()), "number", "totable of a 0-dim tensor is a number")
+check.equal(accel.tensor(3).dtype, accel.float32, "a number scalar is float32")
 check.equal(accel.tensor(true).dtype, accel.bool, "a boolean scalar")
 check.equal(accel.tensor({}).dtype, accel.float32, "an empty table is float32")
-check.equal(accel.tensor(2):item(), 2, "item of int64")
+check.equal(accel.tensor(2, { dtype = accel.int64 }):item(), 2, "item of int64")
 check.equal(accel.tensor(false):item(), false, "item of bool")
+
+-- the dtype never follows the values: integral numbers are float, so mean works;
+-- integers are asked for with a dtype or a typed constructor
+local integral = accel.tensor({ 1.0, 2.0, 3.0 })
+check.equal(integral.dtype, accel.float32, "integral values make a float32 tensor")
+check.near(integral:mean(), 2, 0, "mean of a table of integral numbers")
+check.equal(accel.tensor({ { 1, 2 } }, { dtype = accel.int64 }).dtype, accel.int64, "dtype = int64 asks for integers")
+check.equal(accel.full({ 2 }, 3).dtype, accel.float32, "full of an integral number is float32")
+check.equal(accel.full_like(ints, 7).dtype, accel.int64, "full_like keeps an int64 dtype")
+for name, dtype in pairs({ LongTensor = accel.int64, IntTensor = accel.int32, ByteTensor = accel.uint8,
+                           BoolTensor = accel.bool, FloatTensor = accel.float32, DoubleTensor = accel.float64 }) do
+  local typed = accel[name]({ 1, 0, 2 })
+  check.equal(typed.dtype, dtype, "accel." .. name .. " gives " .. dtype)
+  check.near(typed:to(accel.float64), { 1, 0, dtype == accel.bool and 1 or 2 }, 0, "accel." .. name .. " values")
+end
+check.equal(accel.LongTensor(3).dtype, accel.int64, "LongTensor of a number is an int64 scalar")
+check.equal(accel.DoubleTensor({ 1 }, { requires_grad = true }).requires_grad, true, "typed constructors take options")
+check.raises(function() accel.LongTensor({ 1 }, { dtype = accel.float32 }) end, "a typed constructor fixes its dtype",
+             "accel.LongTensor", "unknown option 'dtype'")
+check.equal(accel.randint(0, 5, { 3 }).dtype, accel.int64, "randint is int64")
+check.equal(accel.randperm(3).dtype, accel.int64, "randperm is int64")
+check.equal(accel.tensor({ 0.1, 0.9 }):argmax().dtype, accel.int64, "argmax is int64")
+
+-- the default float dtype: what numbers, zeros, randn and full make
+check.equal(accel.get_default_dtype(), accel.float32, "float32 is the default dtype")
+accel.set_default_dtype(accel.float64)
+check.equal(accel.get_default_dtype(), accel.float64, "set_default_dtype changes get_default_dtype")
+check.equal(accel.tensor({ 1, 2 }).dtype, accel.float64, "tensor follows the default dtype")
+check.equal(accel.tensor(1.5).dtype, accel.float64, "a number scalar follows the default dtype")
+check.equal(accel.zeros(2).dtype, accel.float64, "zeros follows the default dtype")
+check.equal(accel.randn(2).dtype, accel.float64, "randn follows the default dtype")
+check.equal(accel.full({ 2 }, 3).dtype, accel.float64, "full follows the default dtype")
+check.equal(accel.arange(3).dtype, accel.int64, "arange of integers stays int64")
+check.equal(accel.tensor({ true }).dtype, accel.bool, "booleans stay bool")
+check.raises(function() accel.set_default_dtype(accel.int64) end, "an integer default dtype is refused",
+             "accel.set_default_dtype", "floating", "int64")
+check.raises(function() accel.set_default_dtype("float8") end, "an unknown default dtype is refused",
+             "accel.set_default_dtype", "unknown dtype 'float8'")
+check.equal(accel.get_default_dtype(), accel.float64, "a refused default dtype changes nothing")
+accel.set_default_dtype(accel.float32)
+check.equal(accel.tensor({ 1, 2 }).dtype, accel.float32, "the default dtype set back to float32")
 
 -- conversions
 local f = accel.tensor({ 1.75, -1.75 })

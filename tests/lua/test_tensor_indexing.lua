@@ -21,8 +21,8 @@ check.near(t[{ { 2 }, 4 }], { 8 }, 0, "{a} is a one-long range that keeps its di
 check.near(t[{ -1, { -2, -1 } }], { 11, 12 }, 0, "negative positions count from the end")
 check.near(t[{ {}, { 1, 4, 2 } }], { { 1, 3 }, { 5, 7 }, { 9, 11 } }, 0, "a range with a step")
 check.near(t[{ { 2, 1 } }]:size(), { 0, 4 }, 0, "{a, a - 1} is an empty range")
-check.near(t[{ {}, accel.tensor({ 4, 1 }) }], { { 4, 1 }, { 8, 5 }, { 12, 9 } }, 0, "an index tensor in a subscript")
-check.near(t[accel.tensor({ 3, 1 })], { { 9, 10, 11, 12 }, { 1, 2, 3, 4 } }, 0, "an index tensor picks rows")
+check.near(t[{ {}, accel.LongTensor({ 4, 1 }) }], { { 4, 1 }, { 8, 5 }, { 12, 9 } }, 0, "an index tensor in a subscript")
+check.near(t[accel.LongTensor({ 3, 1 })], { { 9, 10, 11, 12 }, { 1, 2, 3, 4 } }, 0, "an index tensor picks rows")
 check.near(t[t:gt(9)], { 10, 11, 12 }, 0, "a mask selects elements")
 check.near(t[accel.tensor({ true, false, true })], { { 1, 2, 3, 4 }, { 9, 10, 11, 12 } }, 0,
            "a mask over the leading dim selects rows")
@@ -44,23 +44,23 @@ t = grid()
 t[{ { 1, 2 }, {} }] = 0
 check.near(t, { { 0, 0, 0, 0 }, { 0, 0, 0, 0 }, { 9, 10, 11, 12 } }, 0, "t[{ {1, 2}, {} }] = 0")
 t = grid()
-t[{ {}, -1 }] = accel.tensor({ 7, 8, 9 })
+t[{ {}, -1 }] = accel.LongTensor({ 7, 8, 9 })
 check.near(t[{ {}, 4 }], { 7, 8, 9 }, 0, "assign a tensor to a column")
-t[{ 2, { 1, 2 } }] = accel.tensor({ -1, -2 })
+t[{ 2, { 1, 2 } }] = accel.LongTensor({ -1, -2 })
 check.near(t[2], { -1, -2, 7, 8 }, 0, "assign into part of a row")
-t[{ { 1, 2 }, { 1, 2 } }] = accel.tensor({ 100, 200 })
+t[{ { 1, 2 }, { 1, 2 } }] = accel.LongTensor({ 100, 200 })
 check.near(t[{ { 1, 2 }, { 1, 2 } }], { { 100, 200 }, { 100, 200 } }, 0, "an assigned tensor broadcasts")
 t = grid()
 t[t:gt(10)] = -1
 check.near(t[3], { 9, 10, -1, -1 }, 0, "t[mask] = number")
-t[t:ge(1):logical_and(t:le(2))] = accel.tensor({ 50, 60 })
+t[t:ge(1):logical_and(t:le(2))] = accel.LongTensor({ 50, 60 })
 check.near(t[1], { 50, 60, 3, 4 }, 0, "t[mask] = tensor, in order")
 t = grid()
-t[{ {}, accel.tensor({ 1, 3 }) }] = 0
+t[{ {}, accel.LongTensor({ 1, 3 }) }] = 0
 check.near(t, { { 0, 2, 0, 4 }, { 0, 6, 0, 8 }, { 0, 10, 0, 12 } }, 0, "assign a number at index positions")
-t[{ 1, accel.tensor({ 2, 4 }) }] = accel.tensor({ 20, 40 })
+t[{ 1, accel.LongTensor({ 2, 4 }) }] = accel.LongTensor({ 20, 40 })
 check.near(t[1], { 0, 20, 0, 40 }, 0, "assign a tensor at index positions")
-t[accel.tensor({ 3 })] = 7
+t[accel.LongTensor({ 3 })] = 7
 check.near(t[3], { 7, 7, 7, 7 }, 0, "t[index] = number")
 t[2][2] = 66
 check.equal(t[{ 2, 2 }]:item(), 66, "t[2][2] = v writes through")
@@ -87,10 +87,12 @@ check.raises(function() return t[{ {}, { 1, 4, 0 } }] end, "zero step", "step mu
 check.raises(function() return t[{ 1, 2, 3 }] end, "too many entries", "3 entries", "2 dims")
 check.raises(function() return t[{ "a" }] end, "string entry", "subscript entry 1 is a string")
 check.raises(function() return t[{ 1.5 }] end, "fractional position", "subscript entry 1 must be an integer")
-check.raises(function() return t[{ {}, accel.tensor({ 5 }) }] end, "index past the end",
+check.raises(function() return t[{ {}, accel.LongTensor({ 5 }) }] end, "index past the end",
              "subscript entry 2: index 5 is out of range for size 4")
-check.raises(function() return t[{ accel.tensor({ 1 }), accel.tensor({ 1 }) }] end, "two index tensors",
+check.raises(function() return t[{ accel.LongTensor({ 1 }), accel.LongTensor({ 1 }) }] end, "two index tensors",
              "only one index tensor")
+check.raises(function() return t[{ {}, accel.tensor({ 1.0, 2.0 }) }] end, "a float index tensor",
+             "subscript entry 2", "integer tensor", "accel.int64", "accel.LongTensor")
 check.raises(function() return t[true] end, "boolean key", "tensor index", "boolean")
 check.raises(function() t[{ 1, {} }] = "x" end, "assign a string", "tensor assignment", "string")
 check.raises(function() t[{ { 1, 2 } }] = accel.ones(3) end, "assign a shape that does not broadcast",

@@ -12,7 +12,8 @@ check.near(x:sum(-1), { 1.25, 3.75 }, 0, "sum over the last dim")
 check.near(x:sum({ 1, 2 }), 5, 0, "sum over a table of dims")
 check.near(x:sum(nil, true):size(), { 1, 1 }, 0, "keepdim without dims keeps every dim")
 check.near(x:sum(2, true), { { 1.25 }, { 3.75 } }, 0, "keepdim")
-check.equal(accel.tensor({ 1, 2 }):sum().dtype, accel.int64, "int sum stays int64")
+check.equal(accel.LongTensor({ 1, 2 }):sum().dtype, accel.int64, "int sum stays int64")
+check.near(accel.tensor({ 1.0, 2.0, 3.0 }):mean(), 2, 0, "mean of integral numbers (a float32 tensor)")
 check.equal(accel.tensor({ true, true, false }):sum():item(), 2, "bool sum counts")
 check.equal(accel.ones(3):sum(1, false, { dtype = accel.float64 }).dtype, accel.float64, "sum {dtype}")
 check.equal(accel.ones(3):sum({ dtype = accel.float64 }).dtype, accel.float64, "sum {dtype} without dims")
@@ -45,7 +46,7 @@ check.near(accel.tensor({ { 0, 1 }, { 0, 0 } }):count_nonzero(2), { 1, 0 }, 0, "
 
 check.near(x:cumsum(2), { { 0.5, -0.75, 1.25 }, { 3, 2.25, 3.75 } }, 1e-12, "cumsum")
 check.near(x:cumprod(1), { { 0.5, -1.25, 2 }, { 1.5, 0.9375, 3 } }, 1e-12, "cumprod")
-check.equal(accel.tensor({ 1, 2 }):cumsum(1, { dtype = accel.float32 }).dtype, accel.float32, "cumsum {dtype}")
+check.equal(accel.LongTensor({ 1, 2 }):cumsum(1, { dtype = accel.float32 }).dtype, accel.float32, "cumsum {dtype}")
 
 local mask = accel.tensor({ { true, false }, { false, false } })
 check.equal(mask:any():item(), true, "any")
@@ -99,7 +100,7 @@ check.raises(function() return x:sum(1.5) end, "fractional dim", "accel.sum", "1
 check.raises(function() return x:sum("a") end, "wrong argument", "accel.sum", "string 'a'")
 check.raises(function() return x:std(1, false, { unbiassed = false }) end, "unknown option", "accel.std", "'unbiassed'")
 check.raises(function() return x:var({ dims = 1 }) end, "options are not dims", "accel.var", "'dims'")
-check.raises(function() return accel.tensor({ 1, 2 }):mean() end, "mean of ints", "accel.mean", "Long")
+check.raises(function() return accel.LongTensor({ 1, 2 }):mean() end, "mean of ints", "accel.mean", "Long")
 check.raises(function() return x:topk(4) end, "k too large", "accel.topk", "float64[2x3], 4")
 check.raises(function() return x:cumsum() end, "cumsum needs a dim", "accel.cumsum", "argument 2")
 

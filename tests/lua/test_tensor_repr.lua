@@ -10,11 +10,11 @@ end
 
 prints(accel.tensor({ { 1, 2 }, { 3, 4 } }, f32), "tensor([[1., 2.],\n        [3., 4.]])",
        "torch.tensor([[1., 2.], [3., 4.]])")
-prints(accel.tensor({ 1, 2 }), "tensor([1, 2])", "torch.tensor([1, 2]): int64 needs no suffix")
+prints(accel.LongTensor({ 1, 2 }), "tensor([1, 2])", "torch.tensor([1, 2]): int64 needs no suffix")
 prints(accel.tensor({ true, false }), "tensor([ True, False])", "torch.tensor([True, False])")
 prints(accel.tensor(3.5), "tensor(3.5000)", "torch.tensor(3.5)")
 prints(accel.tensor(0, f32), "tensor(0.)", "torch.tensor(0.)")
-prints(accel.tensor(7), "tensor(7)", "torch.tensor(7)")
+prints(accel.tensor(7, { dtype = accel.int64 }), "tensor(7)", "torch.tensor(7)")
 prints(accel.tensor({ 0.5, -1.25, 2.0 }, { dtype = accel.float64 }),
        "tensor([ 0.5000, -1.2500,  2.0000], dtype=accel.float64)", "float64 with its dtype")
 prints(accel.tensor({ 1e-5, 1.0 }), "tensor([1.0000e-05, 1.0000e+00])", "scientific for small values")
@@ -68,6 +68,6 @@ tensor([[0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 4.7000e+01, 4.8000e+01,
 prints(accel.ones(2, { requires_grad = true }), "tensor([1., 1.], requires_grad=True)", "requires_grad")
 prints(accel.ones(2, { requires_grad = true }) * 2, "tensor([2., 2.], grad_fn=<MulBackward0>)", "grad_fn")
 -- print() uses the same text
-check.equal(tostring(accel.tensor({ 1, 2 })[2]), "tensor(2)", "a 0-dim view")
+check.equal(tostring(accel.LongTensor({ 1, 2 })[2]), "tensor(2)", "a 0-dim view")
 
 check.done("test_tensor_repr")

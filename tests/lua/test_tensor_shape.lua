@@ -62,26 +62,26 @@ check.near(sq:diag(), { 1, 5, 9 }, 0, "diag")
 check.near(accel.tensor({ 1, 2 }):diag(), { { 1, 0 }, { 0, 2 } }, 0, "diag of a vector")
 
 -- index tensors are 1-based
-check.near(t:index_select(2, accel.tensor({ 3, 1 })), { { 3, 1 }, { 6, 4 } }, 0, "index_select")
-local idx = accel.tensor({ { 3, 1 }, { 2, 2 } })
+check.near(t:index_select(2, accel.LongTensor({ 3, 1 })), { { 3, 1 }, { 6, 4 } }, 0, "index_select")
+local idx = accel.LongTensor({ { 3, 1 }, { 2, 2 } })
 check.near(t:gather(2, idx), { { 3, 1 }, { 5, 5 } }, 0, "gather along dim 2")
-check.near(t:gather(1, accel.tensor({ { 2, 1, 2 } })), { { 4, 2, 6 } }, 0, "gather along dim 1")
+check.near(t:gather(1, accel.LongTensor({ { 2, 1, 2 } })), { { 4, 2, 6 } }, 0, "gather along dim 1")
 local z = accel.zeros(2, 3, { dtype = accel.int64 })
-check.near(z:scatter(2, idx, accel.tensor({ { 7, 8 }, { 9, 10 } })), { { 8, 0, 7 }, { 0, 10, 0 } }, 0,
+check.near(z:scatter(2, idx, accel.LongTensor({ { 7, 8 }, { 9, 10 } })), { { 8, 0, 7 }, { 0, 10, 0 } }, 0,
            "scatter writes (the last write wins)")
 check.near(z:scatter(2, idx, 5), { { 5, 0, 5 }, { 0, 5, 0 } }, 0, "scatter a number")
-check.near(z:scatter_add(2, idx, accel.tensor({ { 7, 8 }, { 9, 10 } })), { { 8, 0, 7 }, { 0, 19, 0 } }, 0,
+check.near(z:scatter_add(2, idx, accel.LongTensor({ { 7, 8 }, { 9, 10 } })), { { 8, 0, 7 }, { 0, 19, 0 } }, 0,
            "scatter_add adds repeated positions")
 check.near(z, { { 0, 0, 0 }, { 0, 0, 0 } }, 0, "scatter and scatter_add copy")
 check.truthy(rawequal(z:scatter_add_(2, idx, accel.ones(2, 2, { dtype = accel.int64 })), z), "scatter_add_ in place")
 check.near(z, { { 1, 0, 1 }, { 0, 2, 0 } }, 0, "scatter_add_")
-z:scatter_(1, accel.tensor({ { 2, 2, 2 } }), 9)
+z:scatter_(1, accel.LongTensor({ { 2, 2, 2 } }), 9)
 check.near(z, { { 1, 0, 1 }, { 9, 9, 9 } }, 0, "scatter_ a number")
-check.near(accel.zeros(3):index_add(1, accel.tensor({ 1, 3, 1 }), accel.tensor({ 1, 2, 3 }, { dtype = accel.float32 })), { 4, 0, 2 }, 0,
+check.near(accel.zeros(3):index_add(1, accel.LongTensor({ 1, 3, 1 }), accel.tensor({ 1, 2, 3 })), { 4, 0, 2 }, 0,
            "index_add")
-check.near(accel.zeros(3):index_copy(1, accel.tensor({ 3, 1 }), accel.tensor({ 1, 2 }, { dtype = accel.float32 })), { 2, 0, 1 }, 0,
+check.near(accel.zeros(3):index_copy(1, accel.LongTensor({ 3, 1 }), accel.tensor({ 1, 2 })), { 2, 0, 1 }, 0,
            "index_copy")
-check.near(accel.zeros(2, 2):index_fill(2, accel.tensor({ 2 }), -1), { { 0, -1 }, { 0, -1 } }, 0, "index_fill")
+check.near(accel.zeros(2, 2):index_fill(2, accel.LongTensor({ 2 }), -1), { { 0, -1 }, { 0, -1 } }, 0, "index_fill")
 check.near(t:masked_fill(t:gt(4), 0), { { 1, 2, 3 }, { 4, 0, 0 } }, 0, "masked_fill")
 check.near(t:masked_fill(accel.tensor({ true, false, true }), -1), { { -1, 2, -1 }, { -1, 5, -1 } }, 0,
            "masked_fill broadcasts the mask")
@@ -94,13 +94,13 @@ check.near(t:fill_(0), { { 0, 0, 0 }, { 0, 0, 0 } }, 0, "fill_")
 t = accel.arange(1, 7):view(2, 3)
 
 -- Bad calls name the function and the offending value.
-check.raises(function() return t:index_select(2, accel.tensor({ 4 })) end, "index past the end",
+check.raises(function() return t:index_select(2, accel.LongTensor({ 4 })) end, "index past the end",
              "accel.index_select", "argument 3 (index)", "index 4 is out of range for dim 2 of size 3")
-check.raises(function() return t:gather(2, accel.tensor({ { 0, 1 } })) end, "index 0", "accel.gather",
+check.raises(function() return t:gather(2, accel.LongTensor({ { 0, 1 } })) end, "index 0", "accel.gather",
              "argument 3 (index)", "index 0", "1-based")
 check.raises(function() return t:gather(2, accel.tensor({ { 1.5, 2 } })) end, "float index", "accel.gather",
-             "integer tensor", "float32")
-check.raises(function() return t:scatter(1, accel.tensor({ { 3 } }), 1) end, "scatter past the end",
+             "integer tensor", "float32", "accel.int64")
+check.raises(function() return t:scatter(1, accel.LongTensor({ { 3 } }), 1) end, "scatter past the end",
              "accel.scatter", "index 3 is out of range for dim 1 of size 2")
 check.raises(function() return t:narrow(2, 3, 2) end, "narrow past the end", "accel.narrow",
              "length 2 from position 3", "size 3")

@@ -1,7 +1,10 @@
 -- The default collate: a list of samples (each the list of fields get(i)
 -- returned) to one batch value per field. Tensors are stacked along a new
--- first dim; numbers and booleans become a tensor (int64 when every number
--- is an integer); strings stay a list; tables are collated key by key.
+-- first dim; numbers become a tensor of the default float dtype and booleans
+-- a bool one (as accel.tensor does: the dtype never follows the values, so a
+-- data set's get(i) returns class ids as int64 tensors, accel.LongTensor{y}
+-- or accel.tensor(y, {dtype = accel.int64}), not as numbers); strings stay a
+-- list; tables are collated key by key.
 local core = require("accel.core")
 
 local tensor_metatable = getmetatable(core.zeros(0))
