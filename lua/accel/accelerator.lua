@@ -372,8 +372,16 @@ end
 
 -- The next backward synchronises this model's gradients even on a
 -- micro-step that would not (inside no_sync or accumulate), as Accelerate's.
-function Accelerator:trigger_sync_in_backward(model)
-  entry_of(self, model).sync_next_backward = true
+-- With fn (Accelerate's context manager), the trigger holds while fn runs:
+-- its backward synchronises, and none after it is forced.
+function Accelerator:trigger_sync_in_backward(model, fn)
+  local entry = entry_of(self, model)
+  entry.sync_next_backward = true
+  if fn == nil then return end
+  local results = { pcall(fn) }
+  entry.sync_next_backward = nil
+  if not results[1] then error(results[2], 0) end
+  return unpack(results, 2, table.maxn(results))
 end
 
 -- Runs fn under the configured mixed precision (bf16 autocast).

@@ -136,6 +136,17 @@ end
 
 local function new(_, dataset, options)
   options = options or {}
+  -- batch_size = false turns automatic batching off, as PyTorch's
+  -- batch_size=None: each item the sampler gives is a batch's indices.
+  if options.batch_size == false then
+    if options.sampler == nil then
+      error("data.DataLoader: batch_size = false needs a sampler that gives lists of indices", 2)
+    end
+    local copy = {}
+    for k, v in pairs(options) do copy[k] = v end
+    copy.batch_sampler, copy.sampler, copy.batch_size = options.sampler, nil, nil
+    options = copy
+  end
   for key in pairs(options) do
     if not known_options[key] then
       error("data.DataLoader: unknown option '" .. tostring(key) ..

@@ -7,12 +7,12 @@ local shard = require("accel.data.batch_sampler_shard")
 
 local iterable_shard = {}
 
--- Whether `ds` is an iterable data set rather than one with a length.
+-- Whether `ds` is an iterable data set rather than one read by get(i).
 function iterable_shard.is(ds)
   if type(ds) == "function" then return true end
-  if type(ds) ~= "table" or type(ds.iter) ~= "function" then return false end
-  local mt = getmetatable(ds)
-  return not (mt and mt.__len) and ds.len == nil
+  -- A length does not make it a map-style data set: only get(i) does (a
+  -- length beside iter() is a hint, as for PyTorch's IterableDataset).
+  return type(ds) == "table" and type(ds.iter) == "function" and type(ds.get) ~= "function"
 end
 
 -- A function giving the epoch's next sample (the list of the values the
