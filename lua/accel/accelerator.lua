@@ -10,6 +10,7 @@ local AcceleratedScheduler = require("accel.accelerated_scheduler")
 local gathering = require("accel.gathering")
 local checkpointing = require("accel.checkpointing")
 local ProjectConfiguration = require("accel.project_configuration")
+local GradientState = require("accel.gradient_state")
 
 local dist = core.dist
 
@@ -26,6 +27,7 @@ local defaults = {
   seed = false,
   loss_scaler = false,  -- fp16: {init_scale, growth_factor, backoff_factor, growth_interval}
   project_config = false,  -- accel.ProjectConfiguration: where save_state() writes by itself
+  project_dir = false,  -- the project folder; project_config's project_dir defaults to it
 }
 
 local function fail(message)
@@ -47,6 +49,9 @@ local function check_options(options)
   end
   if options.project_config and not ProjectConfiguration.is(options.project_config) then
     fail("project_config must be made by accel.ProjectConfiguration{...}")
+  end
+  if options.project_dir ~= nil and type(options.project_dir) ~= "string" then
+    fail("project_dir must be a string, got a " .. type(options.project_dir))
   end
   local steps = options.gradient_accumulation_steps
   if steps ~= nil and (type(steps) ~= "number" or steps < 1 or steps % 1 ~= 0) then
@@ -87,8 +92,9 @@ local function new(_, options)
     split_batches = option("split_batches"),
     bucket_bytes = option("bucket_bytes"),
     sync_gradients = true,
-    -- Written by prepared data loaders (see data/dataloader.lua).
-    gradient_state = { end_of_dataloader = false },
+    -- The active prepared loaders' end_of_dataloader and batch_padding
+    -- (gradient_state.lua), written by the loaders.
+    gradient_state = GradientState(),
     _world = { rank = state.rank, size = state.world_size },
     _models = {},       -- {model, reducer, no_sync}
     -- What save_state writes besides the models, in preparation order.
@@ -96,12 +102,18 @@ local function new(_, options)
     _schedulers = {},
     _dataloaders = {},
     _custom_objects = {},
-    project_configuration = option("project_config") or nil,
+    project_configuration = option("project_config") or ProjectConfiguration{},
     _micro_step = 0,
     _items = 0,         -- num_items given to backward since the last sync
     _sync_steps = 0,
     _trigger = false,
   }, Accelerator)
+  -- As Accelerate: the configuration's own project_dir wins; the
+  -- Accelerator's fills it in when it has none.
+  if options.project_dir and not self.project_configuration.project_dir then
+    self.project_configuration:set_directories(options.project_dir)
+  end
+  self.project_dir = self.project_configuration.project_dir
   if self.mixed_precision == "fp16" then self._scaler = core.amp.LossScaler(options.loss_scaler or {}) end
   if state.world_size > 1 then dist.init() end
   if options.seed then require("accel").set_seed(options.seed) end
@@ -433,15 +445,24 @@ end
 
 -- Checkpoints (lua/accel/checkpointing.lua) ----------------------------------
 
+-- Automatic checkpoint naming without a project folder fails on every rank
+-- alike, before any collective.
+function Accelerator:_check_project_folder(where)
+  local config = self.project_configuration
+  if config.automatic_checkpoint_naming then config:checkpoints_dir(where) end
+end
+
 -- Writes everything needed to resume exactly into `dir` (or, with
 -- automatic checkpoint naming, the next project checkpoint); returns the folder.
 function Accelerator:save_state(dir)
+  if dir == nil then self:_check_project_folder("Accelerator:save_state") end
   return checkpointing.save_state(self, dir)
 end
 
 -- Restores what save_state wrote; without `dir`, the newest complete
 -- automatic checkpoint. Returns the folder loaded.
 function Accelerator:load_state(dir)
+  if dir == nil then self:_check_project_folder("Accelerator:load_state") end
   return checkpointing.load_state(self, dir)
 end
 
