@@ -12,6 +12,7 @@ local checkpointing = require("accel.checkpointing")
 local ProjectConfiguration = require("accel.project_configuration")
 local PartialState = require("accel.partial_state")
 local GradientAccumulationPlugin = require("accel.gradient_accumulation_plugin")
+local GradientState = require("accel.gradient_state")
 
 local dist = core.dist
 
@@ -31,6 +32,7 @@ local defaults = {
   project_config = false,  -- accel.ProjectConfiguration: where save_state() writes by itself
   gradient_accumulation_plugin = false,  -- accel.GradientAccumulationPlugin
   sync_each_batch = false,  -- all-reduce gradients on every micro-step (see gradient_accumulation_plugin.lua)
+  project_dir = false,  -- the project folder; project_config's project_dir defaults to it
 }
 
 local function fail(message)
@@ -62,6 +64,9 @@ local function check_options(options)
   end
   if options.sync_each_batch ~= nil and type(options.sync_each_batch) ~= "boolean" then
     fail("sync_each_batch must be a boolean, got " .. tostring(options.sync_each_batch))
+  end
+  if options.project_dir ~= nil and type(options.project_dir) ~= "string" then
+    fail("project_dir must be a string, got a " .. type(options.project_dir))
   end
   local steps = options.gradient_accumulation_steps
   if steps ~= nil and (type(steps) ~= "number" or steps < 1 or steps % 1 ~= 0) then
@@ -100,21 +105,28 @@ local function new(_, options)
     dispatch_batches = option("dispatch_batches"),
     bucket_bytes = option("bucket_bytes"),
     sync_gradients = true,
-    -- Written by prepared data loaders (see data/dataloader.lua).
-    gradient_state = { end_of_dataloader = false },
+    -- The active prepared loaders' end_of_dataloader and batch_padding
+    -- (gradient_state.lua), written by the loaders.
+    gradient_state = GradientState(),
     _models = {},       -- {model, reducer, no_sync}
     -- What save_state writes besides the models, in preparation order.
     _optimizers = {},
     _schedulers = {},
     _dataloaders = {},
     _custom_objects = {},
-    project_configuration = option("project_config") or nil,
+    project_configuration = option("project_config") or ProjectConfiguration{},
     _micro_step = 0,
     _items = 0,         -- num_items given to backward since the last sync
     _sync_steps = 0,
     _trigger = false,
   }, Accelerator)
   for _, name in ipairs(PartialState.FACTS) do self[name] = state[name] end
+  -- As Accelerate: the configuration's own project_dir wins; the
+  -- Accelerator's fills it in when it has none.
+  if options.project_dir and not self.project_configuration.project_dir then
+    self.project_configuration:set_directories(options.project_dir)
+  end
+  self.project_dir = self.project_configuration.project_dir
   if self.mixed_precision == "fp16" then self._scaler = core.amp.LossScaler(options.loss_scaler or {}) end
   if options.seed then require("accel").set_seed(options.seed) end
   return self
@@ -440,15 +452,24 @@ end
 
 -- Checkpoints (lua/accel/checkpointing.lua) ----------------------------------
 
+-- Automatic checkpoint naming without a project folder fails on every rank
+-- alike, before any collective.
+function Accelerator:_check_project_folder(where)
+  local config = self.project_configuration
+  if config.automatic_checkpoint_naming then config:checkpoints_dir(where) end
+end
+
 -- Writes everything needed to resume exactly into `dir` (or, with
 -- automatic checkpoint naming, the next project checkpoint); returns the folder.
 function Accelerator:save_state(dir)
+  if dir == nil then self:_check_project_folder("Accelerator:save_state") end
   return checkpointing.save_state(self, dir)
 end
 
 -- Restores what save_state wrote; without `dir`, the newest complete
 -- automatic checkpoint. Returns the folder loaded.
 function Accelerator:load_state(dir)
+  if dir == nil then self:_check_project_folder("Accelerator:load_state") end
   return checkpointing.load_state(self, dir)
 end
 

@@ -8,23 +8,215 @@ local guard = require("accel.collective_guard")
 local args = require("accel.nn.args")
 local dataset = require("accel.data.dataset")
 local Subset = require("accel.data.subset")
+local bit = require("bit")
 
 local dist = core.dist
 local gathering = {}
 
--- Applies fn to every tensor of a value (numbers become tensors; tables are
--- walked), keeping the table structure.
-local function map_tensors(value, fn, what)
-  if type(value) == "number" then return fn(core.tensor(value)) end
-  if type(value) == "table" then
+-- Tables crossing ranks ------------------------------------------------------
+--
+-- Lua's `pairs` order differs between processes, so every table a
+-- collective takes is walked in one canonical key order: number keys first,
+-- ascending, then string keys, sorted; keys of other types are refused.
+-- Under --debug (ACCEL_DEBUG=1), the ranks first exchange a hash of the
+-- value's key structure, and when it differs, every rank fails naming the
+-- ranks and the keys instead of pairing different keys.
+
+-- Whether collectives over tables check that every rank passed the same
+-- keys (accel-run --debug). A field, so a test can turn it on.
+gathering.debug = os.getenv("ACCEL_DEBUG") == "1"
+
+local function key_text(k, first)
+  if type(k) == "string" and k:match("^[%a_][%w_]*$") then return first and k or ("." .. k) end
+  if type(k) == "string" then return string.format("[%q]", k) end
+  return "[" .. tostring(k) .. "]"
+end
+
+-- A table's keys in the canonical order, or nil and a problem.
+local function canonical_keys(t)
+  local numbers, strings = {}, {}
+  for k in pairs(t) do
+    local kind = type(k)
+    if kind == "number" then
+      numbers[#numbers + 1] = k
+    elseif kind == "string" then
+      strings[#strings + 1] = k
+    else
+      return nil, string.format("table keys must be numbers or strings (every rank walks them sorted), got a %s key %s",
+                                kind, tostring(k))
+    end
+  end
+  table.sort(numbers)
+  table.sort(strings)
+  for _, k in ipairs(strings) do numbers[#numbers + 1] = k end
+  return numbers
+end
+
+local function is_tensor(v)
+  return type(v) == "userdata" and v.dtype ~= nil
+end
+
+-- Checks a value and lays out its structure: the keys of each table in
+-- canonical order, the paths of its leaves ("predictions", "[2].loss") and
+-- a description of the whole structure, equal on two ranks exactly when
+-- they pair the same keys. Returns the layout, or nil and a problem.
+local function layout(value)
+  local keys_of, paths, parts = {}, {}, {}
+  local problem
+  local ancestors = {}
+  local function visit(v, path)
+    if problem then return end
+    if type(v) == "number" or is_tensor(v) then
+      paths[#paths + 1] = path == "" and "(the value)" or path
+      parts[#parts + 1] = "T"
+      return
+    end
+    if type(v) ~= "table" then
+      problem = string.format("expected a tensor, a number or a table of them, got a %s%s", type(v),
+                              path == "" and "" or (" at " .. path))
+      return
+    end
+    if ancestors[v] then
+      problem = "the table contains itself" .. (path == "" and "" or (" at " .. path))
+      return
+    end
+    local keys, why = canonical_keys(v)
+    if not keys then
+      problem = why .. (path == "" and "" or (" in " .. path))
+      return
+    end
+    ancestors[v] = true
+    keys_of[v] = keys
+    parts[#parts + 1] = "{"
+    for _, k in ipairs(keys) do
+      local text = key_text(k, path == "")
+      parts[#parts + 1] = text .. "="
+      visit(v[k], path .. text)
+      parts[#parts + 1] = ","
+    end
+    parts[#parts + 1] = "}"
+    ancestors[v] = nil
+  end
+  visit(value, "")
+  if problem then return nil, problem end
+  return { keys_of = keys_of, paths = paths, description = table.concat(parts) }
+end
+
+-- 32-bit FNV-1a of a string, the same on every rank.
+local function hash(text)
+  local h = 2166136261
+  for i = 1, #text do
+    h = bit.bxor(h, text:byte(i))
+    h = bit.tobit(bit.lshift(h, 24) + h * 403)  -- h * 16777619 without losing bits
+  end
+  return h
+end
+
+local function rank_list(ranks)
+  local text = {}
+  for i, r in ipairs(ranks) do text[i] = tostring(r) end
+  return (#ranks == 1 and "rank " or "ranks ") .. table.concat(text, ", ")
+end
+
+local function key_list(paths)
+  local shown = {}
+  for i = 1, math.min(#paths, 24) do shown[i] = paths[i] end
+  if #paths > 24 then shown[#shown + 1] = string.format("... (%d keys)", #paths) end
+  return "{" .. table.concat(shown, ", ") .. "}"
+end
+
+-- The --debug message for ranks that passed different structures; `all`
+-- holds every rank's {description, paths, problem}.
+local function mismatch_message(what, all)
+  local groups, order = {}, {}
+  for r, d in ipairs(all) do
+    local key = d.problem and ("!" .. d.problem) or d.description
+    if not groups[key] then
+      groups[key] = { ranks = {}, info = d }
+      order[#order + 1] = key
+    end
+    table.insert(groups[key].ranks, r - 1)
+  end
+  local lines = {}
+  for _, key in ipairs(order) do
+    local g = groups[key]
+    local text
+    if g.info.problem then
+      text = "an invalid value: " .. g.info.problem
+    else
+      text = "keys " .. key_list(g.info.paths)
+    end
+    lines[#lines + 1] = rank_list(g.ranks) .. " passed " .. text
+  end
+  -- The keys some ranks have and others lack.
+  local holders, valid = {}, 0
+  for r, d in ipairs(all) do
+    if not d.problem then
+      valid = valid + 1
+      for _, path in ipairs(d.paths) do
+        holders[path] = holders[path] or {}
+        table.insert(holders[path], r - 1)
+      end
+    end
+  end
+  local uneven = {}
+  for path, ranks in pairs(holders) do
+    if #ranks < valid then uneven[#uneven + 1] = { path, ranks } end
+  end
+  table.sort(uneven, function(a, b) return a[1] < b[1] end)
+  local message = string.format("%s: the ranks passed tables with different keys: %s", what,
+                                table.concat(lines, "; "))
+  if #uneven > 0 then
+    local parts = {}
+    for i = 1, math.min(#uneven, 24) do
+      parts[i] = string.format("'%s' only on %s", uneven[i][1], rank_list(uneven[i][2]))
+    end
+    message = message .. " (" .. table.concat(parts, ", ") .. ")"
+  end
+  return message .. " (checked because of --debug)"
+end
+
+-- --debug: every rank learns whether all passed the same structure, and all
+-- fail together when not.
+local function check_same_structure(world, what, plan, problem)
+  local mine = plan and plan.description or ("!" .. problem)
+  local digest = core.tensor({ hash(mine), #mine }, { dtype = "float64" })
+  local agree = true
+  for _, part in ipairs(dist.all_gather(digest)) do
+    local theirs = part:totable()
+    if theirs[1] ~= hash(mine) or theirs[2] ~= #mine then agree = false end
+  end
+  if agree then return end
+  local all = gathering.gather_object(world, { description = plan and plan.description, paths = plan and plan.paths,
+                                     problem = problem })
+  args.error(mismatch_message(what, all))
+end
+
+-- Applies fn(tensor, path) to every tensor of a value (numbers become
+-- tensors; tables are walked in the canonical key order), keeping the table
+-- structure. `world` defaults to this process's. The --debug exchange is for
+-- tables only: a lone tensor goes straight to its collective, whose shape
+-- the engine's --debug check compares (and a rank passing a table where
+-- another passes a tensor is caught there as a different collective).
+local function map_tensors(value, fn, what, world)
+  local plan, problem = layout(value)
+  if gathering.debug and type(value) == "table" then
+    world = world or { rank = dist.state().rank, size = dist.state().world_size }
+    if world.size > 1 then check_same_structure(world, what, plan, problem) end
+  end
+  if not plan then args.error(what .. ": " .. problem) end
+  local keys_of, leaf = plan.keys_of, 0
+  local function apply(v)
+    if type(v) == "number" then v = core.tensor(v) end
+    if type(v) ~= "table" then
+      leaf = leaf + 1
+      return fn(v, plan.paths[leaf])
+    end
     local out = {}
-    for k, v in pairs(value) do out[k] = map_tensors(v, fn, what) end
+    for _, k in ipairs(keys_of[v]) do out[k] = apply(v[k]) end
     return out
   end
-  if type(value) ~= "userdata" or not value.dtype then
-    error(what .. ": expected a tensor, a number or a table of them, got a " .. type(value), 3)
-  end
-  return fn(value)
+  return apply(value)
 end
 gathering.map_tensors = map_tensors
 
@@ -45,7 +237,7 @@ function gathering.gather(world, value)
     local parts = dist.all_gather(t:contiguous())
     if t:dim() == 0 then return core.stack(parts, 1) end
     return core.cat(parts, 1)
-  end, "gather")
+  end, "gather", world)
 end
 
 local function pad_to(t, d, size, pad_index, pad_first)
@@ -58,16 +250,70 @@ local function pad_to(t, d, size, pad_index, pad_first)
   return padded
 end
 
+-- Every rank's shape of `t`, as a list in rank order of {ndim, sizes}:
+-- one fixed-size all_gather, so ranks whose tensors differ in their number
+-- of dims still meet (sizes beyond the first SHAPE_SLOTS - 1 dims are not
+-- exchanged).
+local SHAPE_SLOTS = 32
+local function shapes_of_all(t)
+  local size, row = t:size(), { t:dim() }
+  for i = 1, SHAPE_SLOTS - 1 do row[i + 1] = size[i] or -1 end
+  local out = {}
+  for r, part in ipairs(dist.all_gather(core.tensor(row, { dtype = "float64" }))) do
+    local values = part:totable()
+    local shape = {}
+    for i = 1, math.min(values[1], SHAPE_SLOTS - 1) do shape[i] = values[i + 1] end
+    out[r] = { ndim = values[1], sizes = shape }
+  end
+  return out
+end
+
+local function shape_text(s)
+  local text = "[" .. table.concat(s.sizes, ", ")
+  if s.ndim > #s.sizes then text = text .. ", ..." end
+  return text .. "]"
+end
+
 -- Pads every rank's tensor along `dim` to the largest size over ranks.
+-- The ranks exchange whole shapes: tensors of different numbers of dims
+-- are an error on every rank. A dim beyond the tensors' last leaves them
+-- as they are, as in Accelerate.
 function gathering.pad_across_processes(world, value, options)
-  options = options or {}
-  return map_tensors(value, function(t)
+  local o = args.options("pad_across_processes", options, { dim = 1, pad_index = 0, pad_first = false })
+  if type(o.dim) ~= "number" or o.dim % 1 ~= 0 or o.dim == 0 then
+    args.error("pad_across_processes: dim must be a non-zero integer (1-based, -1 the last), got " .. tostring(o.dim))
+  end
+  if type(o.pad_index) ~= "number" then
+    args.error("pad_across_processes: pad_index must be a number, got a " .. type(o.pad_index))
+  end
+  if type(o.pad_first) ~= "boolean" then
+    args.error("pad_across_processes: pad_first must be a boolean, got a " .. type(o.pad_first))
+  end
+  return map_tensors(value, function(t, path)
     if world.size == 1 then return t end
-    local d = options.dim or 1
-    if d < 0 then d = t:dim() + d + 1 end
-    local largest = math.max(unpack(sizes_along_list(t, d)))
-    return pad_to(t, d, largest, options.pad_index or 0, options.pad_first)
-  end, "pad_across_processes")
+    local what = path == "(the value)" and "pad_across_processes" or ("pad_across_processes of " .. path)
+    local shapes = shapes_of_all(t)
+    local ndim = shapes[1].ndim
+    for r = 2, world.size do
+      if shapes[r].ndim ~= ndim then
+        local parts = {}
+        for q = 1, world.size do
+          parts[q] = string.format("rank %d passed %s (%d dims)", q - 1, shape_text(shapes[q]), shapes[q].ndim)
+        end
+        args.error(string.format("%s: the ranks passed tensors with different numbers of dims: %s", what,
+                                 table.concat(parts, ", ")))
+      end
+    end
+    local d = o.dim
+    if d < 0 then d = ndim + d + 1 end
+    if d < 1 then
+      args.error(string.format("%s: dim %d is out of range for tensors of %d dims", what, o.dim, ndim))
+    end
+    if d > ndim then return t end
+    local largest = 0
+    for r = 1, world.size do largest = math.max(largest, shapes[r].sizes[d] or t:size(d)) end
+    return pad_to(t, d, largest, o.pad_index, o.pad_first)
+  end, "pad_across_processes", world)
 end
 
 -- Gathers along dim 1, dropping each rank's padding rows (`padding[r + 1]`
@@ -90,7 +336,7 @@ function gathering.gather_for_metrics(world, value, padding)
     end
     if #kept == 0 then return t:narrow(1, 1, 0) end
     return core.cat(kept, 1)
-  end, "gather_for_metrics")
+  end, "gather_for_metrics", world)
 end
 
 -- Any serialisable Lua value from every rank, as a list in rank order.
@@ -135,7 +381,7 @@ function gathering.broadcast(world, value, from)
     local copy = t:detach():clone():contiguous()
     if world.size > 1 then dist.broadcast(copy, from) end
     return copy
-  end, "broadcast")
+  end, "broadcast", world)
 end
 
 -- This rank's contiguous share of a list, a tensor (by rows), a data set

@@ -200,7 +200,7 @@ end
 
 -- The state a prepared loader writes for the Accelerator (one rank).
 do
-  local state = {}
+  local state = require("accel.gradient_state")()
   local loader = data.DataLoader(data.TensorDataset(ids), { batch_size = 4 })
   loader:shard(0, 1, { state = state })
   local seen = {}
@@ -276,7 +276,7 @@ do
   local function read_ranks(n, world, batch, state, stop)
     local got, saved = {}, nil
     for r = 0, world - 1 do
-      local st = {}
+      local st = require("accel.gradient_state")()
       local loader = data.DataLoader(data.TensorDataset(accel.arange(n)), { batch_size = batch, shuffle = true, seed = 5 })
       loader:shard(r, world, { state = st })
       local message

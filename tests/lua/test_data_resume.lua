@@ -13,7 +13,7 @@ dist.init()
 check.equal(W, 3, "three ranks")
 
 local function loader_for(n, batch_size, world, r, workers)
-  local state = {}
+  local state = require("accel.gradient_state")()
   local loader = data.DataLoader(data.TensorDataset(accel.arange(n)),
                                  { batch_size = batch_size, shuffle = true, seed = 3, num_workers = workers })
   loader:shard(r, world, { state = state })

@@ -61,7 +61,7 @@ end
 
 local function make_loader(n, options, shard)
   local loader = data.DataLoader(data.TensorDataset(accel.arange(n)), options)
-  local state = {}
+  local state = require("accel.gradient_state")()
   if shard then loader:shard(rank, W, { even_batches = shard.even_batches, split_batches = shard.split_batches,
                                         state = state }) end
   return loader, state

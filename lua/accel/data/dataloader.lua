@@ -37,12 +37,17 @@
 --     that does not divide), and each step covers the samples it covers
 --     with split_batches = false and batch_size / world_size per rank.
 --   drop_last: only whole batches, as many on every rank; never padding.
--- While an epoch is iterated the loader writes into `state` (a table the
--- caller owns; nothing is written without one):
---   state.active_loader = loader while an epoch is being iterated; nil
---     once it ends.
---   state.end_of_dataloader = true while this rank's last batch of the
---     epoch is current, false otherwise.
+-- While an epoch is iterated the loader reports to `state`, a GradientState
+-- (lua/accel/gradient_state.lua; the Accelerator's acc.gradient_state;
+-- nothing is reported without one): iter() pushes the loader on its stack
+-- of active loaders (unless the epoch has no batch left), each batch tells
+-- it whether it is this rank's last of the epoch and the batch's padding,
+-- and the end of the epoch (or set_epoch, load_state_dict, a new iter())
+-- pops it, so a loader iterated inside another's loop leaves the outer
+-- loader's facts current again. Read there:
+--   state.active_loader: the innermost loader being iterated, or nil.
+--   state.end_of_dataloader = true while that loader's last batch of the
+--     epoch on this rank is current, false otherwise.
 --   state.batch_padding = {p_0, ..., p_(W-1)}: how many rows at the tail of
 --     each rank's current batch are padding duplicates; the same contents
 --     on every rank (every rank computes it from n, W, B and the epoch's
@@ -216,6 +221,12 @@ function DataLoader:shard(rank, world_size, options)
     error(string.format("DataLoader:shard: split_batches needs batch_size %d to be divisible by "
                         .. "the number of processes %d", self.batch_size, world_size), 2)
   end
+  local state = options.state
+  if state ~= nil and (type(state) ~= "table" or type(state._set_batch) ~= "function") then
+    error("DataLoader:shard: state must be a GradientState (require(\"accel.gradient_state\")()), got a "
+          .. type(state), 2)
+  end
+  if self.state and self.state ~= state then self.state:_remove_dataloader(self) end
   self.rank, self.world_size = rank, world_size
   self.even_batches = options.even_batches ~= false
   self.split_batches = options.split_batches or false
@@ -288,7 +299,14 @@ function DataLoader:set_epoch(epoch)
     error("DataLoader:set_epoch: epoch must be an integer >= 0, got " .. tostring(epoch), 2)
   end
   self:close_prefetcher()
+  self:leave_state()
   self.epoch, self._start, self._batches_done, self._in_epoch = epoch, 0, 0, false
+end
+
+-- This loader's epoch is no longer iterated: it leaves the GradientState's
+-- stack (and so do loaders iterated inside it).
+function DataLoader:leave_state()
+  if self.state then self.state:_remove_dataloader(self) end
 end
 
 -- Also retires the current iterator, whose batches came from it.
@@ -303,12 +321,7 @@ end
 function DataLoader:end_epoch()
   self:close_prefetcher()
   self.epoch, self._start, self._batches_done, self._in_epoch = self.epoch + 1, 0, 0, false
-  local state = self.state
-  if state then
-    if state.active_loader == self then state.active_loader = nil end
-    state.end_of_dataloader = false
-    state.batch_padding = nil
-  end
+  self:leave_state()
 end
 
 -- A function k -> list of batch values, reading rows `rows` (0-based data
@@ -368,9 +381,7 @@ function DataLoader:iter()
   local rows = plan:indices(first + 1)
   local read = self:batch_reader(rows, batch_size)
   if state then
-    state.active_loader = total > first and self or nil
-    state.end_of_dataloader = false
-    state.batch_padding = nil
+    if total > first then state:_add_dataloader(self) else state:_remove_dataloader(self) end
   end
   local k = first
   return function()
@@ -384,11 +395,7 @@ function DataLoader:iter()
     k = k + 1
     local batch = read(k - first)
     self._batches_done = k
-    if state then
-      state.active_loader = self
-      state.end_of_dataloader = k == total
-      state.batch_padding = plan:padding(k)
-    end
+    if state then state:_set_batch(self, k == total, plan:padding(k)) end
     return unpack(batch)
   end
 end
@@ -445,6 +452,7 @@ function DataLoader:load_state_dict(t)
                         tostring(t.shuffle), tostring(self.shuffle)), 2)
   end
   self:close_prefetcher()
+  self:leave_state()
   self.seed, self.epoch, self._in_epoch = t.seed, t.epoch, false
   local batch_size = self:rank_batch_size()
   if t.world_size == self.world_size and t.batch_size == batch_size then

@@ -40,9 +40,7 @@ return function(loader)
   for _ = 1, k do next_batch() end
   local current = next_batch()
   if state then
-    state.active_loader = current and loader or nil
-    state.end_of_dataloader = false
-    state.batch_padding = nil
+    if current then state:_add_dataloader(loader) else state:_remove_dataloader(loader) end
   end
   return function()
     if current == nil then
@@ -56,11 +54,7 @@ return function(loader)
     current = next_batch()
     k = k + 1
     loader._batches_done = k
-    if state then
-      state.active_loader = loader
-      state.end_of_dataloader = current == nil
-      state.batch_padding = step.padding
-    end
+    if state then state:_set_batch(loader, current == nil, step.padding) end
     return unpack(step.values)
   end
 end

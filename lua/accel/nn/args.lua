@@ -25,7 +25,10 @@ args.NONE = setmetatable({}, { __tostring = function() return "none" end })
 
 -- Fills defaults into an options table and refuses unknown keys, listing the
 -- known ones. Options defaulting to args.NONE come back as nil when not given.
-function args.options(where, given, defaults)
+-- `types` (optional) maps keys to the Lua types their given values may have,
+-- "number" or several as "number|table"; a value of another type is an
+-- error naming the key.
+function args.options(where, given, defaults, types)
   if given == nil then given = {} end
   if type(given) ~= "table" then
     args.error(string.format("%s: options must be a table, got a %s", where, type(given)))
@@ -33,10 +36,17 @@ function args.options(where, given, defaults)
   for key in pairs(given) do
     if defaults[key] == nil then
       local known = {}
-      for k in pairs(defaults) do known[#known + 1] = k end
+      for k in pairs(defaults) do known[#known + 1] = tostring(k) end
       table.sort(known)
-      args.error(string.format("%s: unknown option '%s' (known: %s)", where, tostring(key),
-                               table.concat(known, ", ")))
+      args.error(string.format("%s: unknown option '%s' (%s)", where, tostring(key),
+                               #known == 0 and "it takes no options" or ("known: " .. table.concat(known, ", "))))
+    end
+  end
+  for key, allowed in pairs(types or {}) do
+    local value = given[key]
+    if value ~= nil and not ("|" .. allowed .. "|"):find("|" .. type(value) .. "|", 1, true) then
+      args.error(string.format("%s: option '%s' must be a %s, got %s (a %s)", where, key,
+                               allowed:gsub("|", " or "), tostring(value), type(value)))
     end
   end
   local out = {}
@@ -46,6 +56,17 @@ function args.options(where, given, defaults)
     if value ~= args.NONE then out[key] = value end
   end
   return out
+end
+
+-- The bias flag of a layer that takes it in an options table {bias = true}
+-- or alone, as PyTorch's positional argument (nn.Linear(3, 2, false)).
+function args.bias_option(where, value)
+  if value == nil or type(value) == "boolean" then return value ~= false end
+  if type(value) ~= "table" then
+    args.error(string.format("%s: expected an options table {bias = ...} or a boolean bias, got a %s", where,
+                             type(value)))
+  end
+  return args.options(where, value, { bias = true }, { bias = "boolean" }).bias
 end
 
 function args.positive_integer(where, name, value)

@@ -19,7 +19,9 @@ local function make(name, dims, layout)
 
   function cls:init(num_features, options)
     args.positive_integer(where, "num_features", num_features)
-    local o = args.options(where, options, { eps = 1e-5, momentum = 0.1, affine = true, track_running_stats = true })
+    local o = args.options(where, options, { eps = 1e-5, momentum = 0.1, affine = true, track_running_stats = true },
+                           { eps = "number", momentum = "number|boolean", affine = "boolean",
+                             track_running_stats = "boolean" })
     if o.momentum ~= false then args.probability(where, "momentum", o.momentum) end
     self.num_features, self.eps, self.momentum = num_features, o.eps, o.momentum
     self.affine, self.track_running_stats = o.affine, o.track_running_stats

@@ -18,7 +18,9 @@ local function make(name, dims, functional)
     args.positive_integer(where, "in_channels", in_channels)
     args.positive_integer(where, "out_channels", out_channels)
     local o = args.options(where, options, { stride = 1, padding = 0, dilation = 1, groups = 1, bias = true,
-                                             padding_mode = "zeros" })
+                                             padding_mode = "zeros" },
+                           { stride = "number|table", padding = "number|table|string", dilation = "number|table",
+                             groups = "number", bias = "boolean", padding_mode = "string" })
     self.in_channels, self.out_channels = in_channels, out_channels
     self.kernel_size = args.tuple(where, "kernel_size", kernel_size, dims)
     self.stride = args.tuple(where, "stride", o.stride, dims)

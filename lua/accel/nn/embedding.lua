@@ -10,6 +10,7 @@ local init = require("accel.nn.initialization")
 local Embedding = Module:extend("Embedding")
 
 local defaults = { padding_idx = args.NONE, max_norm = args.NONE, norm_type = 2, scale_grad_by_freq = false }
+local types = { padding_idx = "number", max_norm = "number", norm_type = "number", scale_grad_by_freq = "boolean" }
 
 local function resolve_padding(n, padding_idx)
   if padding_idx == nil then return nil end
@@ -23,7 +24,7 @@ end
 function Embedding:init(num_embeddings, embedding_dim, options)
   args.positive_integer("nn.Embedding", "num_embeddings", num_embeddings)
   args.positive_integer("nn.Embedding", "embedding_dim", embedding_dim)
-  local o = args.options("nn.Embedding", options, defaults)
+  local o = args.options("nn.Embedding", options, defaults, types)
   self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
   self.padding_idx = resolve_padding(num_embeddings, o.padding_idx)
   self.max_norm, self.norm_type, self.scale_grad_by_freq = o.max_norm, o.norm_type, o.scale_grad_by_freq
@@ -41,6 +42,9 @@ function Embedding.from_pretrained(weight, options)
     args.error("nn.Embedding.from_pretrained: expected a 2-D weight tensor, got " ..
                (type(weight) == "userdata" and args.shape(weight) or type(weight)))
   end
+  local pretrained_defaults, pretrained_types = { freeze = true }, { freeze = "boolean" }
+  for k, v in pairs(defaults) do pretrained_defaults[k], pretrained_types[k] = v, types[k] end
+  args.options("nn.Embedding.from_pretrained", options, pretrained_defaults, pretrained_types)
   options = options or {}
   local freeze = options.freeze ~= false
   local rest = {}

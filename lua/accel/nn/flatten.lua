@@ -1,5 +1,6 @@
 -- Flatten(start_dim = 2, end_dim = -1) merges dims (1-based, so the batch dim
--- stays); Unflatten(dim, sizes) splits one dim into sizes.
+-- stays), also as {start_dim, end_dim}; Unflatten(dim, sizes) splits one
+-- dim into sizes.
 local Module = require("accel.nn.module")
 local args = require("accel.nn.args")
 
@@ -13,6 +14,10 @@ end
 
 local Flatten = Module:extend("Flatten")
 function Flatten:init(start_dim, end_dim)
+  if type(start_dim) == "table" and end_dim == nil then
+    local o = args.options("nn.Flatten", start_dim, { start_dim = 2, end_dim = -1 })
+    start_dim, end_dim = o.start_dim, o.end_dim
+  end
   self.start_dim = check_dim("nn.Flatten", "start_dim", start_dim or 2)
   self.end_dim = check_dim("nn.Flatten", "end_dim", end_dim or -1)
 end

@@ -14,7 +14,7 @@ function GroupNorm:init(num_groups, num_channels, options)
     args.error(string.format("nn.GroupNorm: num_channels %d is not divisible by num_groups %d", num_channels,
                              num_groups))
   end
-  local o = args.options("nn.GroupNorm", options, { eps = 1e-5, affine = true })
+  local o = args.options("nn.GroupNorm", options, { eps = 1e-5, affine = true }, { eps = "number", affine = "boolean" })
   self.num_groups, self.num_channels, self.eps = num_groups, num_channels, o.eps
   if o.affine then
     self.weight = core.ones(num_channels, { requires_grad = true })

@@ -101,7 +101,8 @@ end
 
 local function kaiming_std(where, t, options)
   local o = args.options("nn.init." .. where, options,
-                         { a = 0, mode = "fan_in", nonlinearity = "leaky_relu" })
+                         { a = 0, mode = "fan_in", nonlinearity = "leaky_relu" },
+                         { a = "number", mode = "string", nonlinearity = "string" })
   local fan_in, fan_out = init.calculate_fans(t, where)
   local fan
   if o.mode == "fan_in" then

@@ -14,7 +14,8 @@ function LayerNorm:init(normalized_shape, options)
                tostring(normalized_shape))
   end
   for i, n in ipairs(normalized_shape) do args.positive_integer("nn.LayerNorm", "normalized_shape[" .. i .. "]", n) end
-  local o = args.options("nn.LayerNorm", options, { eps = 1e-5, elementwise_affine = true })
+  local o = args.options("nn.LayerNorm", options, { eps = 1e-5, elementwise_affine = true },
+                         { eps = "number", elementwise_affine = "boolean" })
   self.normalized_shape, self.eps = normalized_shape, o.eps
   if o.elementwise_affine then
     self.weight = core.ones(normalized_shape, { requires_grad = true })

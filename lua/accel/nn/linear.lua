@@ -1,4 +1,7 @@
 -- y = x W^T + b, initialised as PyTorch does: U(-1/sqrt(in), 1/sqrt(in)).
+--   nn.Linear(in_features, out_features [, {bias = true}])
+-- The bias flag may also be given alone, as PyTorch's positional argument:
+-- nn.Linear(3, 2, false).
 local core = require("accel.core")
 local Module = require("accel.nn.module")
 local args = require("accel.nn.args")
@@ -8,10 +11,11 @@ local Linear = Module:extend("Linear")
 function Linear:init(in_features, out_features, bias)
   args.positive_integer("nn.Linear", "in_features", in_features)
   args.positive_integer("nn.Linear", "out_features", out_features)
+  bias = args.bias_option("nn.Linear", bias)
   self.in_features, self.out_features = in_features, out_features
   local bound = 1 / math.sqrt(in_features)
   self.weight = (core.rand(out_features, in_features) * (2 * bound) - bound):requires_grad_()
-  if bias ~= false then
+  if bias then
     self.bias = (core.rand(out_features) * (2 * bound) - bound):requires_grad_()
   end
 end

@@ -27,7 +27,9 @@ function MultiheadAttention:init(embed_dim, num_heads, options)
     args.error(string.format("%s: embed_dim %d is not divisible by num_heads %d", where, embed_dim, num_heads))
   end
   local o = args.options(where, options, { dropout = 0, bias = true, batch_first = true, kdim = args.NONE,
-                                           vdim = args.NONE })
+                                           vdim = args.NONE },
+                         { dropout = "number", bias = "boolean", batch_first = "boolean", kdim = "number",
+                           vdim = "number" })
   self.embed_dim, self.num_heads, self.head_dim = embed_dim, num_heads, embed_dim / num_heads
   self.dropout = args.probability(where, "dropout", o.dropout)
   self.batch_first = o.batch_first
@@ -52,9 +54,11 @@ end
 
 local forward_defaults = { key_padding_mask = args.NONE, attn_mask = args.NONE, is_causal = false,
                            need_weights = true, average_attn_weights = true }
+local forward_types = { key_padding_mask = "userdata", attn_mask = "userdata", is_causal = "boolean",
+                        need_weights = "boolean", average_attn_weights = "boolean" }
 
 function MultiheadAttention:forward(query, key, value, options)
-  local o = args.options("nn.MultiheadAttention:forward", options, forward_defaults)
+  local o = args.options("nn.MultiheadAttention:forward", options, forward_defaults, forward_types)
   key = key or query
   value = value or key
   if not self.batch_first and query:dim() == 3 then

@@ -10,12 +10,15 @@ local F = core.functional
 
 local pooling = {}
 
+local types = { stride = "number|table", padding = "number|table", dilation = "number|table", ceil_mode = "boolean",
+                return_indices = "boolean", count_include_pad = "boolean", divisor_override = "number" }
+
 local function make(name, dims, functional, defaults)
   local cls = Module:extend(name)
   local where = "nn." .. name
   function cls:init(kernel_size, options)
     self.kernel_size = args.tuple(where, "kernel_size", kernel_size, dims)
-    local o = args.options(where, options, defaults)
+    local o = args.options(where, options, defaults, types)
     for _, key in ipairs({ "stride", "padding", "dilation" }) do
       if o[key] ~= nil then o[key] = args.tuple(where, key, o[key], dims) end
     end

@@ -24,7 +24,10 @@ function TransformerEncoderLayer:init(d_model, nhead, options)
   local where = "nn.TransformerEncoderLayer"
   local o = args.options(where, options, { dim_feedforward = 2048, dropout = 0.1, activation = "relu",
                                            layer_norm_eps = 1e-5, batch_first = true, norm_first = false,
-                                           is_causal = false })
+                                           is_causal = false },
+                         { dim_feedforward = "number", dropout = "number", activation = "string|function",
+                           layer_norm_eps = "number", batch_first = "boolean", norm_first = "boolean",
+                           is_causal = "boolean" })
   if type(o.activation) == "function" then
     self.activation = o.activation
   elseif activations[o.activation] then
@@ -59,7 +62,8 @@ end
 
 function TransformerEncoderLayer:forward(src, options)
   local o = args.options("nn.TransformerEncoderLayer:forward", options,
-                         { src_mask = args.NONE, src_key_padding_mask = args.NONE, is_causal = args.NONE })
+                         { src_mask = args.NONE, src_key_padding_mask = args.NONE, is_causal = args.NONE },
+                         { src_mask = "userdata", src_key_padding_mask = "userdata", is_causal = "boolean" })
   local causal = o.is_causal
   if causal == nil then causal = self.is_causal end
   local mask, padding = o.src_mask, o.src_key_padding_mask
