@@ -5,15 +5,43 @@
 -- collective with a different one). So with more than one rank such an
 -- error ends this rank at once, reported as its failure (message and
 -- traceback in the launcher's report), and the launcher stops the others.
--- Argument errors that every rank raises alike are checked before, and stay
--- catchable.
+--
+-- Errors that every rank raises at the same point, having exchanged what
+-- they know (different numbers of dims in pad_across_processes, tables
+-- whose keys differ under --debug), leave no rank behind: they are raised
+-- with guard.raise_together and stay catchable, as are argument errors
+-- checked before the guard.
+--   guard(world, fn, ...)           fn(...)'s results
+--   guard.raise_together(message)   raises message at the recipe's line
 local core = require("accel.core")
+local args = require("accel.nn.args")
 
-return function(world, fn, ...)
+local guard = {}
+local together = false  -- the error being raised was raised on every rank
+
+function guard.raise_together(message)
+  together = true
+  args.error(message)
+end
+
+local function handler(e)
+  if together then
+    together = false
+    return { agreed = true, message = e }
+  end
+  return { message = debug.traceback(e, 2) }
+end
+
+local function run(world, fn, ...)
   if world.size == 1 then return fn(...) end
-  local results = { xpcall(fn, debug.traceback, ...) }
+  together = false  -- raised outside a guard, the last raise_together set it for nothing
+  local results = { xpcall(fn, handler, ...) }
   if results[1] then return unpack(results, 2, table.maxn(results)) end
+  local failure = results[2]
+  if failure.agreed then error(failure.message, 0) end
   io.stdout:flush()
-  core.dist.exit_with_error(tostring(results[2]) .. "\n(an error inside a collective helper ends its rank: "
+  core.dist.exit_with_error(tostring(failure.message) .. "\n(an error inside a collective helper ends its rank: "
                             .. "the other ranks cannot go on without it)")
 end
+
+return setmetatable(guard, { __call = function(_, ...) return run(...) end })

@@ -189,7 +189,7 @@ local function check_same_structure(world, what, plan, problem)
   if agree then return end
   local all = gathering.gather_object(world, { description = plan and plan.description, paths = plan and plan.paths,
                                      problem = problem })
-  args.error(mismatch_message(what, all))
+  guard.raise_together(mismatch_message(what, all))
 end
 
 -- Applies fn(tensor, path) to every tensor of a value (numbers become
@@ -198,13 +198,21 @@ end
 -- tables only: a lone tensor goes straight to its collective, whose shape
 -- the engine's --debug check compares (and a rank passing a table where
 -- another passes a tensor is caught there as a different collective).
+-- A value's own fault (a key of another type) is raised on every rank and
+-- can be caught when the ranks have compared their values' structure
+-- (--debug) or there is one rank; otherwise other ranks may have passed
+-- good values and be waiting, so it ends the rank (collective_guard.lua),
+-- as any error once the collectives have begun does.
 local function map_tensors(value, fn, what, world)
   local plan, problem = layout(value)
-  if gathering.debug and type(value) == "table" then
-    world = world or { rank = dist.state().rank, size = dist.state().world_size }
-    if world.size > 1 then check_same_structure(world, what, plan, problem) end
+  world = world or { rank = dist.state().rank, size = dist.state().world_size }
+  local compared = gathering.debug and type(value) == "table" and world.size > 1
+  if compared then check_same_structure(world, what, plan, problem) end
+  if not plan then
+    local message = what .. ": " .. problem
+    if compared or world.size == 1 then guard.raise_together(message) end
+    guard(world, args.error, message)
   end
-  if not plan then args.error(what .. ": " .. problem) end
   local keys_of, leaf = plan.keys_of, 0
   local function apply(v)
     if type(v) == "number" then v = core.tensor(v) end
@@ -216,7 +224,7 @@ local function map_tensors(value, fn, what, world)
     for _, k in ipairs(keys_of[v]) do out[k] = apply(v[k]) end
     return out
   end
-  return apply(value)
+  return guard(world, apply, value)
 end
 gathering.map_tensors = map_tensors
 
@@ -227,7 +235,7 @@ end
 -- Every rank's size along dim `d`, as a Lua list in rank order.
 local function sizes_along_list(t, d)
   local out = {}
-  for r, part in ipairs(dist.all_gather(core.tensor({ t:size(d) }))) do out[r] = part:item() end
+  for r, part in ipairs(dist.all_gather(core.tensor({ t:size(d) }, { dtype = "int64" }))) do out[r] = part:item() end
   return out
 end
 
@@ -300,14 +308,14 @@ function gathering.pad_across_processes(world, value, options)
         for q = 1, world.size do
           parts[q] = string.format("rank %d passed %s (%d dims)", q - 1, shape_text(shapes[q]), shapes[q].ndim)
         end
-        args.error(string.format("%s: the ranks passed tensors with different numbers of dims: %s", what,
-                                 table.concat(parts, ", ")))
+        guard.raise_together(string.format("%s: the ranks passed tensors with different numbers of dims: %s",
+                                           what, table.concat(parts, ", ")))
       end
     end
     local d = o.dim
     if d < 0 then d = ndim + d + 1 end
     if d < 1 then
-      args.error(string.format("%s: dim %d is out of range for tensors of %d dims", what, o.dim, ndim))
+      guard.raise_together(string.format("%s: dim %d is out of range for tensors of %d dims", what, o.dim, ndim))
     end
     if d > ndim then return t end
     local largest = 0
@@ -365,13 +373,13 @@ function gathering.reduce(world, value, op, scale)
   if scale ~= nil and type(scale) ~= "number" then
     args.error("reduce: scale must be a number, got a " .. type(scale))
   end
-  return guard(world, map_tensors, value, function(t)
+  return map_tensors(value, function(t)
     local copy = t:detach():clone():contiguous()
     if world.size > 1 then dist.all_reduce(copy, reductions[op]) end
     if op == "mean" then copy = copy / world.size end
     if scale and scale ~= 1 then copy = copy * scale end
     return copy
-  end, "reduce")
+  end, "reduce", world)
 end
 
 -- A copy of rank `from`'s value on every rank.

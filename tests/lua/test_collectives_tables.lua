@@ -140,12 +140,17 @@ do
   check.near(all[1][1], { 30, 31, 32 }, 0, "mixed keys: [1][1]")
 end
 
--- Keys other than numbers and strings are refused, before any collective.
+-- Keys other than numbers and strings are refused. Once the ranks have
+-- compared their values' structure (--debug) the error is raised on every
+-- rank and can be caught; without it, a rank with a faulty value ends (other
+-- ranks may be waiting with good ones: tests/launch/test_collective_errors.sh).
+gathering.debug = true
 check.raises(function() acc:gather({ [true] = accel.ones(1) }) end, "a boolean key", "gather",
              "keys must be numbers or strings", "boolean")
 check.raises(function() acc:reduce({ a = { [accel.ones(1)] = accel.ones(1) } }) end, "a tensor key", "reduce",
              "keys must be numbers or strings", "in a")
 check.raises(function() acc:gather({ a = "text" }) end, "a string value", "gather", "got a string at a")
+gathering.debug = false
 
 -- pad_across_processes of tensors with different numbers of dims: an error
 -- on every rank, with or without --debug, naming every rank's shape.
