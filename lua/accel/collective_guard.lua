@@ -8,8 +8,9 @@
 --
 -- Errors that every rank raises at the same point, having exchanged what
 -- they know (different numbers of dims in pad_across_processes, tables
--- whose keys differ under --debug), leave no rank behind: they are raised
--- with guard.raise_together and stay catchable, as are argument errors
+-- whose keys differ under --debug, the engine's --debug mismatch of shapes),
+-- leave no rank behind: they are raised with guard.raise_together (or carry
+-- the engine's --debug suffix) and stay catchable, as are argument errors
 -- checked before the guard.
 --   guard(world, fn, ...)           fn(...)'s results
 --   guard.raise_together(message)   raises message at the recipe's line
@@ -24,8 +25,12 @@ function guard.raise_together(message)
   args.error(message)
 end
 
+-- The engine's --debug check (engine/checked_communicator.cpp) compares
+-- every rank's call and fails all of them at once, with this suffix.
+local debug_mismatch = "(checked because of --debug)"
+
 local function handler(e)
-  if together then
+  if together or (type(e) == "string" and e:find(debug_mismatch, 1, true)) then
     together = false
     return { agreed = true, message = e }
   end
