@@ -67,6 +67,8 @@ local function varint(n)
   until n == 0
   return string.char(unpack(bytes))
 end
+-- The format's counts, for tests that craft value bytes by hand.
+serialize.varint = varint
 
 local function is_tensor(value)
   return type(value) == "userdata" and value.dtype ~= nil

@@ -2,15 +2,7 @@
 -- and never run. Payloads that would run leave `marker` behind, exit the
 -- process, or return a number that no data-only reader could produce.
 -- hostile(marker) -> list of {what, bytes, words the error must contain}.
-local function varint(n)
-  local bytes = {}
-  repeat
-    local low = n % 128
-    n = (n - low) / 128
-    bytes[#bytes + 1] = low + (n > 0 and 128 or 0)
-  until n == 0
-  return string.char(unpack(bytes))
-end
+local varint = require("accel.serialize").varint
 
 return function(marker)
   local magic = "accel-value 1\n"
