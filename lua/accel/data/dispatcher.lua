@@ -58,7 +58,7 @@ local function broadcast_value(value, is_main)
 end
 
 -- The main process: the header of `round` and its joined tensors.
-local function pack(round, ahead, load, W)
+local function pack(round, ahead, read_part, W)
   local header, joined = { last = ahead == nil, empty = round == nil, skeletons = {}, tensors = {} }, {}
   if not round then return header, joined end
   header.padding = round.padding
@@ -66,7 +66,7 @@ local function pack(round, ahead, load, W)
   for r = 1, W do
     if round.parts[r] then
       per_rank[r] = {}
-      header.skeletons[r] = strip(load(round.parts[r]), per_rank[r])
+      header.skeletons[r] = strip(read_part(round.parts[r]), per_rank[r])
       if count and count ~= #per_rank[r] then
         error(string.format("dispatch_batches: rank %d's batch holds %d tensors, rank 0's %d", r - 1,
                             #per_rank[r], count), 0)
@@ -91,11 +91,11 @@ local dispatcher = {}
 
 -- A function giving this rank's next step ({values, padding}; values nil
 -- when this rank has no batch in the round), nil after the epoch's last
--- round. make_rounds() -> next_round, load is called on the main process only.
+-- round. make_rounds() -> next_round, read_part is called on the main process only.
 function dispatcher.pull(loader, make_rounds)
   local W, rank = loader.world_size, loader.rank
   local is_main = rank == 0
-  local next_round, load, ahead
+  local next_round, read_part, ahead
   local ended = false
   return function()
     if ended then return nil end
@@ -105,11 +105,11 @@ function dispatcher.pull(loader, make_rounds)
       if next_round then
         round = ahead
       else
-        next_round, load = make_rounds()
+        next_round, read_part = make_rounds()
         round = next_round()
       end
       ahead = round and next_round()
-      header, joined = pack(round, ahead, load, W)
+      header, joined = pack(round, ahead, read_part, W)
     end
     header = broadcast_value(header, is_main)
     ended = header.last

@@ -8,13 +8,13 @@ local rounds = require("accel.data.rounds")
 
 -- A function giving this rank's next step ({values, padding}) of the epoch.
 local function local_pull(loader, epoch)
-  local next_round, load = rounds(loader, epoch)
+  local next_round, read_part = rounds(loader, epoch)
   local rank = loader.rank
   return function()
     local round = next_round()
     if round == nil then return nil end
     local part = round.parts[rank + 1]
-    return { values = part and load(part), padding = round.padding }
+    return { values = part and read_part(part), padding = round.padding }
   end
 end
 
