@@ -21,14 +21,9 @@ local function new(_, options)
     adjust_scheduler = true,
     sync_with_dataloader = true,
     sync_each_batch = false,
-  })
+  }, { adjust_scheduler = "boolean", sync_with_dataloader = "boolean", sync_each_batch = "boolean" })
   if o.num_steps == nil then args.error(where .. ": num_steps is required") end
   args.positive_integer(where, "num_steps", o.num_steps)
-  for _, name in ipairs({ "adjust_scheduler", "sync_with_dataloader", "sync_each_batch" }) do
-    if type(o[name]) ~= "boolean" then
-      args.error(string.format("%s: %s must be a boolean, got %s", where, name, tostring(o[name])))
-    end
-  end
   if not o.adjust_scheduler then
     args.error(where .. ": adjust_scheduler = false is not supported: a prepared scheduler always "
                .. "advances once per optimizer update")

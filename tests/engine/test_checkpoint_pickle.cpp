@@ -25,6 +25,17 @@ at::Tensor storage_0(const std::string& key) {
   return raw;
 }
 
+// {'w': _rebuild_tensor_v2(<storage '0': 2 floats>, offset, size, stride)}, the three given as
+// pickle opcodes (BININT1 K, LONG1 \x8a, each tuple closed by TUPLE1 \x85).
+std::string one_tensor(const std::string& offset, const std::string& size, const std::string& stride) {
+  static const char kHead[] =
+      "\x80\x02}q\x00X\x01\x00\x00\x00w"
+      "ctorch._utils\n_rebuild_tensor_v2\n"
+      "((X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n" "X\x01\x00\x00\x00" "0" "X\x03\x00\x00\x00" "cpu"
+      "K\x02tQ";
+  return bytes(kHead, sizeof kHead - 1) + offset + size + stride + "\x89}tRs.";
+}
+
 }  // namespace
 
 TEST_CASE("an OrderedDict state dict with _metadata, as torch.save writes it, reads as tensors") {
@@ -60,33 +71,21 @@ TEST_CASE("pickles that call anything else, or end early, are refused naming the
   REQUIRE_THROWS_WITH(unpickle_state_dict(bytes(kList, sizeof kList - 1), storage_0, "m.bin"),
                       Catch::Contains("a list, not a dict of tensors"));
   // A tensor claiming 3 elements of a 2-element storage.
-  static const char kPastEnd[] =
-      "\x80\x02}q\x00X\x01\x00\x00\x00w"
-      "ctorch._utils\n_rebuild_tensor_v2\n"
-      "((X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n" "X\x01\x00\x00\x00" "0" "X\x03\x00\x00\x00" "cpu"
-      "K\x02tQ" "K\x00" "K\x03\x85" "K\x01\x85" "\x89" "}tR" "s.";
-  REQUIRE_THROWS_WITH(unpickle_state_dict(bytes(kPastEnd, sizeof kPastEnd - 1), storage_0, "m.bin"),
-                      Catch::Contains("past the end of its storage"));
+  std::string past_end = one_tensor(std::string("K\x00", 2), "K\x03\x85", "K\x01\x85");
+  REQUIRE_THROWS_WITH(unpickle_state_dict(past_end, storage_0, "m.bin"), Catch::Contains("past the end of its storage"));
 }
 
 TEST_CASE("a storage offset near 2^63 cannot wrap the bounds check into a view before the storage") {
   // _rebuild_tensor_v2(<storage '0': 2 floats>, 2^63 - 1, (2,), (2,)): offset + 1 * 2 wraps to
   // a negative position in int64, which an unchecked sum takes for "inside the storage".
-  static const char kWrapping[] =
-      "\x80\x02}q\x00X\x01\x00\x00\x00w"
-      "ctorch._utils\n_rebuild_tensor_v2\n"
-      "((X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n" "X\x01\x00\x00\x00" "0" "X\x03\x00\x00\x00" "cpu"
-      "K\x02tQ" "\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f" "K\x02\x85" "K\x02\x85" "\x89" "}tR" "s.";
-  REQUIRE_THROWS_WITH(unpickle_state_dict(bytes(kWrapping, sizeof kWrapping - 1), storage_0, "m.bin"),
+  std::string wrapping = one_tensor(std::string("\x8a\x08\xff\xff\xff\xff\xff\xff\xff\x7f", 10), "K\x02\x85",
+                                    "K\x02\x85");
+  REQUIRE_THROWS_WITH(unpickle_state_dict(wrapping, storage_0, "m.bin"),
                       Catch::Contains("m.bin") && Catch::Contains("past the end of its storage"));
   // Offset 0 with a stride whose product with the size overflows.
-  static const char kStride[] =
-      "\x80\x02}q\x00X\x01\x00\x00\x00w"
-      "ctorch._utils\n_rebuild_tensor_v2\n"
-      "((X\x07\x00\x00\x00storage" "ctorch\nFloatStorage\n" "X\x01\x00\x00\x00" "0" "X\x03\x00\x00\x00" "cpu"
-      "K\x02tQ" "K\x00" "K\x03\x85" "\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x40\x85" "\x89" "}tR" "s.";
-  REQUIRE_THROWS_WITH(unpickle_state_dict(bytes(kStride, sizeof kStride - 1), storage_0, "m.bin"),
-                      Catch::Contains("past the end of its storage"));
+  std::string stride = one_tensor(std::string("K\x00", 2), "K\x03\x85",
+                                  std::string("\x8a\x08\x00\x00\x00\x00\x00\x00\x00\x40\x85", 11));
+  REQUIRE_THROWS_WITH(unpickle_state_dict(stride, storage_0, "m.bin"), Catch::Contains("past the end of its storage"));
 }
 
 TEST_CASE("tuples nested 200,000 deep are refused, and freeing what was read does not recurse") {
