@@ -35,6 +35,13 @@ std::vector<Binding> autograd_method_bindings() {
         t.backward(gradient.value_or(Tensor()), retain_graph);
       }),
       bind("detach", [](T t) { return t.detach(); }),
+      // set_data(new): t takes new's values, shape, dtype and device while
+      // staying the same tensor (PyTorch's `t.data = new`): what holds t,
+      // an optimizer say, sees the change. Module:to moves parameters so.
+      bind("set_data", [](Tensor t, T data) {
+        t.set_data(data);
+        return Self{};
+      }),
       bind("detach_", [](Tensor t) {
         t.detach_();
         return Self{};

@@ -8,6 +8,7 @@
 #include "bindings/error_log.h"
 #include "bindings/lua_support.h"
 #include "engine/communicator.h"
+#include "engine/gpu.h"
 #include "engine/gradient_reducer.h"
 #include "engine/process_state.h"
 
@@ -43,6 +44,16 @@ Communicator& communicator(lua_State* L) {
   DistContext& ctx = context(L);
   if (!ctx.comm) ctx.comm = make_communicator(ctx.state, ctx.options);
   return *ctx.comm;
+}
+
+void choose_device(DistContext& ctx, const c10::Device& device) {
+  if (!device.is_cuda()) return;
+  const int index = gpu::checked_index(device.has_index() ? device.index() : -1, "device " + device.str());
+  gpu::set_current(index);
+  ctx.options.cuda_device = index;
+  if (!ctx.options.backend_given && ctx.options.backend == "gloo" && gpu::count() >= ctx.state.local_world_size) {
+    ctx.options.backend = "nccl";
+  }
 }
 
 ReduceOp parse_reduce_op(const std::string& name) {
@@ -102,8 +113,15 @@ std::vector<Binding> dist_bindings() {
         lua_setfield(L, -2, "local_world_size");
         return Pushed{1};
       }),
-      // Joins the process group now (it is joined lazily otherwise).
-      bind("init", [](lua_State* L) { communicator(L); }),
+      // init([device]): joins the process group now (it is joined lazily
+      // otherwise). `device` is where this rank computes ("cpu", "cuda:N"):
+      // a GPU rank makes N its current device, and takes nccl when the
+      // launch named no backend and every local rank has a GPU of its own.
+      bind("init", [](lua_State* L, c10::optional<std::string> device) {
+        DistContext& ctx = context(L);
+        if (!ctx.comm && device) choose_device(ctx, c10::Device(*device));
+        communicator(L);
+      }),
       bind("backend", [](lua_State* L) { return communicator(L).backend(); }),
       bind("all_reduce", [](lua_State* L, at::Tensor t, c10::optional<std::string> op) {
         communicator(L).all_reduce(contiguous_in_place(t, "all_reduce"),

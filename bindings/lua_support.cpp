@@ -8,8 +8,15 @@
 
 #include "bindings/error_log.h"
 #include "engine/communicator.h"
+#include "engine/gpu.h"
 
 namespace accel::lua {
+
+at::Device usable_device(const std::string& name, const std::string& what) {
+  at::Device device(name);
+  if (device.is_cuda()) gpu::checked_index(device.has_index() ? device.index() : -1, what);
+  return device;
+}
 
 void throw_arg_error(const Cursor& c, const char* expected) {
   std::ostringstream msg;
@@ -294,7 +301,7 @@ at::TensorOptions tensor_options(lua_State* L, const Options& opts, at::TensorOp
   lua_getfield(L, opts.index, "device");
   if (!lua_isnil(L, -1)) {
     if (lua_type(L, -1) != LUA_TSTRING) throw ArgError("option 'device' must be a string");
-    base = base.device(at::Device(lua_tostring(L, -1)));
+    base = base.device(usable_device(lua_tostring(L, -1), "option 'device'"));
   }
   lua_pop(L, 2);
   return base;

@@ -428,4 +428,9 @@ Binding bind(const char* name, Lambda lambda) {
 void register_bindings(lua_State* L, int table_index, const char* prefix,
                        const std::vector<Binding>& bindings);
 
+// The device `name` names ("cpu", "cuda:1"), checked to exist here: a GPU
+// this machine lacks, or any GPU in a build without CUDA, is an error that
+// starts with `what` and says so (engine/gpu.h).
+at::Device usable_device(const std::string& name, const std::string& what);
+
 }  // namespace accel::lua

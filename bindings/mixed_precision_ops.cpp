@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "bindings/op_tables.h"
+#include "engine/compat.h"
 #include "engine/loss_scaler.h"
 
 namespace accel::lua {
@@ -11,42 +12,51 @@ namespace {
 
 const char* const kScalerType = "accel.LossScaler";
 
-// Autocast on for the CPU with `dtype` while it lives; the previous state
+// Autocast on for `device` with `dtype` while it lives; the previous state
 // comes back on exit, including when a Lua error unwinds through it
 // (LuaJIT on x64 unwinds C++ frames, running destructors).
-class CpuAutocast {
+class AutocastRegion {
  public:
-  explicit CpuAutocast(at::ScalarType dtype)
-      : was_enabled_(at::autocast::is_cpu_enabled()), previous_dtype_(at::autocast::get_autocast_cpu_dtype()) {
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(dtype);
+  AutocastRegion(c10::DeviceType device, at::ScalarType dtype)
+      : device_(device),
+        was_enabled_(compat::autocast_enabled(device)),
+        previous_dtype_(compat::autocast_dtype(device)) {
+    compat::set_autocast_enabled(device, true);
+    compat::set_autocast_dtype(device, dtype);
     at::autocast::increment_nesting();
   }
-  ~CpuAutocast() {
+  ~AutocastRegion() {
     if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-    at::autocast::set_cpu_enabled(was_enabled_);
-    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
+    compat::set_autocast_enabled(device_, was_enabled_);
+    compat::set_autocast_dtype(device_, previous_dtype_);
   }
-  CpuAutocast(const CpuAutocast&) = delete;
-  CpuAutocast& operator=(const CpuAutocast&) = delete;
+  AutocastRegion(const AutocastRegion&) = delete;
+  AutocastRegion& operator=(const AutocastRegion&) = delete;
 
  private:
+  c10::DeviceType device_;
   bool was_enabled_;
   at::ScalarType previous_dtype_;
 };
 
-// autocast(fn[, dtype]): calls fn with CPU autocast to dtype (bfloat16 by
-// default) and returns its results.
+// autocast(fn[, dtype[, device]]): calls fn with autocast to dtype
+// (bfloat16 by default) on the device type of `device` ("cpu" by default,
+// "cuda" or "cuda:N") and returns its results.
 int autocast(lua_State* L) {
   luaL_checktype(L, 1, LUA_TFUNCTION);
   const char* name = luaL_optstring(L, 2, "bfloat16");
+  const char* device_name = luaL_optstring(L, 3, "cpu");
   at::ScalarType dtype = at::kBFloat16;
+  c10::DeviceType device = c10::DeviceType::CPU;
   protect(L, "accel.amp.autocast", [&] {
     dtype = parse_dtype(name);
+    device = c10::Device(device_name).type();
+    TORCH_CHECK(device == c10::DeviceType::CPU || device == c10::DeviceType::CUDA,
+                "autocast runs on cpu or cuda, not '", device_name, "'");
     return 0;
   });
   lua_settop(L, 1);
-  CpuAutocast region(dtype);
+  AutocastRegion region(device, dtype);
   lua_call(L, 0, LUA_MULTRET);
   return lua_gettop(L);
 }

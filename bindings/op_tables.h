@@ -33,6 +33,8 @@ std::vector<Binding> optim_bindings();
 std::vector<Binding> data_bindings();
 // accel.core.checkpoint: checkpoint and weight file I/O (checkpoint_ops.cpp).
 std::vector<Binding> checkpoint_bindings();
+// accel.cuda: GPUs, their memory and generators (cuda_ops.cpp).
+std::vector<Binding> cuda_bindings();
 
 // Fills the table at `table_index` with autocast and LossScaler.
 void open_amp(lua_State* L, int table_index);

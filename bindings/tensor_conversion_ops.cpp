@@ -1,6 +1,7 @@
 // Conversions between tensors and Lua values, dtypes and devices.
 #include "bindings/op_tables.h"
 #include "bindings/tensor_repr.h"
+#include "engine/gpu.h"
 
 namespace accel::lua {
 namespace {
@@ -62,13 +63,27 @@ std::vector<Binding> tensor_conversion_bindings() {
       }),
       bind("dim", [](T t) { return static_cast<int64_t>(t.dim()); }),
       bind("numel", [](T t) { return static_cast<int64_t>(t.numel()); }),
-      // to(dtype) or to(device); a dtype name never parses as a device.
-      bind("to", [](T t, std::string target) {
+      // to(dtype) or to(device[, non_blocking]); a dtype name never parses
+      // as a device. A non-blocking copy from pinned host memory overlaps
+      // the GPU's work.
+      bind("to", [](T t, std::string target, c10::optional<bool> non_blocking) {
         for (const char* device : {"cpu", "cuda", "mps"}) {
-          if (target.rfind(device, 0) == 0) return t.to(at::Device(target));
+          if (target.rfind(device, 0) == 0) return t.to(usable_device(target, "to(\"" + target + "\")"), non_blocking.value_or(false));
         }
         return t.to(parse_dtype(target));
       }),
+      // cuda([index]): the current GPU, or GPU `index`.
+      bind("cuda", [](T t, c10::optional<int64_t> index) {
+        const int i = gpu::checked_index(static_cast<int>(index.value_or(-1)), "t:cuda()");
+        return t.to(at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(i)));
+      }),
+      // A copy in page-locked host memory, which the GPU copies from
+      // asynchronously; needs a GPU, as in PyTorch.
+      bind("pin_memory", [](T t) {
+        gpu::require("t:pin_memory()");
+        return t.pin_memory();
+      }),
+      bind("is_pinned", [](T t) { return gpu::count() > 0 && t.is_pinned(); }),
       bind("type_as", [](T t, T other) { return t.to(other.scalar_type()); }),
       bind("cpu", [](T t) { return t.cpu(); }),
       bind("float", [](T t) { return t.to(at::kFloat); }),

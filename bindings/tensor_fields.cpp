@@ -40,6 +40,7 @@ int read_field(lua_State* L) {
   if (key == "shape") return push(L, t.sizes().vec());
   if (key == "dtype") return push(L, std::string(dtype_name(t.scalar_type())));
   if (key == "device") return push(L, t.device().str());
+  if (key == "is_cuda") return push(L, t.is_cuda());
   lua_pushnil(L);
   return 1;
 }

@@ -22,6 +22,7 @@ extern "C" {
 #endif
 
 #include "engine/communicator.h"
+#include "engine/gpu.h"
 
 namespace {
 
@@ -84,6 +85,27 @@ std::string mpi_facts() {
 #endif
 }
 
+// The CUDA, NCCL and GPU lines: versions, then one line per device.
+std::string gpu_facts() {
+  if (!accel::gpu::compiled()) {
+    return "CUDA\tnot compiled in (build with scripts/build-cuda.sh)\n"
+           "NCCL\tnot compiled in (no CUDA in this build)\n";
+  }
+  std::ostringstream out;
+  const std::string driver = accel::gpu::driver_version();
+  out << "CUDA\truntime " << accel::gpu::runtime_version() << ", driver "
+      << (driver.empty() ? "not found (no NVIDIA driver on this machine)" : driver) << '\n'
+      << "NCCL\t" << accel::gpu::nccl_version() << '\n';
+  const auto devices = accel::gpu::devices();
+  if (devices.empty()) out << "GPUs\tnone visible\n";
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const auto& d = devices[i];
+    out << "GPU " << i << "\t" << d.name << ", " << (d.total_memory >> 20) << " MiB, compute capability "
+        << d.major << "." << d.minor << '\n';
+  }
+  return out.str();
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const char* accel_worker_facts() {
@@ -93,7 +115,7 @@ extern "C" __attribute__((visibility("default"))) const char* accel_worker_facts
         << parallel_info("ATen parallel backend: ") << '\n'
         << "LuaJIT\t" << LUAJIT_VERSION << '\n'
         << "MPI\t" << mpi_facts() << '\n'
-        << "NCCL\tnot compiled in (no CUDA in this build)\n"
+        << gpu_facts()
         << "backends compiled in\t" << accel::compiled_backends() << '\n'
         << "BLAS\t" << blas_facts() << '\n';
     return out.str();

@@ -215,6 +215,7 @@ extern "C" int accel_worker_main(int argc, char** argv) {
 
   CommunicatorOptions comm_options;
   comm_options.backend = options.backend;
+  comm_options.backend_given = options.origins.count("--backend") > 0;
   comm_options.timeout = std::chrono::milliseconds(std::llround(options.timeout_s * 1000));
   comm_options.debug = options.debug;
 

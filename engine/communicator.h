@@ -86,6 +86,13 @@ class Communicator {
 
 struct CommunicatorOptions {
   std::string backend = "gloo";
+  // Whether the launch named the backend (--backend, or the config file's
+  // key). When it did not, a rank on a GPU takes nccl if every local rank
+  // has a GPU of its own (NCCL refuses two ranks on one GPU), else gloo.
+  bool backend_given = false;
+  // The GPU this rank computes on; -1 on the CPU. Set before the
+  // communicator is made (accel.core.dist.init).
+  int cuda_device = -1;
   std::chrono::milliseconds timeout{30 * 60 * 1000};
   // Before every collective, check across ranks that all call the same one
   // with the same shapes and dtypes (accel-run --debug; one small

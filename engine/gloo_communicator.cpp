@@ -138,7 +138,15 @@ GlooCommunicator::~GlooCommunicator() = default;
 int GlooCommunicator::rank() const { return impl_->rank; }
 int GlooCommunicator::size() const { return impl_->size; }
 
+// CUDA tensors (ranks sharing one GPU, which NCCL refuses) go through host
+// copies: the shared memory path then serves them too.
 std::unique_ptr<PendingOp> GlooCommunicator::all_reduce_async(at::Tensor& t, ReduceOp op) {
+  if (t.is_cuda()) {
+    at::Tensor host = t.cpu();
+    all_reduce_async(host, op)->wait();
+    t.copy_(host);
+    return std::make_unique<CompletedOp>();
+  }
   ++counts_.all_reduce;
   if (impl_->shared_memory && SharedMemoryAllReduce::supports(t)) {
     impl_->shared_memory->all_reduce(t, op);
@@ -158,6 +166,12 @@ void GlooCommunicator::all_reduce(at::Tensor& t, ReduceOp op) { all_reduce_async
 void GlooCommunicator::broadcast(at::Tensor& t, int root) {
   TORCH_CHECK(root >= 0 && root < impl_->size, "broadcast from rank ", root, " in a world of ",
               impl_->size, " ranks");
+  if (t.is_cuda()) {
+    at::Tensor host = t.cpu();
+    broadcast(host, root);
+    t.copy_(host);
+    return;
+  }
   ++counts_.broadcast;
   std::vector<at::Tensor> tensors{t};
   c10d::BroadcastOptions opts;
@@ -166,6 +180,11 @@ void GlooCommunicator::broadcast(at::Tensor& t, int root) {
 }
 
 std::vector<at::Tensor> GlooCommunicator::all_gather(const at::Tensor& t) {
+  if (t.is_cuda()) {
+    std::vector<at::Tensor> parts = all_gather(t.cpu());
+    for (at::Tensor& part : parts) part = part.to(t.device());
+    return parts;
+  }
   // Gloo has no bool type; bytes carry the same values.
   if (t.scalar_type() == at::kBool) {
     std::vector<at::Tensor> parts = all_gather(t.to(at::kByte));

@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
+
 namespace accel {
 
 DynamicLossScaler::DynamicLossScaler(Options options)
@@ -18,18 +20,40 @@ DynamicLossScaler::DynamicLossScaler(Options options)
 
 bool DynamicLossScaler::unscale(const std::vector<at::Tensor>& params) const {
   at::NoGradGuard no_grad;
-  // The sum of a tensor holding inf or NaN is inf or NaN, so one reduction
-  // per gradient and one check at the end find any overflow.
+  // Host gradients: the sum of a tensor holding inf or NaN is inf or NaN,
+  // so one reduction per gradient and one check at the end find any
+  // overflow. CUDA gradients: LibTorch's fused kernel divides and checks a
+  // whole group in one launch, per device and dtype as PyTorch's GradScaler
+  // groups them (the kernel needs one of each).
   std::vector<at::Tensor> sums;
-  sums.reserve(params.size());
+  struct CudaGroup {
+    c10::Device device;
+    at::ScalarType dtype;
+    std::vector<at::Tensor> grads;
+  };
+  std::vector<CudaGroup> groups;
   for (const at::Tensor& p : params) {
     const at::Tensor& grad = p.grad();
     if (!grad.defined()) continue;
-    const_cast<at::Tensor&>(grad).mul_(1.0 / scale_);
-    sums.push_back(grad.sum().to(at::kFloat));
+    if (!grad.is_cuda()) {
+      const_cast<at::Tensor&>(grad).mul_(1.0 / scale_);
+      sums.push_back(grad.sum().to(at::kFloat));
+      continue;
+    }
+    auto group = std::find_if(groups.begin(), groups.end(), [&](const CudaGroup& g) {
+      return g.device == grad.device() && g.dtype == grad.scalar_type();
+    });
+    if (group == groups.end()) group = groups.insert(groups.end(), {grad.device(), grad.scalar_type(), {}});
+    group->grads.push_back(grad);
   }
-  if (sums.empty()) return false;
-  return !at::stack(sums).sum().isfinite().item<bool>();
+  bool found_inf = !sums.empty() && !at::stack(sums).sum().isfinite().item<bool>();
+  for (CudaGroup& group : groups) {
+    at::Tensor found = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(group.device));
+    at::Tensor inv_scale = at::full({1}, 1.0 / scale_, found.options());
+    at::_amp_foreach_non_finite_check_and_unscale_(group.grads, found, inv_scale);
+    found_inf = found.item<float>() > 0 || found_inf;
+  }
+  return found_inf;
 }
 
 void DynamicLossScaler::update(bool found_inf) {

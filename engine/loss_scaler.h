@@ -1,9 +1,12 @@
 // Dynamic loss scaling for fp16 training. LibTorch's C++ API has no
-// GradScaler, so the engine carries its own, with the same rule: multiply
+// GradScaler, so the engine carries its own (on the GPU it unscales with
+// LibTorch's fused CUDA kernel, as GradScaler does), with the same rule: multiply
 // the loss by `scale`; before the optimizer step divide the gradients by it
 // and look for inf/NaN; on overflow skip the step and multiply the scale by
 // `backoff_factor`; after `growth_interval` good steps in a row multiply it
-// by `growth_factor`.
+// by `growth_factor`. The scale lives on the host: the step must read the
+// overflow flag there anyway to skip or take the step (GradScaler reads it
+// too), so updating it there costs no extra synchronisation.
 #pragma once
 #include <ATen/core/Tensor.h>
 

@@ -3,6 +3,10 @@
 #include "engine/checked_communicator.h"
 #include "engine/collective_monitor.h"
 #include "engine/communicator.h"
+#ifdef ACCEL_WITH_CUDA
+#include "engine/cuda/nccl_communicator.h"
+#endif
+#include "engine/device_routed_communicator.h"
 #include "engine/gloo_communicator.h"
 #include "engine/monitored_communicator.h"
 #ifdef ACCEL_WITH_MPI
@@ -14,11 +18,14 @@
 namespace accel {
 
 std::string compiled_backends() {
+  std::string names = "gloo";
 #ifdef ACCEL_WITH_MPI
-  return "gloo, mpi";
-#else
-  return "gloo";
+  names += ", mpi";
 #endif
+#ifdef ACCEL_WITH_CUDA
+  names += ", nccl";
+#endif
+  return names;
 }
 
 namespace {
@@ -31,6 +38,15 @@ std::unique_ptr<Communicator> backend_communicator(const ProcessState& state,
 #ifdef ACCEL_WITH_MPI
   if (options.backend == "mpi") return std::make_unique<MpiCommunicator>();
 #endif
+#ifdef ACCEL_WITH_CUDA
+  if (options.backend == "nccl") {
+    TORCH_CHECK(options.cuda_device >= 0,
+                "the nccl backend reduces CUDA tensors, and this rank has no GPU (device cpu)");
+    auto host = std::make_unique<GlooCommunicator>(state, options);
+    auto device = std::make_unique<NcclCommunicator>(state, options, options.cuda_device);
+    return std::make_unique<DeviceRoutedCommunicator>(std::move(host), std::move(device));
+  }
+#endif
   TORCH_CHECK(false, "unknown backend '", options.backend, "' (compiled in: ", compiled_backends(), ")");
 }
 
@@ -38,7 +54,11 @@ std::unique_ptr<Communicator> backend_communicator(const ProcessState& state,
 
 std::unique_ptr<Communicator> make_communicator(const ProcessState& state,
                                                 const CommunicatorOptions& options) {
-  if (state.world_size == 1) return std::make_unique<SingleProcessCommunicator>();
+  // One rank needs no peers; NCCL asked for by name still runs, so that a
+  // machine with one GPU can check it (accel-run test, tests/gpu).
+  if (state.world_size == 1 && !(options.backend == "nccl" && options.backend_given)) {
+    return std::make_unique<SingleProcessCommunicator>();
+  }
   auto monitor = std::make_shared<CollectiveMonitor>(state.rank, state.world_size, state.master_addr,
                                                      state.master_port, options.timeout);
   std::unique_ptr<Communicator> comm;

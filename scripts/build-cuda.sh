@@ -62,4 +62,7 @@ nvcc=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null || true)
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_PREFIX_PATH="$TORCH_DIR/share/cmake;${ACCEL_EXTRA_PREFIX:-}" \
   ${nvcc:+-DCMAKE_CUDA_COMPILER=$nvcc} "${link_flags[@]}" >/dev/null
-cmake --build "$build_dir" -j "${ACCEL_BUILD_JOBS:-$(nproc)}" ${ACCEL_BUILD_KEEP_GOING:+-- -k 0}
+# ACCEL_BUILD_TARGETS: only these (the GPU machine builds accel-run alone).
+targets=()
+for target in ${ACCEL_BUILD_TARGETS:-}; do targets+=(--target "$target"); done
+cmake --build "$build_dir" -j "${ACCEL_BUILD_JOBS:-$(nproc)}" "${targets[@]}" ${ACCEL_BUILD_KEEP_GOING:+-- -k 0}

@@ -47,8 +47,13 @@ std::string number_text(double value) {
   return out.str();
 }
 
-#ifdef ACCEL_WITH_MPI
+// nccl only in a build on a CUDA LibTorch (scripts/build-cuda.sh).
+#if defined(ACCEL_WITH_MPI) && defined(ACCEL_WITH_CUDA)
+constexpr const char* kBackends = "gloo mpi nccl";
+#elif defined(ACCEL_WITH_MPI)
 constexpr const char* kBackends = "gloo mpi";
+#elif defined(ACCEL_WITH_CUDA)
+constexpr const char* kBackends = "gloo nccl";
 #else
 constexpr const char* kBackends = "gloo";
 #endif
@@ -84,7 +89,8 @@ const OptionRow kOptions[] = {
      [](LaunchOptions& o, const Value& v) { o.master_port = static_cast<int>(v.integer); },
      [](const LaunchOptions& o) { return std::to_string(o.master_port); }},
     {"--backend", nullptr, ValueKind::text, "NAME", 0, 0, kBackends, "backend",
-     "collective backend: gloo, or mpi through mpirun (default gloo)",
+     "collective backend: gloo, mpi through mpirun, or nccl for GPU ranks (default gloo; "
+     "nccl when every local rank has a GPU of its own)",
      [](LaunchOptions& o, const Value& v) { o.backend = v.text; },
      [](const LaunchOptions& o) { return o.backend; }},
     {"--mixed-precision", nullptr, ValueKind::text, "MODE", 0, 0, "no bf16 fp16",

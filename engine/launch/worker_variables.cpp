@@ -34,6 +34,8 @@ std::vector<std::string> worker_variables(const LaunchOptions& options) {
       std::string("ACCEL_DEBUG=") + (options.debug ? "1" : "0"),
       "ACCEL_MAX_RESTARTS=" + std::to_string(options.max_restarts),
   };
+  // A named backend is kept; the default lets a rank on a GPU take nccl.
+  if (options.origins.count("--backend")) vars.push_back("ACCEL_BACKEND_GIVEN=1");
   if (!options.mixed_precision.empty()) {
     vars.push_back("ACCEL_MIXED_PRECISION=" + options.mixed_precision);
   }
@@ -57,6 +59,9 @@ void read_worker_variables(LaunchOptions& options) {
     options.threads = static_cast<int>(positive_number("ACCEL_THREADS", threads));
   }
   if (const char* backend = std::getenv("ACCEL_BACKEND")) options.backend = backend;
+  if (const char* given = std::getenv("ACCEL_BACKEND_GIVEN"); given && std::string(given) == "1") {
+    options.origins["--backend"] = "the launcher";
+  }
   if (const char* timeout = std::getenv("ACCEL_TIMEOUT")) {
     options.timeout_s = positive_number("ACCEL_TIMEOUT", timeout);
   }

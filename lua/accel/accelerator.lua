@@ -144,9 +144,11 @@ local function is_scheduler(v)
 end
 
 -- Floating tensors (and tables of them) back to float32: autocast outputs
--- bf16, and losses computed from them should not be.
+-- bf16 or fp16, and losses computed from them should not be.
 local function to_float32(value)
-  if type(value) == "userdata" and value.dtype == "bfloat16" then return value:float() end
+  if type(value) == "userdata" and (value.dtype == "bfloat16" or value.dtype == "float16") then
+    return value:float()
+  end
   if type(value) == "table" and getmetatable(value) == nil then
     local out = {}
     for k, v in pairs(value) do out[k] = to_float32(v) end
@@ -162,6 +164,7 @@ local function convert_results(...)
 end
 
 function Accelerator:prepare_model(model)
+  if self.device ~= "cpu" then model:to(self.device) end
   if self.num_processes > 1 then
     core.no_grad(function()
       for _, p in ipairs(model:parameters()) do dist.broadcast(p, 0) end
@@ -169,16 +172,17 @@ function Accelerator:prepare_model(model)
     end)
   end
   local entry = { model = model, no_sync = false }
-  if self.num_processes > 1 then
+  -- A launch that named nccl reduces even alone: one GPU checks NCCL so.
+  if self.num_processes > 1 or self.backend == "nccl" then
     entry.reducer = dist.GradientReducer(model:parameters(), self.bucket_bytes)
   end
   self._models[#self._models + 1] = entry
-  if self.mixed_precision == "bf16" then
+  if self:_autocast_dtype() then
     local forward = model.forward
     rawset(model, "forward", function(m, ...)
       local args, n = { ... }, select("#", ...)
       return convert_results(core.amp.autocast(function() return forward(m, unpack(args, 1, n)) end,
-                                               "bfloat16"))
+                                               self:_autocast_dtype(), self.device))
     end)
     entry.unwrapped_forward = forward
   end
@@ -186,6 +190,7 @@ function Accelerator:prepare_model(model)
 end
 
 function Accelerator:prepare_data_loader(loader)
+  loader.device = self.device
   loader:shard(self.process_index, self.num_processes, {
     even_batches = self.even_batches,
     split_batches = self.split_batches,
@@ -396,10 +401,20 @@ function Accelerator:trigger_sync_in_backward(model, fn)
   return unpack(results, 2, table.maxn(results))
 end
 
--- Runs fn under the configured mixed precision (bf16 autocast).
+-- The dtype the forward pass autocasts to, or nil: bf16 on any device;
+-- fp16 on the GPU (the CPU computes fp16 runs in float32 and scales the
+-- loss only, as LibTorch 1.13 has no CPU fp16 autocast).
+function Accelerator:_autocast_dtype()
+  if self.mixed_precision == "bf16" then return "bfloat16" end
+  if self.mixed_precision == "fp16" and self.device ~= "cpu" then return "float16" end
+  return nil
+end
+
+-- Runs fn under the configured mixed precision (autocast, see _autocast_dtype).
 function Accelerator:autocast(fn)
-  if self.mixed_precision ~= "bf16" then return fn() end
-  return convert_results(core.amp.autocast(fn, "bfloat16"))
+  local dtype = self:_autocast_dtype()
+  if not dtype then return fn() end
+  return convert_results(core.amp.autocast(fn, dtype, self.device))
 end
 
 -- Trains fn's loop on ranks with different numbers of batches (join.lua).

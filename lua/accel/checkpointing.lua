@@ -133,8 +133,10 @@ local function write_files(acc, tmp)
   end
 
   local rank = acc.process_index
-  tensors_file(names.rng(rank), { { "generator", ck.generator_state() },
-                                  { "math_random", core.math_random_state() } })
+  local generators = { { "generator", ck.generator_state() }, { "math_random", core.math_random_state() } }
+  -- A GPU rank's own generator (dropout on the GPU draws from it).
+  if acc.device ~= "cpu" then generators[3] = { "cuda_generator", core.cuda.get_rng_state() } end
+  tensors_file(names.rng(rank), generators)
   for i, loader in ipairs(acc._dataloaders) do lua_file(names.dataloader(i, rank), loader:state_dict()) end
   if not acc.sync_gradients then
     -- Between micro-steps the gradients summed so far are part of the next update.
@@ -345,6 +347,9 @@ function checkpointing.load_state(acc, dir)
   if s.rng then
     ck.set_generator_state(s.rng.generator)
     core.set_math_random_state(s.rng.math_random)
+    -- Saved on a GPU and resumed on the CPU (or the reverse): the CPU
+    -- generators are restored, the GPU's stays as seeded.
+    if s.rng.cuda_generator and acc.device ~= "cpu" then core.cuda.set_rng_state(s.rng.cuda_generator) end
   end
   if not s.same_world then
     local notes = acc.num_processes > manifest.world_size

@@ -62,6 +62,7 @@ function accel.synchronize_rng_states()
   random_state.synchronize({ rank = s.rank, size = s.world_size })
 end
 
+accel.cuda = core.cuda
 accel.nn = require("accel.nn")
 accel.optim = require("accel.optim")
 accel.data = require("accel.data")

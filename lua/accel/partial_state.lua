@@ -19,9 +19,19 @@ PartialState.FACTS = { "process_index", "local_process_index", "num_processes", 
                        "is_local_main_process", "is_last_process", "device", "distributed_type",
                        "backend", "_world" }
 
+-- Where this rank computes, as Accelerate decides it: GPU local_rank when
+-- GPUs are visible and `cpu` is not set (ranks beyond the GPU count share
+-- them round-robin: they can only reduce over gloo), else the CPU.
+local function choose_device(s, cpu)
+  if cpu or not core.cuda.is_available() then return "cpu" end
+  return "cuda:" .. (s.local_rank % core.cuda.device_count())
+end
+
 local function new(_, options)
   args.options("accel.PartialState", options, { cpu = false })
   local s = dist.state()
+  local device = choose_device(s, options and options.cpu)
+  local multi = device == "cpu" and "MULTI_CPU" or "MULTI_GPU"
   local self = setmetatable({
     process_index = s.rank,
     local_process_index = s.local_rank,
@@ -29,13 +39,14 @@ local function new(_, options)
     is_main_process = s.rank == 0,
     is_local_main_process = s.local_rank == 0,
     is_last_process = s.rank == s.world_size - 1,
-    -- The engine computes on the CPU; `cpu` is accepted for Accelerate's scripts.
-    device = "cpu",
-    distributed_type = s.world_size > 1 and "MULTI_CPU" or "NO",
+    device = device,
+    distributed_type = s.world_size > 1 and multi or "NO",
     _world = { rank = s.rank, size = s.world_size },
   }, PartialState)
-  if s.world_size > 1 then
-    dist.init()
+  -- A GPU rank joins now even alone: the GPU becomes the current device,
+  -- and a launch that named nccl gets a real (one-rank) NCCL group.
+  if s.world_size > 1 or device ~= "cpu" then
+    dist.init(device)
     self.backend = dist.backend()
   end
   return self

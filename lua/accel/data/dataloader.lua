@@ -78,6 +78,7 @@
 local core = require("accel.core")
 local dataset_util = require("accel.data.dataset")
 local default_collate = require("accel.data.collate")
+local device_placement = require("accel.data.device_placement")
 local iterable_shard = require("accel.data.iterable_shard")
 local sampler = require("accel.data.sampler")
 local round_loop = require("accel.data.round_loop")
@@ -368,7 +369,16 @@ function DataLoader:batch_reader(rows, batch_size, no_workers)
   end
 end
 
+-- The batches of the current epoch, on self.device when an Accelerator
+-- prepared the loader for a GPU (device_placement.lua), else where the
+-- data set keeps them.
 function DataLoader:iter()
+  local next_batch = self:host_iter()
+  if self.device == nil or self.device == "cpu" then return next_batch end
+  return device_placement.iterator(next_batch, self.device)
+end
+
+function DataLoader:host_iter()
   if self.kind ~= "map" or self.dispatch_batches then return round_loop(self) end
   self:close_prefetcher()
   if self._in_epoch then self:end_epoch() end

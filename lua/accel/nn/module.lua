@@ -244,14 +244,18 @@ function Module:apply(fn)
   return self
 end
 
--- Moves parameters and buffers to a device or dtype. Make optimizers after
--- moving a model: the moved parameters are new tensors.
+-- Moves parameters and buffers to a device or dtype. Parameters move in
+-- place, as PyTorch's module.to(): each keeps its identity, so an optimizer
+-- made before the move (or before prepare) still holds the model's
+-- parameters. Gradients move with them.
 function Module:to(target)
   for _, m in ipairs(self:modules()) do
     for _, key in ipairs(m._fields) do
       local v = rawget(m, key)
       if is_parameter(v) then
-        rawset(m, key, v:detach():to(target):requires_grad_(true))
+        local grad = v.grad
+        v:set_data(v:detach():to(target))
+        if grad then v.grad = grad:to(target) end
       elseif m._buffers[key] and v ~= nil then
         rawset(m, key, v:to(target))
       end

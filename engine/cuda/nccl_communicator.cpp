@@ -1,0 +1,130 @@
+#include "engine/cuda/nccl_communicator.h"
+
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+
+#include "engine/process_state.h"
+#include "engine/store_client.h"
+
+namespace accel {
+namespace {
+
+using Work = c10::intrusive_ptr<c10d::Work>;
+
+c10d::ReduceOp to_c10d(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+      return c10d::ReduceOp::SUM;
+    case ReduceOp::Average:
+      return c10d::ReduceOp::AVG;
+    case ReduceOp::Max:
+      return c10d::ReduceOp::MAX;
+    case ReduceOp::Min:
+      return c10d::ReduceOp::MIN;
+  }
+  TORCH_CHECK(false, "unknown reduce op");
+}
+
+void require_cuda(const at::Tensor& t, const char* operation) {
+  TORCH_CHECK(t.is_cuda(), "nccl ", operation, ": the tensor is on ", t.device().str(),
+              ", NCCL reduces CUDA tensors only");
+}
+
+// Blocks until `work` is done or `timeout` passes (c10d's wait with an
+// explicit timeout waits on the host), turning NCCL's failures into
+// CollectiveError; the monitor above turns a failure at the timeout into
+// a CollectiveTimeout that names the missing ranks.
+void wait_for(const Work& work, const char* operation, std::chrono::milliseconds timeout) {
+  try {
+    work->wait(timeout);
+  } catch (const std::exception& e) {
+    throw CollectiveError(std::string(operation) + " failed: " + e.what());
+  }
+}
+
+class NcclPendingOp final : public PendingOp {
+ public:
+  NcclPendingOp(Work work, std::chrono::milliseconds timeout) : work_(std::move(work)), timeout_(timeout) {}
+  void wait() override { wait_for(work_, "all_reduce", timeout_); }
+
+ private:
+  Work work_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+struct NcclCommunicator::Impl {
+  c10::intrusive_ptr<c10d::ProcessGroupNCCL> group;
+  std::chrono::milliseconds timeout{0};
+  int rank = 0;
+  int size = 1;
+};
+
+NcclCommunicator::NcclCommunicator(const ProcessState& state, const CommunicatorOptions& options,
+                                   int device_index)
+    : impl_(std::make_unique<Impl>()) {
+  TORCH_CHECK(state.master_port > 0, "the nccl backend needs MASTER_PORT: start the run with accel-run");
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
+  auto store = c10::make_intrusive<StoreClient>(state.master_addr, static_cast<uint16_t>(state.master_port),
+                                                options.timeout);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("nccl", store);
+  auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
+  nccl_options->timeout = options.timeout;
+  impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, state.rank, state.world_size,
+                                                             nccl_options);
+  impl_->timeout = options.timeout;
+  impl_->rank = state.rank;
+  impl_->size = state.world_size;
+}
+
+NcclCommunicator::~NcclCommunicator() = default;
+
+int NcclCommunicator::rank() const { return impl_->rank; }
+int NcclCommunicator::size() const { return impl_->size; }
+
+std::unique_ptr<PendingOp> NcclCommunicator::all_reduce_async(at::Tensor& t, ReduceOp op) {
+  require_cuda(t, "all_reduce");
+  ++counts_.all_reduce;
+  std::vector<at::Tensor> tensors{t};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = to_c10d(op);
+  return std::make_unique<NcclPendingOp>(impl_->group->allreduce(tensors, opts), impl_->timeout);
+}
+
+void NcclCommunicator::all_reduce(at::Tensor& t, ReduceOp op) { all_reduce_async(t, op)->wait(); }
+
+void NcclCommunicator::broadcast(at::Tensor& t, int root) {
+  require_cuda(t, "broadcast");
+  TORCH_CHECK(root >= 0 && root < impl_->size, "broadcast from rank ", root, " in a world of ",
+              impl_->size, " ranks");
+  ++counts_.broadcast;
+  std::vector<at::Tensor> tensors{t};
+  c10d::BroadcastOptions opts;
+  opts.rootRank = root;
+  wait_for(impl_->group->broadcast(tensors, opts), "broadcast", impl_->timeout);
+}
+
+std::vector<at::Tensor> NcclCommunicator::all_gather(const at::Tensor& t) {
+  require_cuda(t, "all_gather");
+  // NCCL has no bool type; bytes carry the same values.
+  if (t.scalar_type() == at::kBool) {
+    std::vector<at::Tensor> parts = all_gather(t.to(at::kByte));
+    for (at::Tensor& part : parts) part = part.to(at::kBool);
+    return parts;
+  }
+  ++counts_.all_gather;
+  std::vector<at::Tensor> input{t.contiguous()};
+  std::vector<std::vector<at::Tensor>> output(1);
+  for (int r = 0; r < impl_->size; ++r) output[0].push_back(at::empty_like(input[0]));
+  wait_for(impl_->group->allgather(output, input), "all_gather", impl_->timeout);
+  return output[0];
+}
+
+void NcclCommunicator::barrier() {
+  ++counts_.barrier;
+  wait_for(impl_->group->barrier(), "barrier", impl_->timeout);
+}
+
+}  // namespace accel

@@ -1,0 +1,41 @@
+// Collectives of CUDA tensors over NCCL, through LibTorch's c10d
+// ProcessGroupNCCL, joined by rendezvous on the launcher's store. Built only
+// against a CUDA LibTorch (ACCEL_WITH_CUDA). Host tensors are not its job:
+// make_communicator pairs it with a Gloo communicator for those
+// (engine/device_routed_communicator.h).
+//
+// NCCL runs on its own CUDA stream: an all-reduce started here waits for
+// the work already queued on the current stream, and PendingOp::wait()
+// makes the current stream wait for it. Synchronous collectives and wait()
+// also block this thread until NCCL finishes or the run's timeout passes,
+// so a peer that never arrives becomes a timeout naming it, as on Gloo,
+// rather than a kernel that waits forever.
+#pragma once
+#include <memory>
+
+#include "engine/communicator.h"
+
+namespace accel {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  // Uses GPU `device_index` (set as this thread's current device). Blocks
+  // until every rank has joined or the timeout passes.
+  NcclCommunicator(const ProcessState& state, const CommunicatorOptions& options, int device_index);
+  ~NcclCommunicator() override;
+
+  int rank() const override;
+  int size() const override;
+  std::string backend() const override { return "nccl"; }
+  void all_reduce(at::Tensor& t, ReduceOp op) override;
+  std::unique_ptr<PendingOp> all_reduce_async(at::Tensor& t, ReduceOp op) override;
+  void broadcast(at::Tensor& t, int root) override;
+  std::vector<at::Tensor> all_gather(const at::Tensor& t) override;
+  void barrier() override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace accel

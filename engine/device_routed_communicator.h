@@ -1,0 +1,36 @@
+// Routes each collective by where its tensor lives: CUDA tensors to the
+// device communicator (NCCL), host tensors to the host one (Gloo). A run on
+// GPUs needs both: gradients and metrics live on the GPU, while
+// gather_object, the --debug checks and barriers carry host tensors, which
+// NCCL cannot. PyTorch users make the same pair of process groups.
+#pragma once
+#include <memory>
+
+#include "engine/communicator.h"
+
+namespace accel {
+
+class DeviceRoutedCommunicator final : public Communicator {
+ public:
+  DeviceRoutedCommunicator(std::unique_ptr<Communicator> host, std::unique_ptr<Communicator> device);
+
+  int rank() const override { return host_->rank(); }
+  int size() const override { return host_->size(); }
+  // The device's backend names the run ("nccl"); the host one is its helper.
+  std::string backend() const override { return device_->backend(); }
+  void all_reduce(at::Tensor& t, ReduceOp op) override;
+  std::unique_ptr<PendingOp> all_reduce_async(at::Tensor& t, ReduceOp op) override;
+  void broadcast(at::Tensor& t, int root) override;
+  std::vector<at::Tensor> all_gather(const at::Tensor& t) override;
+  // On the host: it needs no GPU work, and so does not wait for queued kernels.
+  void barrier() override;
+
+ private:
+  Communicator& route(const at::Tensor& t);
+  void add_counts();
+
+  std::unique_ptr<Communicator> host_;
+  std::unique_ptr<Communicator> device_;
+};
+
+}  // namespace accel

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Builds and checks accel on a lent GPU machine (the `device` tool). Its
+# image has PyTorch with CUDA, CMake and a compiler, but none of the Debian
+# packages accel builds with, and no network: they travel as .deb files in
+# .gpu-deps/ (ignored by git; name it in the tool's `carry`).
+#
+#   here:   scripts/gpu-machine.sh fetch    Debian packages and the recipes'
+#                                           data files into .gpu-deps/
+#   there:  scripts/gpu-machine.sh build    unpack them, build build-cuda/
+#                                           against the machine's PyTorch
+#           scripts/gpu-machine.sh test     build, then the GPU tests (ctest -L gpu)
+#           scripts/gpu-machine.sh run CMD...  CMD with what running
+#                                           build-cuda/ needs
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+deps=$PWD/.gpu-deps
+prefix=/tmp/accel-gpu-deps
+packages=(libluajit-5.1-dev libluajit-5.1-2 libyaml-cpp-dev libyaml-cpp0.7 catch2 libgloo-dev zlib1g-dev)
+
+fetch() {
+  mkdir -p "$deps"
+  (cd "$deps" && apt-get download "${packages[@]}")
+  # The recipes read Debian's digits set and GPL-3 text from these paths.
+  cp /usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz /usr/share/common-licenses/GPL-3 "$deps/"
+}
+
+environment() {
+  if [ ! -d "$prefix" ]; then
+    for deb in "$deps"/*.deb; do dpkg -x "$deb" "$prefix"; done
+    # zlib1g-dev's libz.so points at a file of Debian's zlib1g; use the machine's.
+    ln -sf "$(ldconfig -p | awk '/libz\.so\.1 .*x86-64/ { print $NF; exit }')" "$prefix/usr/lib/x86_64-linux-gnu/libz.so"
+    mkdir -p /usr/lib/python3/dist-packages/sklearn/datasets/data /usr/share/common-licenses
+    cp "$deps/digits.csv.gz" /usr/lib/python3/dist-packages/sklearn/datasets/data/
+    [ -f /usr/share/common-licenses/GPL-3 ] || cp "$deps/GPL-3" /usr/share/common-licenses/
+  fi
+  TORCH_DIR=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+  local nccl
+  nccl=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+  export TORCH_DIR
+  export ACCEL_EXTRA_PREFIX=$prefix/usr
+  export CXXFLAGS="-isystem $prefix/usr/include${nccl:+ -isystem $nccl/include}"
+  export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:$TORCH_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export ACCEL_BUILD_JOBS=${ACCEL_BUILD_JOBS:-$(nproc)}
+  # The tests and benchmarks there need accel-run (and its worker library) only.
+  export ACCEL_BUILD_TARGETS=${ACCEL_BUILD_TARGETS:-accel-run}
+}
+
+case "${1:-}" in
+  fetch) fetch ;;
+  run)
+    shift
+    environment
+    "$@"
+    ;;
+  build)
+    environment
+    scripts/build-cuda.sh
+    ;;
+  test)
+    environment
+    scripts/build-cuda.sh
+    ctest --test-dir build-cuda -L gpu --output-on-failure -j 4
+    ;;
+  *)
+    echo "usage: scripts/gpu-machine.sh fetch|build|test|run CMD..." >&2
+    exit 2
+    ;;
+esac
