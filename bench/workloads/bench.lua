@@ -32,18 +32,20 @@ end
 -- Trains with `step(x, y) -> loss number` over `loader` until warm-up +
 -- window * windows steps have run, epoch after epoch, and prints the BENCH
 -- line: samples per second of each window (all ranks), the monotonic time
--- the first step finished, the mean loss of the last window, peak memory.
+-- the first step finished, the mean loss of the last window, peak memory,
+-- the device of the batches and, on a GPU, the allocator's peak in MiB.
 function bench.train(acc, loader, step)
   local c = bench.config()
   local total = c.warmup + c.window * c.windows
   local world = acc.num_processes
   local steps, first_step, window_start, window_samples, loss_sum = 0, 0, 0, 0, 0
   local windows = {}
+  local device = "none"
   while steps < total do
     for x, y in loader:iter() do
       local loss = step(x, y)
       steps = steps + 1
-      if steps == 1 then first_step = accel.time() end
+      if steps == 1 then first_step, device = accel.time(), tostring(x.device) end
       if steps == c.warmup then
         window_start = accel.time()
       elseif steps > c.warmup then
@@ -58,9 +60,15 @@ function bench.train(acc, loader, step)
       if steps == total then break end
     end
   end
+  -- accel.cuda exists only in builds with the GPU code paths.
+  local gpu = ""
+  if accel.cuda and accel.cuda.is_available and accel.cuda.is_available() then
+    gpu = string.format(', "gpu_mib": %.10g', accel.cuda.max_memory_allocated() / 2 ^ 20)
+  end
   print(string.format('BENCH {"rank": %d, "world": %d, "first_step": %.10g, "windows": [%s], "loss": %.10g, '
-                      .. '"vmhwm_kib": %d, "blas": "%s"}', acc.process_index, world, first_step,
-                      table.concat(windows, ", "), loss_sum / c.window, status_kib("VmHWM"), loaded_blas()))
+                      .. '"vmhwm_kib": %d, "blas": "%s", "device": "%s"%s}', acc.process_index, world, first_step,
+                      table.concat(windows, ", "), loss_sum / c.window, status_kib("VmHWM"), loaded_blas(), device,
+                      gpu))
 end
 
 return bench

@@ -3,12 +3,19 @@
 -- to 96; windows of 64 characters of GPL-3 (byte b -> b - 32 for printable
 -- ASCII, 95 otherwise), batch 16 per rank, AdamW lr 1e-3. Twin of
 -- bench/cpp/char_lm.cpp and bench/python/char_lm.py.
+-- ACCEL_BENCH_CHARLM=large selects char-lm-large for the GPU table: width
+-- 1024, 8 layers of 16 heads, feed-forward 4096, windows of 256, batch 64.
 --   accel-run bench/workloads/char_lm.lua --nproc 2 --threads 1 [-- warmup window windows]
 local bench = dofile(arg[0]:match("^(.*/)") .. "bench.lua")
 local nn, optim, data = accel.nn, accel.optim, accel.data
 local F = nn.functional
 
-local VOCAB, DIM, SEQ = 96, 128, 64
+-- width, layers, heads, feed-forward, window length, batch per rank
+local SIZES = { small = { 128, 2, 4, 512, 64, 16 }, large = { 1024, 8, 16, 4096, 256, 64 } }
+local size = os.getenv("ACCEL_BENCH_CHARLM") or "small"
+assert(SIZES[size], "ACCEL_BENCH_CHARLM: small or large, not " .. size)
+local VOCAB = 96
+local DIM, LAYERS, HEADS, FEED_FORWARD, SEQ, BATCH = unpack(SIZES[size])
 
 local acc = accel.Accelerator{}
 accel.set_seed(0)
@@ -25,11 +32,12 @@ local all = accel.tensor(ids, { dtype = accel.int64 })
 local n = math.floor((#ids - 1 - SEQ) / SEQ) + 1
 local x = all:narrow(1, 1, n * SEQ):view(n, SEQ)
 local y = all:narrow(1, 2, n * SEQ):view(n, SEQ)
-local loader = data.DataLoader(data.TensorDataset(x, y), { batch_size = 16, shuffle = true })
+local loader = data.DataLoader(data.TensorDataset(x, y), { batch_size = BATCH, shuffle = true })
 
-local layer = { dim_feedforward = 512, is_causal = true }
-local model = nn.Sequential(nn.Embedding(VOCAB, DIM), nn.TransformerEncoderLayer(DIM, 4, layer),
-                            nn.TransformerEncoderLayer(DIM, 4, layer), nn.Linear(DIM, VOCAB))
+local layer = { dim_feedforward = FEED_FORWARD, is_causal = true }
+local model = nn.Sequential(nn.Embedding(VOCAB, DIM))
+for _ = 1, LAYERS do model:append(nn.TransformerEncoderLayer(DIM, HEADS, layer)) end
+model:append(nn.Linear(DIM, VOCAB))
 local opt = optim.AdamW(model:parameters(), { lr = 1e-3 })
 model, opt, loader = acc:prepare(model, opt, loader)
 
