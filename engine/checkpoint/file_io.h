@@ -2,6 +2,8 @@
 // checkpoint's data is read from disk once. Writes end with fsync: once a
 // writer's finish() returns, the bytes survive a crash of the machine.
 #pragma once
+#include <sys/types.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -61,6 +63,9 @@ class FileReader {
   uint64_t position_ = 0;
   Crc32c crc_;
 };
+
+// "a FIFO", "a directory", ...: what a non-regular file is, for errors.
+std::string file_kind(mode_t mode);
 
 FileDigest write_whole_file(const std::string& path, const std::string& contents);
 std::string read_whole_file(const std::string& path, FileDigest* digest = nullptr);

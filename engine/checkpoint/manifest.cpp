@@ -111,12 +111,32 @@ Manifest read_manifest(const std::string& folder) {
 }
 
 void check_file_sizes(const std::string& folder, const Manifest& manifest) {
+  // A checkpoint written by accel holds regular files only. A symbolic link
+  // leading out of the folder would read whatever it names, and a FIFO
+  // would block its reader forever: both are refused, naming the file.
+  char* resolved_folder = ::realpath(folder.c_str(), nullptr);
+  if (!resolved_folder) {
+    throw CheckpointError("checkpoint folder '" + folder + "' cannot be resolved: " + std::strerror(errno));
+  }
+  const std::string inside = std::string(resolved_folder) + "/";
+  std::free(resolved_folder);
   for (const ManifestFile& f : manifest.files) {
     std::string path = folder + "/" + f.name;
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
       throw CheckpointError("checkpoint file '" + path + "' is listed in the manifest but missing: " +
                             std::strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      throw CheckpointError("checkpoint file '" + path + "' is not a regular file (" + file_kind(st.st_mode) +
+                            "): refusing to read it");
+    }
+    char* target = ::realpath(path.c_str(), nullptr);
+    const std::string resolved = target ? target : "";
+    std::free(target);
+    if (resolved.rfind(inside, 0) != 0) {
+      throw CheckpointError("checkpoint file '" + path + "' leads out of its folder (to '" + resolved +
+                            "'): refusing to read it");
     }
     if (static_cast<uint64_t>(st.st_size) != f.digest.size) {
       throw CheckpointError("checkpoint file '" + path + "' has " + std::to_string(st.st_size) +

@@ -61,6 +61,9 @@ Manifest read_manifest(const std::string& folder);
 
 // Every file the manifest lists exists with the size it records (a cheap
 // check before reading anything); the error names the first that does not.
+// Also refuses, naming the file, one that is not a regular file (a FIFO
+// would block its reader forever) or that leads out of `folder` through a
+// symbolic link.
 void check_file_sizes(const std::string& folder, const Manifest& manifest);
 
 }  // namespace accel::checkpoint

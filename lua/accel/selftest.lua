@@ -8,41 +8,49 @@ local nn = accel.nn
 local dist = core.dist
 local acc = accel.Accelerator{}
 local rank, size = acc.process_index, acc.num_processes
+local device = acc.device
+-- One rank communicates only over a group the launch named (--backend nccl).
+local communicates = size > 1 or acc.backend == "nccl"
+
+-- A tensor of these values on the device the ranks compute on.
+local function on_device(values)
+  return accel.tensor(values):float():to(device)
+end
 
 local function close(t, expected)
-  return (t - expected):abs():max():item() < 1e-5
+  return (t:cpu() - expected):abs():max():item() < 1e-5
 end
 
 -- Each check returns true, or false and what this rank saw.
 local checks = {
   { "all_reduce sum", function()
-      local t = accel.tensor({ rank + 1, 2 * (rank + 1) }):float()
-      if size > 1 then dist.all_reduce(t, "sum") end
+      local t = on_device({ rank + 1, 2 * (rank + 1) })
+      if communicates then dist.all_reduce(t, "sum") end
       local total = size * (size + 1) / 2
       return close(t, accel.tensor({ total, 2 * total })), tostring(t:totable()[1])
     end },
   { "all_reduce mean", function()
-      local t = accel.tensor({ rank, -rank }):float()
-      if size > 1 then dist.all_reduce(t, "mean") end
+      local t = on_device({ rank, -rank })
+      if communicates then dist.all_reduce(t, "mean") end
       local mean = (size - 1) / 2
       return close(t, accel.tensor({ mean, -mean })), tostring(t:totable()[1])
     end },
   { "all_reduce max", function()
-      local t = accel.tensor({ rank, -rank }):float()
-      if size > 1 then dist.all_reduce(t, "max") end
+      local t = on_device({ rank, -rank })
+      if communicates then dist.all_reduce(t, "max") end
       return close(t, accel.tensor({ size - 1, 0 })), tostring(t:totable()[1])
     end },
   { "broadcast from the first and the last rank", function()
-      local first = acc:broadcast(accel.full({ 3 }, rank + 10), 0)
-      local last = acc:broadcast(accel.full({ 3 }, rank + 20), size - 1)
+      local first = acc:broadcast(accel.full({ 3 }, rank + 10):to(device), 0)
+      local last = acc:broadcast(accel.full({ 3 }, rank + 20):to(device), size - 1)
       local ok = close(first, accel.full({ 3 }, 10)) and close(last, accel.full({ 3 }, size + 19))
       return ok, first:totable()[1] .. ", " .. last:totable()[1]
     end },
   { "all_gather in rank order", function()
-      local gathered = acc:gather(accel.tensor({ { rank, rank * rank } }))
+      local gathered = acc:gather(on_device({ { rank, rank * rank } }))
       local ok = gathered:size(1) == size
       for r = 0, size - 1 do
-        ok = ok and close(gathered:narrow(1, r + 1, 1), accel.tensor({ { r, r * r } }))
+        ok = ok and close(gathered:narrow(1, r + 1, 1), accel.tensor({ { r, r * r } }):float())
       end
       return ok, "shape " .. table.concat(gathered:size(), "x")
     end },
@@ -65,11 +73,13 @@ local checks = {
       end
       model:zero_grad()
       local prepared = acc:prepare(model)
-      acc:backward(prepared(inputs[rank]):sum())
+      acc:backward(prepared(inputs[rank]:to(device)):sum())
       return close(prepared.weight.grad, expected), "weight grad sum " .. prepared.weight.grad:sum():item()
     end },
 }
 
+acc:print(string.format("  ranks compute on %s and reduce over %s", device,
+                        communicates and acc.backend or "nothing (one rank)"))
 local failed = 0
 for _, check in ipairs(checks) do
   local name, run = check[1], check[2]

@@ -2,6 +2,7 @@
 // manifest, atomic folders and fault injection.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -76,6 +77,17 @@ TEST_CASE("a written file's digest is that of its bytes, and reading checks it")
   other.size += 1;
   REQUIRE_THROWS_WITH(check_digest(path, other, read), Catch::Contains("f.txt") && Catch::Contains("truncated"));
   REQUIRE_THROWS_WITH(read_whole_file(dir.path + "/missing"), Catch::Contains("missing"));
+}
+
+TEST_CASE("a reader refuses what is not a regular file, at once") {
+  // Opening a FIFO for reading waits for a writer: a planted one would
+  // hang the run forever.
+  TempDir dir;
+  const std::string fifo = dir.path + "/weights.safetensors";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  REQUIRE_THROWS_WITH(read_whole_file(fifo),
+                      Catch::Contains("weights.safetensors") && Catch::Contains("not a regular file (a FIFO)"));
+  REQUIRE_THROWS_WITH(FileReader(dir.path), Catch::Contains("not a regular file (a directory)"));
 }
 
 TEST_CASE("a manifest survives JSON and back") {

@@ -4,35 +4,40 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/communicator.h"
+#include "engine/device_routed_communicator.h"
 #include "engine/gradient_reducer.h"
 #include "engine/launch/store_server.h"
 #include "engine/process_state.h"
+#include "engine/single_process_communicator.h"
 #include "tests/engine/forked_ranks.h"
 
 namespace {
 
-// Runs body(rank, comm) in `world` forked processes, all on this machine;
-// returns their exit codes.
+// Rank `rank` of `world`, all on this machine, joined through `store`.
+std::unique_ptr<accel::Communicator> join(int rank, int world, const accel::StoreServer& store,
+                                          bool shared_memory = true) {
+  accel::ProcessState state;
+  state.rank = rank;
+  state.local_rank = rank;
+  state.world_size = world;
+  state.local_world_size = world;
+  state.master_port = store.port();
+  accel::CommunicatorOptions options;
+  options.timeout = std::chrono::seconds(30);
+  options.shared_memory = shared_memory;
+  return accel::make_communicator(state, options);
+}
+
+// Runs body(rank, comm) in `world` forked processes; returns their exit codes.
 std::vector<int> run_ranks(int world, const std::function<void(int, accel::Communicator&)>& body,
                            bool shared_memory = true) {
   accel::StoreServer store("127.0.0.1", 0);
-  return accel::testing::run_forked(world, [&](int rank) {
-    accel::ProcessState state;
-    state.rank = rank;
-    state.local_rank = rank;
-    state.world_size = world;
-    state.local_world_size = world;
-    state.master_port = store.port();
-    accel::CommunicatorOptions options;
-    options.timeout = std::chrono::seconds(30);
-    options.shared_memory = shared_memory;
-    auto comm = accel::make_communicator(state, options);
-    body(rank, *comm);
-  });
+  return accel::testing::run_forked(world, [&](int rank) { body(rank, *join(rank, world, store, shared_memory)); });
 }
 
 }  // namespace
@@ -76,6 +81,26 @@ TEST_CASE("collectives between two processes over Gloo") {
                 comm.counts().all_gather == 2 && comm.counts().barrier == 1);
     CHILD_CHECK(comm.counts().all_reduce_shared_memory == (shared_memory ? 4 : 0));
   }, shared_memory);
+  REQUIRE(codes == std::vector<int>{0, 0});
+}
+
+TEST_CASE("a device-routed communicator gives host tensors to its host side") {
+  // On a GPU run the device side is NCCL; here a one-rank communicator
+  // stands there, so a host tensor reduced across both ranks proves where
+  // it went, and the device side must not have been asked.
+  accel::StoreServer store("127.0.0.1", 0);
+  auto codes = accel::testing::run_forked(2, [&](int rank) {
+    accel::DeviceRoutedCommunicator routed(join(rank, 2, store), std::make_unique<accel::SingleProcessCommunicator>());
+    CHILD_CHECK(routed.rank() == rank && routed.size() == 2 && routed.backend() == "none");
+    at::Tensor sum = at::full({3}, rank + 1.0);
+    routed.all_reduce(sum, accel::ReduceOp::Sum);
+    CHILD_CHECK(sum.equal(at::full({3}, 3.0)));
+    auto parts = routed.all_gather(at::full({1}, static_cast<double>(rank)));
+    CHILD_CHECK(parts.size() == 2 && parts[1].item<double>() == 1.0);
+    routed.barrier();
+    CHILD_CHECK(routed.counts().all_reduce == 1 && routed.counts().all_gather == 1 &&
+                routed.counts().barrier == 1);
+  });
   REQUIRE(codes == std::vector<int>{0, 0});
 }
 

@@ -14,6 +14,8 @@ for check in "${checks[@]}"; do
   expect "test on 3 ranks: $check passes" grep -qx "  pass  $check" "$work/out"
 done
 expect "test on 3 ranks: the verdict line" contains "$out" "accel-run test: passed on 3 ranks (backend gloo)"
+expect "test says where the ranks compute and what they reduce over" \
+  contains "$out" "ranks compute on cpu and reduce over gloo"
 
 printf 'num_processes: 2\ndebug: true\n' >"$work/two.yaml"
 run_accel test --config "$work/two.yaml" --threads 1
@@ -46,7 +48,7 @@ expect "a broken collective: the verdict line" contains "$out" "accel-run test: 
 
 run_accel env --nproc 2
 expect "env exits 0" [ "$status" -eq 0 ]
-for field in "accel: " "LibTorch: 1." "LuaJIT: LuaJIT 2." "MPI: " "NCCL: " "backends compiled in: gloo" \
+for field in "accel: " "LibTorch: 1." "LuaJIT: LuaJIT 2." "MPI: " "CUDA: " "NCCL: " "backends compiled in: gloo" \
              "BLAS: libblas.so.3 -> /" "CPU: " "ranks here: 2, threads per rank: " "config file: none" \
              "  num_processes: 2  # --nproc x --nnodes" "  backend: gloo  # default"; do
   expect "env shows '$field'" contains "$out" "$field"

@@ -140,6 +140,34 @@ forged(old, function()
   check.near(model.weight, saved_weight, 0, "a checkpoint with legacy value files loads")
 end)
 
+-- Rank 0 puts what `make(path)` creates in place of `name` (its bytes kept
+-- aside); every rank must refuse the checkpoint at once, naming the file.
+local function replaced_by(name, make, what, ...)
+  local path = root .. "/explicit/" .. name
+  acc:wait_for_everyone()
+  if acc.is_main_process then
+    assert(os.rename(path, path .. ".kept"))
+    make(path)
+  end
+  acc:wait_for_everyone()
+  check.raises(function() acc:load_state(root .. "/explicit") end, what, ...)
+  acc:wait_for_everyone()
+  if acc.is_main_process then
+    os.remove(path)
+    assert(os.rename(path .. ".kept", path))
+  end
+  acc:wait_for_everyone()
+end
+
+-- A FIFO would block its reader forever; a link leading out of the folder
+-- (to a file of the right size and bytes, even) reads what it names.
+replaced_by("model.safetensors", function(path) assert(os.execute("mkfifo '" .. path .. "'") == 0) end,
+            "a FIFO in place of the weights", "model.safetensors", "not a regular file (a FIFO)")
+replaced_by("model.safetensors", function(path)
+  assert(os.execute(string.format("cp '%s.kept' '%s/outside.safetensors' && ln -s '%s/outside.safetensors' '%s'",
+                                  path, root, root, path)) == 0)
+end, "a link out of the folder", "model.safetensors", "leads out of its folder")
+
 -- The untouched checkpoint still loads.
 acc:load_state(root .. "/explicit")
 check.near(model.weight, saved_weight, 0, "the intact checkpoint loads")
