@@ -77,7 +77,10 @@ inline void check_params(const Problem& problem, const std::vector<float>& expec
   REQUIRE(actual.size() == expected.size());
   for (std::size_t i = 0; i < actual.size(); ++i) {
     CAPTURE(i);
-    CHECK(actual[i] == Approx(expected[i]).epsilon(1e-6));
+    // Relative 1e-6, or float32 rounding of the parameters' magnitude (about
+    // 1) for a value near zero, which comes out of a cancellation: LibTorch
+    // 2.x's vectorised kernels round such steps differently from 1.13's.
+    CHECK(actual[i] == Approx(expected[i]).epsilon(1e-6).margin(2e-7));
   }
 }
 

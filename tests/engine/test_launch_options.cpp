@@ -147,8 +147,8 @@ TEST_CASE("errors name the option or value at fault", "[launch_options]") {
   CHECK_THAT(error_of({"train.lua", "--grace-period", "soon"}),
              Contains("--grace-period expects a number of seconds"));
   CHECK_THAT(error_of({"train.lua", "--grace-period=nan"}), Contains("got 'nan'"));
-  CHECK_THAT(error_of({"train.lua", "--backend", "nccl"}),
-             Contains("unsupported --backend 'nccl' (supported: gloo"));
+  CHECK_THAT(error_of({"train.lua", "--backend", "ucc"}),
+             Contains("unsupported --backend 'ucc' (supported: gloo"));
   CHECK_THAT(error_of({"train.lua", "--backend", "glo"}), Contains("(did you mean 'gloo'?)"));
   CHECK_THAT(error_of({"train.lua", "--nprocs", "2"}),
              Contains("unknown option '--nprocs' (did you mean '--nproc'?)"));

@@ -41,7 +41,7 @@ expect_error "--nproc expects an integer from 1 to 4096, got '0'" "$recipe" --np
 expect_error "--nproc needs a value" "$recipe" --nproc
 expect_error "--master-port expects an integer from 0 to 65535, got '99999'" \
   --master-port 99999 "$recipe"
-expect_error "unsupported --backend 'nccl' (supported: gloo" --backend nccl "$recipe"
+expect_error "unsupported --backend 'ucc' (supported: gloo" --backend ucc "$recipe"
 expect_error "unknown option '--nprocs' (did you mean '--nproc'?)" "$recipe" --nprocs 2
 expect_error "--node-rank is 1, but with --nnodes 1 node ranks go from 0 to 0" --node-rank 1 "$recipe"
 expect_error "give --master-port" --nnodes 2 "$recipe"
