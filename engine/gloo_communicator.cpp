@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <random>
 
+#include "engine/c10d_all_gather.h"
 #include "engine/process_state.h"
 #include "engine/shared_memory_all_reduce.h"
 #include "engine/store_client.h"
@@ -185,18 +186,8 @@ std::vector<at::Tensor> GlooCommunicator::all_gather(const at::Tensor& t) {
     for (at::Tensor& part : parts) part = part.to(t.device());
     return parts;
   }
-  // Gloo has no bool type; bytes carry the same values.
-  if (t.scalar_type() == at::kBool) {
-    std::vector<at::Tensor> parts = all_gather(t.to(at::kByte));
-    for (at::Tensor& part : parts) part = part.to(at::kBool);
-    return parts;
-  }
   ++counts_.all_gather;
-  std::vector<at::Tensor> input{t.contiguous()};
-  std::vector<std::vector<at::Tensor>> output(1);
-  for (int r = 0; r < impl_->size; ++r) output[0].push_back(at::empty_like(input[0]));
-  wait_for(impl_->group->allgather(output, input), "all_gather");
-  return output[0];
+  return c10d_all_gather(*impl_->group, impl_->size, t, [](const Work& work) { wait_for(work, "all_gather"); });
 }
 
 void GlooCommunicator::barrier() {

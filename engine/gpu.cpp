@@ -67,11 +67,9 @@ void synchronize(int index) {
 }
 
 namespace {
-const c10::CachingAllocator::Stat& allocated(int index, const std::string& what) {
-  static thread_local c10::CachingDeviceAllocator::DeviceStats stats;
-  stats = c10::cuda::CUDACachingAllocator::getDeviceStats(
-      static_cast<c10::DeviceIndex>(checked_index(index, what)));
-  return stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
+c10::CachingAllocator::Stat allocated(int index, const std::string& what) {
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(static_cast<c10::DeviceIndex>(checked_index(index, what)))
+      .allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
 }
 }  // namespace
 

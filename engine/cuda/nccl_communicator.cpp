@@ -4,6 +4,7 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
+#include "engine/c10d_all_gather.h"
 #include "engine/process_state.h"
 #include "engine/store_client.h"
 
@@ -108,18 +109,10 @@ void NcclCommunicator::broadcast(at::Tensor& t, int root) {
 
 std::vector<at::Tensor> NcclCommunicator::all_gather(const at::Tensor& t) {
   require_cuda(t, "all_gather");
-  // NCCL has no bool type; bytes carry the same values.
-  if (t.scalar_type() == at::kBool) {
-    std::vector<at::Tensor> parts = all_gather(t.to(at::kByte));
-    for (at::Tensor& part : parts) part = part.to(at::kBool);
-    return parts;
-  }
   ++counts_.all_gather;
-  std::vector<at::Tensor> input{t.contiguous()};
-  std::vector<std::vector<at::Tensor>> output(1);
-  for (int r = 0; r < impl_->size; ++r) output[0].push_back(at::empty_like(input[0]));
-  wait_for(impl_->group->allgather(output, input), "all_gather", impl_->timeout);
-  return output[0];
+  const auto timeout = impl_->timeout;
+  return c10d_all_gather(*impl_->group, impl_->size, t,
+                         [timeout](const Work& work) { wait_for(work, "all_gather", timeout); });
 }
 
 void NcclCommunicator::barrier() {
