@@ -34,13 +34,12 @@ bool arrived(const std::optional<CollectiveState>& other, const CollectiveState&
 
 }  // namespace
 
-CollectiveMonitor::CollectiveMonitor(int rank, int world_size, const std::string& host, int port,
+CollectiveMonitor::CollectiveMonitor(int rank, int world_size, const StoreAddress& store,
                                      milliseconds timeout)
     : rank_(rank), world_size_(world_size), timeout_(timeout) {
-  if (port > 0) {
+  if (store.port > 0) {
     try {
-      store_ = std::make_unique<StoreConnection>(host, static_cast<uint16_t>(port),
-                                                 Clock::now() + std::chrono::seconds(1));
+      store_ = std::make_unique<StoreConnection>(store, Clock::now() + std::chrono::seconds(1));
     } catch (const StoreUnreachable&) {
       // Reports lose the other ranks' whereabouts; training is unaffected.
     }

@@ -24,15 +24,16 @@
 namespace accel {
 
 class StoreConnection;
+struct StoreAddress;
 
 class CollectiveMonitor {
  public:
   static constexpr std::chrono::seconds kWatchdogGrace{5};
 
-  // Publishes to the store at host:port when port > 0 and it can be reached
-  // within a second; otherwise it only keeps the record, and timeout
+  // Publishes to the store at `store` when its port is set and it can be
+  // reached within a second; otherwise it only keeps the record, and timeout
   // messages say the other ranks' whereabouts are unknown.
-  CollectiveMonitor(int rank, int world_size, const std::string& host, int port,
+  CollectiveMonitor(int rank, int world_size, const StoreAddress& store,
                     std::chrono::milliseconds timeout);
   ~CollectiveMonitor();
   CollectiveMonitor(const CollectiveMonitor&) = delete;

@@ -115,8 +115,7 @@ GlooCommunicator::GlooCommunicator(const ProcessState& state, const Communicator
     : impl_(std::make_unique<Impl>()) {
   TORCH_CHECK(state.master_port > 0,
               "the gloo backend needs MASTER_PORT: start the run with accel-run");
-  auto store = c10::make_intrusive<StoreClient>(
-      state.master_addr, static_cast<uint16_t>(state.master_port), options.timeout);
+  auto store = c10::make_intrusive<StoreClient>(state.store_address(), options.timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", store);
   auto gloo_options = c10d::ProcessGroupGloo::Options::create();
   gloo_options->timeout = options.timeout;

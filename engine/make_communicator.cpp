@@ -59,8 +59,8 @@ std::unique_ptr<Communicator> make_communicator(const ProcessState& state,
   if (state.world_size == 1 && !(options.backend == "nccl" && options.backend_given)) {
     return std::make_unique<SingleProcessCommunicator>();
   }
-  auto monitor = std::make_shared<CollectiveMonitor>(state.rank, state.world_size, state.master_addr,
-                                                     state.master_port, options.timeout);
+  auto monitor = std::make_shared<CollectiveMonitor>(state.rank, state.world_size,
+                                                     state.store_address(), options.timeout);
   std::unique_ptr<Communicator> comm;
   {
     // Joining the group is the first collective: a rank that never joins

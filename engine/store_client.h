@@ -1,5 +1,6 @@
 // A worker's connection to the launcher's rendezvous store (StoreServer), as a
-// c10d::Store so that LibTorch's process groups rendezvous over it.
+// c10d::Store so that LibTorch's process groups rendezvous over it: an
+// adapter over the one client, StoreConnection (engine/launch/store_connection.h).
 #pragma once
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -9,15 +10,18 @@
 #include <string>
 #include <vector>
 
+#include "engine/launch/store_connection.h"
+
 namespace accel {
 
 class StoreClient : public c10d::Store {
  public:
-  // Connects to host:port, retrying until `timeout` passes (a remote node's
-  // launcher may come up after this worker). `timeout` is also the store
-  // timeout for get() and wait(keys); zero means no limit, as in c10d.
-  // Throws std::runtime_error naming host:port when no connection is made in time.
-  StoreClient(const std::string& host, uint16_t port, std::chrono::milliseconds timeout);
+  // Connects to the address, retrying until `timeout` passes (a remote
+  // node's launcher may come up after this worker), and presents its token.
+  // `timeout` is also the store timeout for get() and wait(keys); zero means
+  // no limit, as in c10d. Throws std::runtime_error naming host:port when no
+  // connection is made in time or the token is refused.
+  StoreClient(const StoreAddress& address, std::chrono::milliseconds timeout);
   ~StoreClient() override;
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
@@ -41,16 +45,7 @@ class StoreClient : public c10d::Store {
   c10::intrusive_ptr<c10d::Store> clone();
 
  private:
-  // Sends one request frame and returns the response body.
-  std::string request(const std::string& frame);
-  // The keys still missing when the server-side wait ended (empty: all exist).
-  std::vector<std::string> wait_for(const std::vector<std::string>& keys,
-                                    std::chrono::milliseconds timeout);
-  std::string where() const;
-
-  std::string host_;
-  uint16_t port_;
-  int fd_ = -1;
+  StoreConnection connection_;
   std::mutex mutex_;  // one request at a time on the socket; Gloo calls from many threads
 };
 

@@ -25,7 +25,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int nproc = std::atoi(argv[2]);
-  accel::StoreServer store("127.0.0.1", 0);
+  // The bench's ranks are its own children on loopback; a fixed token does.
+  const std::string token = "bench-launch";
+  accel::StoreServer store("127.0.0.1", 0, token);
   const std::string port = std::to_string(store.port());
 
   std::vector<pid_t> children;
@@ -34,7 +36,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> owned;
     for (char** e = environ; *e; ++e) {
       static const char* ours[] = {"RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE=",
-                                   "MASTER_ADDR=", "MASTER_PORT="};
+                                   "MASTER_ADDR=", "MASTER_PORT=", "ACCEL_RDZV_TOKEN="};
       bool replaced = false;
       for (const char* name : ours) replaced = replaced || std::strncmp(*e, name, std::strlen(name)) == 0;
       if (!replaced) owned.emplace_back(*e);
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
     owned.push_back("LOCAL_WORLD_SIZE=" + std::to_string(nproc));
     owned.push_back("MASTER_ADDR=127.0.0.1");
     owned.push_back("MASTER_PORT=" + port);
+    owned.push_back("ACCEL_RDZV_TOKEN=" + token);
     std::vector<char*> env;
     for (std::string& s : owned) env.push_back(s.data());
     env.push_back(nullptr);

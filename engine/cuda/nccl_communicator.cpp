@@ -68,8 +68,7 @@ NcclCommunicator::NcclCommunicator(const ProcessState& state, const Communicator
     : impl_(std::make_unique<Impl>()) {
   TORCH_CHECK(state.master_port > 0, "the nccl backend needs MASTER_PORT: start the run with accel-run");
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
-  auto store = c10::make_intrusive<StoreClient>(state.master_addr, static_cast<uint16_t>(state.master_port),
-                                                options.timeout);
+  auto store = c10::make_intrusive<StoreClient>(state.store_address(), options.timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("nccl", store);
   auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
   nccl_options->timeout = options.timeout;

@@ -129,6 +129,11 @@ const OptionRow kOptions[] = {
      "how long the nodes' launchers wait for each other (default 300)",
      [](LaunchOptions& o, const Value& v) { o.rdzv_timeout_s = v.number; },
      [](const LaunchOptions& o) { return number_text(o.rdzv_timeout_s); }},
+    // No config key: a secret belongs in the environment, not in a file.
+    {"--rdzv-token", nullptr, ValueKind::text, "SECRET", 0, 0, nullptr, nullptr,
+     "secret every connection to the store presents; the same on every node "
+     "(default $ACCEL_RDZV_TOKEN; one node: generated)",
+     [](LaunchOptions& o, const Value& v) { o.rdzv_token = v.text; }, nullptr},
     {"--grace-period", nullptr, ValueKind::seconds, "SECONDS", 0, 3600, nullptr, "grace_period",
      "time the workers get between SIGTERM and SIGKILL when a run stops (default 5)",
      [](LaunchOptions& o, const Value& v) { o.grace_period_s = v.number; },

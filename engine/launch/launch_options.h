@@ -31,6 +31,7 @@ struct LaunchOptions {
   double grace_period_s = 5;             // from SIGTERM to SIGKILL when stopping workers
   double timeout_s = 1800;               // a collective that takes longer fails the run
   double rdzv_timeout_s = 300;           // how long the nodes' launchers wait for each other
+  std::string rdzv_token;                // --rdzv-token: the store's secret ("": see run_command.h)
   double stall_report_s = 60;            // report ranks stuck in a collective this long; 0: never
   int max_restarts = 0;                  // restarts of all workers after a failure
   bool debug = false;                    // check every collective's operation and shapes across ranks

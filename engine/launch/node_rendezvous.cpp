@@ -31,30 +31,28 @@ std::string node_list(const std::vector<int>& nodes) {
   return text;
 }
 
-// "TOKEN nproc=N" as a node registers itself.
+// "HOST:PID nproc=N" as a node registers itself.
 struct Registration {
-  std::string token;
+  std::string identity;
   int nproc = 0;
 };
 
 Registration parse_registration(const std::string& value) {
   Registration r;
   size_t space = value.rfind(" nproc=");
-  r.token = value.substr(0, space);
+  r.identity = value.substr(0, space);
   if (space != std::string::npos) r.nproc = std::atoi(value.c_str() + space + 7);
   return r;
 }
 
 }  // namespace
 
-NodeRendezvous::NodeRendezvous(std::string host, uint16_t port, int round, int node_rank,
-                               int nnodes)
-    : host_(std::move(host)),
-      port_(port),
+NodeRendezvous::NodeRendezvous(StoreAddress store, int round, int node_rank, int nnodes)
+    : store_address_(std::move(store)),
       round_(round),
       node_rank_(node_rank),
       nnodes_(nnodes),
-      token_(this_host() + ":" + std::to_string(::getpid())) {}
+      identity_(this_host() + ":" + std::to_string(::getpid())) {}
 
 std::string NodeRendezvous::key(const std::string& name) const {
   return "rdzv/" + std::to_string(round_) + "/" + name;
@@ -62,7 +60,7 @@ std::string NodeRendezvous::key(const std::string& name) const {
 
 void NodeRendezvous::connect(Clock::time_point deadline) {
   store_.reset();
-  store_ = std::make_unique<StoreConnection>(host_, port_, deadline);
+  store_ = std::make_unique<StoreConnection>(store_address_, deadline);
 }
 
 void NodeRendezvous::meet(int nproc, milliseconds timeout) {
@@ -70,7 +68,7 @@ void NodeRendezvous::meet(int nproc, milliseconds timeout) {
   std::vector<std::string> keys;
   for (int node = 0; node < nnodes_; ++node) keys.push_back(key("node/" + std::to_string(node)));
   const std::string mine = keys[static_cast<size_t>(node_rank_)];
-  const std::string registration = token_ + " nproc=" + std::to_string(nproc);
+  const std::string registration = identity_ + " nproc=" + std::to_string(nproc);
 
   std::vector<std::string> missing = keys;
   while (!missing.empty()) {
@@ -94,16 +92,16 @@ void NodeRendezvous::meet(int nproc, milliseconds timeout) {
     for (const std::string& k : missing) nodes.push_back(std::atoi(k.c_str() + k.rfind('/') + 1));
     throw RendezvousError("the nodes did not all arrive within " +
                           std::to_string(timeout.count() / 1000) + " s at the store on " +
-                          host_ + ":" + std::to_string(port_) + ": " + node_list(nodes) +
+                          store_address_.where() + ": " + node_list(nodes) +
                           " did not (expected " + std::to_string(nnodes_) + " nodes)");
   }
 
   std::map<int, std::vector<int>> by_nproc;  // nproc -> nodes
   for (int node = 0; node < nnodes_; ++node) {
     Registration r = parse_registration(store_->get(keys[static_cast<size_t>(node)]).value_or(""));
-    if (node == node_rank_ && r.token != token_) {
+    if (node == node_rank_ && r.identity != identity_) {
       throw RendezvousError("two launchers claim node rank " + std::to_string(node_rank_) +
-                            ": this one (" + token_ + ") and " + r.token +
+                            ": this one (" + identity_ + ") and " + r.identity +
                             "; give each machine its own --node-rank");
     }
     by_nproc[r.nproc].push_back(node);
@@ -128,7 +126,7 @@ std::optional<std::string> NodeRendezvous::news() {
     store_.reset();
     if (!lost_since_) lost_since_ = Clock::now();
     if (node_rank_ != 0 && Clock::now() - *lost_since_ >= kStoreLossGrace) {
-      return "node 0's launcher ended (its store on " + host_ + ":" + std::to_string(port_) +
+      return "node 0's launcher ended (its store on " + store_address_.where() +
              " has been gone for " + std::to_string(kStoreLossGrace.count()) + " s)";
     }
   }

@@ -26,7 +26,7 @@ class RendezvousError : public std::runtime_error {
 
 class NodeRendezvous {
  public:
-  NodeRendezvous(std::string host, uint16_t port, int round, int node_rank, int nnodes);
+  NodeRendezvous(StoreAddress store, int round, int node_rank, int nnodes);
 
   // Registers this node (running `nproc` workers) and waits until every node
   // has, reconnecting when the store goes away meanwhile (node 0 replacing
@@ -46,12 +46,11 @@ class NodeRendezvous {
   std::string key(const std::string& name) const;
   void connect(std::chrono::steady_clock::time_point deadline);
 
-  std::string host_;
-  uint16_t port_;
+  StoreAddress store_address_;
   int round_;
   int node_rank_;
   int nnodes_;
-  std::string token_;  // tells this launcher's registration from another's
+  std::string identity_;  // tells this launcher's registration from another's
   std::unique_ptr<StoreConnection> store_;
   std::optional<std::chrono::steady_clock::time_point> lost_since_;
   bool published_ = false;

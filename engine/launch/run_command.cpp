@@ -1,12 +1,16 @@
 #include "engine/launch/run_command.h"
 
+#include <sys/random.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
+#include <stdexcept>
 
 #include "engine/launch/collective_state.h"
 #include "engine/launch/mpi_launch.h"
@@ -82,9 +86,37 @@ class StallWatch {
   int out_fd_;
 };
 
+// The run's store token, as its workers receive it.
+std::string token_variable(const std::string& token) {
+  return std::string(kRdzvTokenVariable) + "=" + token;
+}
+
+// 128 random bits as hex, for a run whose nodes need not share the token.
+std::string generate_token() {
+  unsigned char bits[16];
+  for (size_t got = 0; got < sizeof bits;) {
+    const ssize_t n = ::getrandom(bits + got, sizeof bits - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw std::runtime_error(std::string("cannot draw a store token: ") + std::strerror(errno));
+    got += static_cast<size_t>(n);
+  }
+  std::string hex;
+  for (unsigned char b : bits) {
+    hex += "0123456789abcdef"[b >> 4];
+    hex += "0123456789abcdef"[b & 15];
+  }
+  return hex;
+}
+
 std::vector<std::string> round_environment(const LaunchOptions& options, const RunContext& context,
-                                           int round) {
-  std::vector<std::string> env = context.env;
+                                           const std::string& token, int round) {
+  std::vector<std::string> env;
+  // The launcher's own ACCEL_RDZV_TOKEN, if any, gives way to the run's.
+  const std::string inherited = std::string(kRdzvTokenVariable) + "=";
+  for (const std::string& entry : context.env) {
+    if (entry.rfind(inherited, 0) != 0) env.push_back(entry);
+  }
+  env.push_back(token_variable(token));
   for (std::string& var : worker_variables(options)) env.push_back(std::move(var));
   env.push_back(std::string(kRestartCountVariable) + "=" + std::to_string(round));
   env.push_back("GROUP_RANK=" + std::to_string(options.node_rank));
@@ -96,18 +128,20 @@ std::string failure_line(std::optional<int> failed_rank) {
   return failed_rank ? "rank " + std::to_string(*failed_rank) + " failed" : "its launcher stopped";
 }
 
-RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& context, int round) {
+RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& context,
+                            const std::string& token, int round) {
   // Node 0's store is new for every round: no key of an earlier round survives.
   std::optional<StoreServer> store;
   if (options.node_rank == 0) {
-    store.emplace(options.master_addr, static_cast<uint16_t>(options.master_port));
+    store.emplace(options.master_addr, static_cast<uint16_t>(options.master_port), token);
   }
   const uint16_t port = store ? store->port() : static_cast<uint16_t>(options.master_port);
   const int world_size = options.nproc * options.nnodes;
 
   std::optional<NodeRendezvous> nodes;
   if (options.nnodes > 1) {
-    nodes.emplace(options.master_addr, port, round, options.node_rank, options.nnodes);
+    nodes.emplace(StoreAddress{options.master_addr, port, token}, round, options.node_rank,
+                  options.nnodes);
     try {
       nodes->meet(options.nproc, to_ms(options.rdzv_timeout_s));
     } catch (const RendezvousError& error) {
@@ -125,7 +159,7 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
   supervision.command.argv = {context.accel_run, options.recipe, "--"};
   supervision.command.argv.insert(supervision.command.argv.end(), options.recipe_args.begin(),
                                   options.recipe_args.end());
-  supervision.command.env = round_environment(options, context, round);
+  supervision.command.env = round_environment(options, context, token, round);
   supervision.nproc = options.nproc;
   supervision.rank_offset = options.node_rank * options.nproc;
   supervision.world_size = world_size;
@@ -161,7 +195,8 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
   return {result.exit_code, result.stop && result.stop->signal != 0};
 }
 
-RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& context, int round) {
+RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& context,
+                           const std::string& token, int round) {
   std::string path;
   for (const std::string& entry : context.env) {
     if (entry.rfind("PATH=", 0) == 0) path = entry.substr(5);
@@ -174,9 +209,10 @@ RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& conte
   }
   // The store only carries the ranks' collective states, for stall reports
   // and timeouts that name the missing ranks; MPI itself needs no rendezvous.
-  StoreServer store("127.0.0.1", 0);
+  StoreServer store("127.0.0.1", 0, token);
   ScratchDirectory errors;
   std::vector<std::string> exported = worker_variables(options);
+  exported.push_back(token_variable(token));
   exported.push_back(std::string(kRestartCountVariable) + "=" + std::to_string(round));
   exported.push_back(std::string(kErrorDirVariable) + "=" + errors.path());
   exported.push_back("ACCEL_ROLE=worker");
@@ -228,14 +264,40 @@ RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& conte
   return {verdict.exit_code, false};
 }
 
+// The secret every connection to the store must present. The nodes of one
+// run share the one the user gives; a single node's launcher makes its own,
+// which only its workers learn.
+std::string rdzv_token(const LaunchOptions& options, const RunContext& context) {
+  if (!options.rdzv_token.empty()) return options.rdzv_token;
+  const std::string prefix = std::string(kRdzvTokenVariable) + "=";
+  for (const std::string& entry : context.env) {
+    if (entry.rfind(prefix, 0) == 0 && entry.size() > prefix.size()) return entry.substr(prefix.size());
+  }
+  if (options.nnodes > 1) {
+    throw std::invalid_argument(
+        "with --nnodes " + std::to_string(options.nnodes) + " the store on " + options.master_addr +
+        ":" + std::to_string(options.master_port) +
+        " takes connections from other machines, so it needs a secret: set the same " +
+        kRdzvTokenVariable + " (or --rdzv-token SECRET) on every node");
+  }
+  return generate_token();
+}
+
 }  // namespace
 
 int run_recipe(const LaunchOptions& options, const RunContext& context) {
+  std::string token;
+  try {
+    token = rdzv_token(options, context);
+  } catch (const std::exception& error) {
+    say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
+    return 2;
+  }
   for (int round = 0;; ++round) {
     RoundOutcome outcome;
     try {
-      outcome = options.backend == "mpi" ? run_mpi_round(options, context, round)
-                                         : run_gloo_round(options, context, round);
+      outcome = options.backend == "mpi" ? run_mpi_round(options, context, token, round)
+                                         : run_gloo_round(options, context, token, round);
     } catch (const std::exception& error) {
       say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
       return 1;

@@ -27,7 +27,9 @@ struct RunContext {
 };
 
 // Runs options.recipe; returns the launcher's exit code: 0, the culprit's
-// exit code (128 + signal for a signal), or 1 when the nodes did not meet.
+// exit code (128 + signal for a signal), 1 when the nodes did not meet, or 2
+// when a run of several nodes has no store token (--rdzv-token, else
+// ACCEL_RDZV_TOKEN in context.env; a single node's launcher generates one).
 int run_recipe(const LaunchOptions& options, const RunContext& context);
 
 }  // namespace accel

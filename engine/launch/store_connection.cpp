@@ -21,37 +21,37 @@ namespace accel {
 namespace {
 
 namespace proto = store_protocol;
-using Clock = std::chrono::steady_clock;
+using Clock = StoreConnection::Clock;
 using std::chrono::milliseconds;
-
-// How long the store may take to answer a request that does not wait: it
-// answers at once unless its host is in trouble, which must not hang us.
-constexpr int64_t kReplyTimeoutMs = 10000;
 
 proto::Encoder make_request(proto::Command c) { return proto::Encoder(static_cast<uint8_t>(c)); }
 
-int poll_ms(Clock::time_point deadline) {
-  auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now()).count();
+// Milliseconds until `deadline` for poll(): -1 (forever) without one.
+int poll_ms(std::optional<Clock::time_point> deadline) {
+  if (!deadline) return -1;
+  auto left = std::chrono::ceil<milliseconds>(*deadline - Clock::now()).count();
   return static_cast<int>(std::clamp<int64_t>(left, 0, INT_MAX));
 }
 
 // One attempt on every address of host:port, each connect bounded by the
-// deadline; a blocking socket, or -1 with `error` set.
-int try_connect(const std::string& host, uint16_t port, Clock::time_point deadline,
+// deadline; a non-blocking socket (request() polls with deadlines), or -1
+// with `error` set.
+int try_connect(const StoreAddress& address, std::optional<Clock::time_point> deadline,
                 std::string& error) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* found = nullptr;
-  int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+  int rc = ::getaddrinfo(address.host.c_str(), std::to_string(address.port).c_str(), &hints, &found);
   if (rc != 0) {
     error = ::gai_strerror(rc);
     return -1;
   }
   std::unique_ptr<addrinfo, decltype(&::freeaddrinfo)> guard(found, ::freeaddrinfo);
   for (const addrinfo* ai = found; ai; ai = ai->ai_next) {
-    // CLOEXEC: the launcher forks workers, which must not hold its connection.
+    // CLOEXEC: launchers fork workers and workers may start programs; none
+    // of them may hold this connection.
     int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                       ai->ai_protocol);
     if (fd < 0) {
@@ -60,9 +60,11 @@ int try_connect(const std::string& host, uint16_t port, Clock::time_point deadli
     }
     int err = ::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
+      // A SYN to a host that is down would otherwise hang for minutes.
       pollfd p{fd, POLLOUT, 0};
       int ready;
-      while ((ready = ::poll(&p, 1, std::max(poll_ms(deadline), 100))) < 0 && errno == EINTR) {
+      const int limit = deadline ? std::max(poll_ms(deadline), 100) : -1;
+      while ((ready = ::poll(&p, 1, limit)) < 0 && errno == EINTR) {
       }
       socklen_t len = sizeof err;
       if (ready <= 0) {
@@ -74,7 +76,7 @@ int try_connect(const std::string& host, uint16_t port, Clock::time_point deadli
     if (err == 0) {
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-      return fd;  // stays non-blocking: request() polls with deadlines
+      return fd;
     }
     error = std::strerror(err);
     ::close(fd);
@@ -92,31 +94,36 @@ proto::Status status_of(proto::Decoder& d, const std::string& where) {
 
 }  // namespace
 
-StoreConnection::StoreConnection(const std::string& host, uint16_t port,
-                                 Clock::time_point deadline)
-    : host_(host), port_(port) {
+StoreConnection::StoreConnection(StoreAddress address, std::optional<Clock::time_point> deadline,
+                                 std::optional<milliseconds> reply_timeout)
+    : address_(std::move(address)), reply_timeout_(reply_timeout) {
   std::string error = "no attempt made";
   for (;;) {
-    fd_ = try_connect(host_, port_, deadline, error);
-    if (fd_ >= 0) return;
-    if (Clock::now() >= deadline) {
-      throw StoreUnreachable("cannot reach the rendezvous store at " + where() + ": " + error);
+    fd_ = try_connect(address_, deadline, error);
+    if (fd_ >= 0) break;
+    if (deadline && Clock::now() >= *deadline) {
+      throw StoreUnreachable("cannot reach the rendezvous store at " + address_.where() + ": " +
+                             error);
     }
-    std::this_thread::sleep_for(std::min(milliseconds(100), milliseconds(poll_ms(deadline))));
+    const milliseconds pause(100);
+    std::this_thread::sleep_for(deadline ? std::min(pause, milliseconds(poll_ms(deadline))) : pause);
+  }
+  try {
+    ask(make_request(proto::Command::kHello).bytes(address_.token).finish());
+  } catch (...) {
+    ::close(fd_);
+    throw;
   }
 }
 
 StoreConnection::~StoreConnection() { ::close(fd_); }
 
-std::string StoreConnection::where() const { return host_ + ":" + std::to_string(port_); }
-
 std::string StoreConnection::request(const std::string& frame,
-                                     std::optional<int64_t> reply_timeout_ms) {
-  auto deadline = Clock::now() + milliseconds(reply_timeout_ms.value_or(kReplyTimeoutMs));
+                                     std::optional<Clock::time_point> deadline) {
   auto lost = [this](const std::string& why) {
     // The stream may be mid-frame now: shut it so later calls fail as well.
     ::shutdown(fd_, SHUT_RDWR);
-    return StoreUnreachable("lost the rendezvous store at " + where() + ": " + why);
+    return StoreUnreachable("lost the rendezvous store at " + address_.where() + ": " + why);
   };
   auto await = [&](short events) {
     pollfd p{fd_, events, 0};
@@ -163,35 +170,74 @@ std::string StoreConnection::request(const std::string& frame,
   return body;
 }
 
-void StoreConnection::set(const std::string& key, const std::string& value) {
-  std::string body =
-      request(make_request(proto::Command::kSet).bytes(key).bytes(value).finish(), {});
+std::string StoreConnection::ask(const std::string& frame) {
+  std::optional<Clock::time_point> deadline;
+  if (reply_timeout_) deadline = Clock::now() + *reply_timeout_;
+  std::string body = request(frame, deadline);
   proto::Decoder d(body);
-  status_of(d, where());
+  status_of(d, address_.where());
+  return body;
+}
+
+void StoreConnection::set(const std::string& key, const std::string& value) {
+  ask(make_request(proto::Command::kSet).bytes(key).bytes(value).finish());
 }
 
 std::optional<std::string> StoreConnection::get(const std::string& key) {
-  std::string body = request(make_request(proto::Command::kGet).bytes(key).finish(), {});
+  std::string body = ask(make_request(proto::Command::kGet).bytes(key).finish());
   proto::Decoder d(body);
-  if (status_of(d, where()) == proto::Status::kNotFound) return std::nullopt;
+  if (static_cast<proto::Status>(d.u8()) == proto::Status::kNotFound) return std::nullopt;
   return d.bytes();
 }
 
 int64_t StoreConnection::add(const std::string& key, int64_t delta) {
-  std::string body = request(make_request(proto::Command::kAdd).bytes(key).i64(delta).finish(), {});
+  std::string body = ask(make_request(proto::Command::kAdd).bytes(key).i64(delta).finish());
   proto::Decoder d(body);
-  status_of(d, where());
+  d.u8();
+  return d.i64();
+}
+
+std::string StoreConnection::compare_set(const std::string& key, const std::string& expected,
+                                         const std::string& desired) {
+  std::string body = ask(
+      make_request(proto::Command::kCompareSet).bytes(key).bytes(expected).bytes(desired).finish());
+  proto::Decoder d(body);
+  d.u8();
+  return d.bytes();
+}
+
+bool StoreConnection::remove(const std::string& key) {
+  std::string body = ask(make_request(proto::Command::kDelete).bytes(key).finish());
+  proto::Decoder d(body);
+  d.u8();
+  return d.u8() != 0;
+}
+
+bool StoreConnection::check(const std::vector<std::string>& keys) {
+  std::string body = ask(make_request(proto::Command::kCheck).keys(keys).finish());
+  proto::Decoder d(body);
+  d.u8();
+  return d.u8() != 0;
+}
+
+int64_t StoreConnection::num_keys() {
+  std::string body = ask(make_request(proto::Command::kNumKeys).finish());
+  proto::Decoder d(body);
+  d.u8();
   return d.i64();
 }
 
 std::vector<std::string> StoreConnection::wait(const std::vector<std::string>& keys,
-                                               milliseconds timeout) {
-  // The store answers at the timeout; a timeout of 0 would mean "forever".
-  int64_t ms = std::max<int64_t>(timeout.count(), 1);
-  std::string body = request(
-      make_request(proto::Command::kWait).i64(ms).keys(keys).finish(), ms + kReplyTimeoutMs);
+                                               std::optional<milliseconds> timeout) {
+  // The store answers at the timeout (a timeout of 0 would mean "forever"
+  // to it), so the reply may take that long, and a little more.
+  const int64_t ms = timeout ? std::max<int64_t>(timeout->count(), 1) : 0;
+  std::optional<Clock::time_point> deadline;
+  if (timeout) deadline = Clock::now() + milliseconds(ms) + kReplyTimeout;
+  std::string body =
+      request(make_request(proto::Command::kWait).i64(ms).keys(keys).finish(), deadline);
   proto::Decoder d(body);
-  if (status_of(d, where()) == proto::Status::kTimedOut) return d.keys();
+  if (status_of(d, address_.where()) == proto::Status::kTimedOut) return d.keys();
   return {};
 }
 

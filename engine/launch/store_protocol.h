@@ -15,6 +15,15 @@
 //   NUM_KEYS    -                             i64
 //   WAIT        i64 timeout_ms keys           -            (or TimedOut, keys still missing)
 //   COMPARE_SET key expected desired          value after the operation
+//   HELLO       token                         -            (or Error, and the store hangs up)
+//
+// Authentication: a connection's first request must be HELLO with the run's
+// rendezvous token (--rdzv-token, ACCEL_RDZV_TOKEN, or one the launcher
+// generates for a single-node run). Until then the store reads at most
+// kMaxHelloBytes from it, answers nothing else, and hangs up after
+// StoreLimits::hello_timeout; anything but the right token is answered Error
+// and the connection closed. So nothing that lacks the token can read or
+// write a key (issue: forged failures and stall states from the network).
 //
 // WAIT with timeout_ms <= 0 waits without limit (c10d's kNoTimeout is 0); see
 // deadline_after().
@@ -40,6 +49,7 @@ enum class Command : uint8_t {
   kNumKeys,
   kWait,
   kCompareSet,
+  kHello,
 };
 
 enum class Status : uint8_t {
@@ -51,8 +61,11 @@ enum class Status : uint8_t {
 
 constexpr size_t kFrameHeaderBytes = 4;
 // Larger frames are taken for garbage: a stray client must not make the
-// launcher allocate without bound.
-constexpr uint32_t kMaxFrameBytes = 1u << 30;
+// launcher allocate without bound. The store carries addresses, counters and
+// the ranks' collective states, all far smaller.
+constexpr uint32_t kMaxFrameBytes = 16u << 20;
+// What an unauthenticated connection may send: one HELLO with its token.
+constexpr uint32_t kMaxHelloBytes = 1024;
 
 // When a wait of timeout_ms ends: never for <= 0, nor for a timeout so long
 // that adding it would overflow the clock.
@@ -113,11 +126,12 @@ inline uint32_t decode_u32(const char* p) {
 }
 
 // The body length of the frame at the start of buf, once its header is there.
-// Throws ProtocolError for an oversized frame.
-inline std::optional<uint32_t> frame_body_length(std::string_view buf) {
+// Throws ProtocolError for a frame over `limit`.
+inline std::optional<uint32_t> frame_body_length(std::string_view buf,
+                                                 uint32_t limit = kMaxFrameBytes) {
   if (buf.size() < kFrameHeaderBytes) return std::nullopt;
   const uint32_t n = decode_u32(buf.data());
-  if (n > kMaxFrameBytes)
+  if (n > limit)
     throw ProtocolError("frame of " + std::to_string(n) + " bytes exceeds the limit");
   return n;
 }

@@ -63,7 +63,27 @@ struct Connection {
   // their order.
   bool parked = false;
   bool dead = false;
+  bool authenticated = false;  // presented the run's token
+  Clock::time_point hello_deadline;
+
+  // What the connection may have buffered either way: one request (two for
+  // a client that pipelines behind a parked WAIT) before it is served, and
+  // as much reply before the peer must have read some.
+  size_t in_limit() const {
+    return authenticated ? 2 * (proto::kFrameHeaderBytes + proto::kMaxFrameBytes)
+                         : proto::kFrameHeaderBytes + proto::kMaxHelloBytes;
+  }
+  static constexpr size_t kOutLimit = 2 * (proto::kFrameHeaderBytes + proto::kMaxFrameBytes);
 };
+
+// Compares in time independent of where the texts differ, so a peer cannot
+// find the token a byte at a time by timing its refusals.
+bool same_token(const std::string& given, const std::string& token) {
+  unsigned char diff = given.size() == token.size() ? 0 : 1;
+  for (size_t i = 0; i < given.size(); ++i)
+    diff |= static_cast<unsigned char>(given[i] ^ token[i % token.size()]);
+  return diff == 0;
+}
 
 struct ParkedWait {
   int fd;
@@ -121,15 +141,22 @@ std::string status_only(proto::Status s) {
   return proto::Encoder(static_cast<uint8_t>(s)).finish();
 }
 
+std::string error_reply(const std::string& message) {
+  return proto::Encoder(static_cast<uint8_t>(proto::Status::kError)).bytes(message).finish();
+}
+
 proto::Encoder ok() { return proto::Encoder(static_cast<uint8_t>(proto::Status::kOk)); }
 
 }  // namespace
 
 struct StoreServer::Impl {
-  Impl(const std::string& host, uint16_t requested_port)
-      : listener(listen_on(host, requested_port)),
+  Impl(const std::string& host, uint16_t requested_port, std::string run_token, StoreLimits limits_)
+      : token(std::move(run_token)),
+        limits(limits_),
+        listener(listen_on(host, requested_port)),
         wake(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)),
         port(bound_port(listener.get())) {
+    if (token.empty()) throw std::invalid_argument("rendezvous store: the run's token is empty");
     if (!wake)
       throw std::runtime_error(std::string("rendezvous store: eventfd: ") +
                                std::strerror(errno));
@@ -148,7 +175,7 @@ struct StoreServer::Impl {
     for (;;) {
       fds.clear();
       fds.push_back({wake.get(), POLLIN, 0});
-      fds.push_back({listener.get(), POLLIN, 0});
+      fds.push_back({listener.get(), static_cast<short>(accepting() ? POLLIN : 0), 0});
       for (const auto& [fd, c] : connections)
         fds.push_back({fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
 
@@ -170,14 +197,27 @@ struct StoreServer::Impl {
         if (fds[i].revents & POLLOUT) flush(c);
       }
       settle_waits();
+      expire_strangers();
       drop_dead();
     }
   }
 
+  // Whether to take new connections now (see StoreLimits::max_connections).
+  bool accepting() const {
+    return connections.size() < limits.max_connections &&
+           unauthenticated < limits.max_unauthenticated && Clock::now() >= accept_paused_until;
+  }
+
   int poll_timeout_ms() const {
     std::optional<Clock::time_point> first;
+    const auto earlier = [&first](Clock::time_point t) {
+      if (!first || t < *first) first = t;
+    };
     for (const auto& w : waits)
-      if (w.deadline && (!first || *w.deadline < *first)) first = w.deadline;
+      if (w.deadline) earlier(*w.deadline);
+    for (const auto& [fd, c] : connections)
+      if (!c.authenticated) earlier(c.hello_deadline);
+    if (Clock::now() < accept_paused_until) earlier(accept_paused_until);
     if (!first) return -1;
     const auto left = std::chrono::duration<double, std::milli>(*first - Clock::now());
     // Round up so the wake-up lands after the deadline, not just before it.
@@ -185,24 +225,44 @@ struct StoreServer::Impl {
   }
 
   void accept_all() {
-    for (;;) {
+    while (accepting()) {
       Fd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!fd) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
+        // Out of descriptors: the listener stays readable, so polling it
+        // again at once would spin. Serve the open connections for a while.
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+          accept_paused_until = Clock::now() + std::chrono::milliseconds(100);
         return;  // EAGAIN: backlog drained; anything else: retried on the next poll
       }
       const int one = 1;
       ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       const int key = fd.get();
-      connections[key].fd = std::move(fd);
+      Connection& c = connections[key];
+      c.fd = std::move(fd);
+      c.hello_deadline = Clock::now() + limits.hello_timeout;
+      ++unauthenticated;
     }
+  }
+
+  // Hangs up on connections that did not present the token in time.
+  void expire_strangers() {
+    const auto now = Clock::now();
+    for (auto& [fd, c] : connections)
+      if (!c.authenticated && now >= c.hello_deadline) c.dead = true;
   }
 
   void receive(Connection& c) {
     char buf[65536];
     for (;;) {
-      const ssize_t n = ::recv(c.fd.get(), buf, sizeof buf, 0);
+      // Never more than the connection may hold, plus one byte to notice it.
+      const size_t room = c.in_limit() - std::min(c.in.size(), c.in_limit());
+      const ssize_t n = ::recv(c.fd.get(), buf, std::min(sizeof buf, room + 1), 0);
       if (n > 0) {
+        if (static_cast<size_t>(n) > room) {
+          c.dead = true;  // more than any request the protocol allows
+          return;
+        }
         c.in.append(buf, static_cast<size_t>(n));
       } else if (n < 0 && errno == EINTR) {
         continue;
@@ -230,6 +290,8 @@ struct StoreServer::Impl {
   void reply(Connection& c, std::string frame) {
     c.out += frame;
     flush(c);
+    // A peer that sends requests but never reads the replies.
+    if (c.out.size() > Connection::kOutLimit) c.dead = true;
   }
 
   // Handles every complete request in c.in, stopping at a parked WAIT.
@@ -237,7 +299,8 @@ struct StoreServer::Impl {
   void serve(Connection& c) {
     try {
       while (!c.parked && !c.dead) {
-        const auto length = proto::frame_body_length(c.in);
+        const auto length = proto::frame_body_length(
+            c.in, c.authenticated ? proto::kMaxFrameBytes : proto::kMaxHelloBytes);
         if (!length || c.in.size() < proto::kFrameHeaderBytes + *length) return;
         const std::string body = c.in.substr(proto::kFrameHeaderBytes, *length);
         c.in.erase(0, proto::kFrameHeaderBytes + *length);
@@ -251,12 +314,12 @@ struct StoreServer::Impl {
   void handle(Connection& c, const std::string& body) {
     proto::Decoder d(body);
     const auto command = static_cast<proto::Command>(d.u8());
+    if (!c.authenticated) return greet(c, command, d);
     std::lock_guard<std::mutex> lock(data_mutex);
     switch (command) {
       case proto::Command::kSet: {
         std::string key = d.bytes();
-        data[std::move(key)] = d.bytes();
-        return reply(c, ok().finish());
+        return store(c, key, d.bytes(), [this, &c] { reply(c, ok().finish()); });
       }
       case proto::Command::kGet: {
         const auto it = data.find(d.bytes());
@@ -269,8 +332,13 @@ struct StoreServer::Impl {
       }
       case proto::Command::kCheck:
         return reply(c, ok().u8(missing(d.keys()).empty()).finish());
-      case proto::Command::kDelete:
-        return reply(c, ok().u8(data.erase(d.bytes()) > 0).finish());
+      case proto::Command::kDelete: {
+        const auto it = data.find(d.bytes());
+        if (it == data.end()) return reply(c, ok().u8(0).finish());
+        stored_bytes -= it->first.size() + it->second.size();
+        data.erase(it);
+        return reply(c, ok().u8(1).finish());
+      }
       case proto::Command::kNumKeys:
         return reply(c, ok().i64(static_cast<int64_t>(data.size())).finish());
       case proto::Command::kWait: {
@@ -285,12 +353,43 @@ struct StoreServer::Impl {
         std::string key = d.bytes();
         std::string expected = d.bytes();
         std::string desired = d.bytes();
-        return reply(c, ok().bytes(compare_set(key, expected, desired)).finish());
+        return compare_set(c, key, expected, desired);
       }
+      case proto::Command::kHello:
+        return reply(c, ok().finish());  // already authenticated
     }
-    reply(c, proto::Encoder(static_cast<uint8_t>(proto::Status::kError))
-                 .bytes("unknown store command " + std::to_string(unsigned(command)))
-                 .finish());
+    reply(c, error_reply("unknown store command " + std::to_string(unsigned(command))));
+  }
+
+  // The first request of a connection: HELLO with the run's token, or the
+  // connection ends (after an Error that tells an honest peer why).
+  void greet(Connection& c, proto::Command command, proto::Decoder& d) {
+    if (command == proto::Command::kHello && same_token(d.bytes(), token)) {
+      c.authenticated = true;
+      --unauthenticated;
+      return reply(c, ok().finish());
+    }
+    reply(c, error_reply(command == proto::Command::kHello
+                             ? "wrong rendezvous token: give every node the run's --rdzv-token "
+                               "(or ACCEL_RDZV_TOKEN)"
+                             : "a connection must present the rendezvous token first"));
+    c.dead = true;
+  }
+
+  // Sets key to value unless the store would then hold more than its limit;
+  // `done` replies on success.
+  template <typename Done>
+  void store(Connection& c, const std::string& key, std::string value, Done done) {
+    const auto it = data.find(key);
+    const size_t old = it == data.end() ? 0 : key.size() + it->second.size();
+    const size_t after = stored_bytes - old + key.size() + value.size();
+    if (after > limits.max_stored_bytes)
+      return reply(c, error_reply("the store is full: it holds at most " +
+                                  std::to_string(limits.max_stored_bytes) +
+                                  " bytes of keys and values"));
+    stored_bytes = after;
+    data[key] = std::move(value);
+    done();
   }
 
   // Counters are stored as decimal text, so get() on a counter reads as c10d expects.
@@ -306,21 +405,20 @@ struct StoreServer::Impl {
                             .finish());
     }
     value += delta;
-    data[key] = std::to_string(value);
-    reply(c, ok().i64(value).finish());
+    store(c, key, std::to_string(value), [&] { reply(c, ok().i64(value).finish()); });
   }
 
   // c10d semantics: a missing key is created only when `expected` is empty; a
   // missing key with non-empty `expected` answers `expected` unchanged.
-  std::string compare_set(const std::string& key, std::string& expected,
-                          std::string& desired) {
+  void compare_set(Connection& c, const std::string& key, const std::string& expected,
+                   std::string& desired) {
     const auto it = data.find(key);
-    if (it == data.end()) {
-      if (!expected.empty()) return std::move(expected);
-      return data[key] = std::move(desired);
+    const bool replaces = it == data.end() ? expected.empty() : it->second == expected;
+    if (!replaces) {
+      const std::string& now = it == data.end() ? expected : it->second;
+      return reply(c, ok().bytes(now).finish());
     }
-    if (it->second == expected) it->second = std::move(desired);
-    return it->second;
+    store(c, key, desired, [&] { reply(c, ok().bytes(desired).finish()); });
   }
 
   std::vector<std::string> missing(const std::vector<std::string>& keys) const {
@@ -371,6 +469,7 @@ struct StoreServer::Impl {
         continue;
       }
       const int fd = it->first;
+      if (!it->second.authenticated) --unauthenticated;
       waits.erase(std::remove_if(waits.begin(), waits.end(),
                                  [fd](const ParkedWait& w) { return w.fd == fd; }),
                   waits.end());
@@ -378,9 +477,14 @@ struct StoreServer::Impl {
     }
   }
 
+  const std::string token;
+  const StoreLimits limits;
   Fd listener;
   Fd wake;  // written by the destructor to end poll() at once
   uint16_t port;
+  size_t unauthenticated = 0;  // connections yet to present the token
+  size_t stored_bytes = 0;     // keys and values in `data`
+  Clock::time_point accept_paused_until{};
   mutable std::mutex data_mutex;  // data is read by peek() from other threads
   std::unordered_map<std::string, std::string> data;
   std::unordered_map<int, Connection> connections;  // keyed by socket fd
@@ -388,8 +492,9 @@ struct StoreServer::Impl {
   std::thread thread;
 };
 
-StoreServer::StoreServer(const std::string& host, uint16_t port)
-    : impl_(std::make_unique<Impl>(host, port)) {}
+StoreServer::StoreServer(const std::string& host, uint16_t port, std::string token,
+                         StoreLimits limits)
+    : impl_(std::make_unique<Impl>(host, port, std::move(token), limits)) {}
 
 StoreServer::~StoreServer() = default;
 

@@ -11,6 +11,8 @@
 //   ACCEL_GRADIENT_ACCUMULATION_STEPS   the Accelerator's default, when configured
 //   ACCEL_RESTART_COUNT                 0 on the first start, k after the k-th restart
 //   ACCEL_MAX_RESTARTS                  the --max-restarts in force
+//   ACCEL_RDZV_TOKEN                    the secret the launcher's store wants
+//                                       (engine/launch/store_protocol.h)
 #pragma once
 #include <string>
 #include <vector>
@@ -20,6 +22,7 @@
 namespace accel {
 
 inline constexpr const char* kRestartCountVariable = "ACCEL_RESTART_COUNT";
+inline constexpr const char* kRdzvTokenVariable = "ACCEL_RDZV_TOKEN";
 
 // "NAME=value" for each setting of `options` a worker needs; the restart
 // variables are the launcher's to add, per start.

@@ -18,6 +18,8 @@
 
 namespace {
 
+const std::string kToken = "test-token";
+
 // Rank `rank` of `world`, all on this machine, joined through `store`.
 std::unique_ptr<accel::Communicator> join(int rank, int world, const accel::StoreServer& store,
                                           bool shared_memory = true) {
@@ -27,6 +29,7 @@ std::unique_ptr<accel::Communicator> join(int rank, int world, const accel::Stor
   state.world_size = world;
   state.local_world_size = world;
   state.master_port = store.port();
+  state.rdzv_token = kToken;
   accel::CommunicatorOptions options;
   options.timeout = std::chrono::seconds(30);
   options.shared_memory = shared_memory;
@@ -36,7 +39,7 @@ std::unique_ptr<accel::Communicator> join(int rank, int world, const accel::Stor
 // Runs body(rank, comm) in `world` forked processes; returns their exit codes.
 std::vector<int> run_ranks(int world, const std::function<void(int, accel::Communicator&)>& body,
                            bool shared_memory = true) {
-  accel::StoreServer store("127.0.0.1", 0);
+  accel::StoreServer store("127.0.0.1", 0, kToken);
   return accel::testing::run_forked(world, [&](int rank) { body(rank, *join(rank, world, store, shared_memory)); });
 }
 
@@ -88,7 +91,7 @@ TEST_CASE("a device-routed communicator gives host tensors to its host side") {
   // On a GPU run the device side is NCCL; here a one-rank communicator
   // stands there, so a host tensor reduced across both ranks proves where
   // it went, and the device side must not have been asked.
-  accel::StoreServer store("127.0.0.1", 0);
+  accel::StoreServer store("127.0.0.1", 0, kToken);
   auto codes = accel::testing::run_forked(2, [&](int rank) {
     accel::DeviceRoutedCommunicator routed(join(rank, 2, store), std::make_unique<accel::SingleProcessCommunicator>());
     CHILD_CHECK(routed.rank() == rank && routed.size() == 2 && routed.backend() == "none");

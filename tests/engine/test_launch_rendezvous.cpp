@@ -25,12 +25,15 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
+const std::string kToken = "test-token";
+
 // Runs node `rank`'s meeting on another thread; the future holds its error, "" for none.
 std::future<std::string> meet_async(uint16_t port, int round, int rank, int nnodes, int nproc,
                                     milliseconds timeout) {
   return std::async(std::launch::async, [=] {
     try {
-      NodeRendezvous(std::string("127.0.0.1"), port, round, rank, nnodes).meet(nproc, timeout);
+      NodeRendezvous(accel::StoreAddress{"127.0.0.1", port, kToken}, round, rank, nnodes)
+          .meet(nproc, timeout);
       return std::string();
     } catch (const RendezvousError& e) {
       return std::string(e.what());
@@ -41,8 +44,8 @@ std::future<std::string> meet_async(uint16_t port, int round, int rank, int nnod
 }  // namespace
 
 TEST_CASE("the launcher's store connection sets, gets, adds and waits", "[rendezvous]") {
-  StoreServer server("127.0.0.1", 0);
-  accel::StoreConnection store("127.0.0.1", server.port(), Clock::now() + seconds(5));
+  StoreServer server("127.0.0.1", 0, kToken);
+  accel::StoreConnection store(accel::StoreAddress{"127.0.0.1", server.port(), kToken}, Clock::now() + seconds(5));
   CHECK_FALSE(store.get("k"));
   store.set("k", "v");
   CHECK(store.get("k") == "v");
@@ -58,12 +61,12 @@ TEST_CASE("the launcher's store connection sets, gets, adds and waits", "[rendez
 TEST_CASE("a store nobody serves is named after the deadline", "[rendezvous]") {
   uint16_t port;
   {
-    StoreServer gone("127.0.0.1", 0);
+    StoreServer gone("127.0.0.1", 0, kToken);
     port = gone.port();
   }
   auto start = Clock::now();
   try {
-    accel::StoreConnection("127.0.0.1", port, Clock::now() + milliseconds(300));
+    accel::StoreConnection(accel::StoreAddress{"127.0.0.1", port, kToken}, Clock::now() + milliseconds(300));
     FAIL("connected to a closed port");
   } catch (const accel::StoreUnreachable& e) {
     CHECK_THAT(e.what(), Contains("cannot reach the rendezvous store at 127.0.0.1:" + std::to_string(port)));
@@ -72,7 +75,7 @@ TEST_CASE("a store nobody serves is named after the deadline", "[rendezvous]") {
 }
 
 TEST_CASE("three nodes meet", "[rendezvous]") {
-  StoreServer server("127.0.0.1", 0);
+  StoreServer server("127.0.0.1", 0, kToken);
   auto a = meet_async(server.port(), 0, 0, 3, 2, seconds(10));
   auto b = meet_async(server.port(), 0, 1, 3, 2, seconds(10));
   auto c = meet_async(server.port(), 0, 2, 3, 2, seconds(10));
@@ -82,7 +85,7 @@ TEST_CASE("three nodes meet", "[rendezvous]") {
 }
 
 TEST_CASE("a node that does not arrive is named at the timeout", "[rendezvous]") {
-  StoreServer server("127.0.0.1", 0);
+  StoreServer server("127.0.0.1", 0, kToken);
   auto start = Clock::now();
   auto a = meet_async(server.port(), 0, 0, 3, 2, milliseconds(800));
   auto c = meet_async(server.port(), 0, 2, 3, 2, milliseconds(800));
@@ -94,7 +97,7 @@ TEST_CASE("a node that does not arrive is named at the timeout", "[rendezvous]")
 }
 
 TEST_CASE("nodes with different process counts are refused", "[rendezvous]") {
-  StoreServer server("127.0.0.1", 0);
+  StoreServer server("127.0.0.1", 0, kToken);
   auto a = meet_async(server.port(), 0, 0, 2, 2, seconds(10));
   auto b = meet_async(server.port(), 0, 1, 2, 3, seconds(10));
   std::string error = a.get();
@@ -105,8 +108,8 @@ TEST_CASE("nodes with different process counts are refused", "[rendezvous]") {
 }
 
 TEST_CASE("a node rank claimed by two launchers is refused", "[rendezvous]") {
-  StoreServer server("127.0.0.1", 0);
-  accel::StoreConnection impostor("127.0.0.1", server.port(), Clock::now() + seconds(5));
+  StoreServer server("127.0.0.1", 0, kToken);
+  accel::StoreConnection impostor(accel::StoreAddress{"127.0.0.1", server.port(), kToken}, Clock::now() + seconds(5));
   // Node 1 registers and waits for node 0; meanwhile another launcher
   // claims node rank 1 too, then node 0 arrives.
   auto one = meet_async(server.port(), 0, 1, 2, 1, seconds(10));
@@ -122,22 +125,22 @@ TEST_CASE("a node rank claimed by two launchers is refused", "[rendezvous]") {
 TEST_CASE("a node waits for node 0's store to come up", "[rendezvous]") {
   uint16_t port;
   {
-    StoreServer probe("127.0.0.1", 0);
+    StoreServer probe("127.0.0.1", 0, kToken);
     port = probe.port();
   }
   auto b = meet_async(port, 0, 1, 2, 1, seconds(10));
   std::this_thread::sleep_for(milliseconds(500));
-  StoreServer server("127.0.0.1", port);
+  StoreServer server("127.0.0.1", port, kToken);
   auto a = meet_async(port, 0, 0, 2, 1, seconds(10));
   CHECK(a.get().empty());
   CHECK(b.get().empty());
 }
 
 TEST_CASE("one node's failure reaches the others; node 0 going away too", "[rendezvous]") {
-  std::optional<StoreServer> server(std::in_place, "127.0.0.1", 0);
+  std::optional<StoreServer> server(std::in_place, "127.0.0.1", 0, kToken);
   uint16_t port = server->port();
-  NodeRendezvous zero("127.0.0.1", port, 0, 0, 2);
-  NodeRendezvous one("127.0.0.1", port, 0, 1, 2);
+  NodeRendezvous zero(accel::StoreAddress{"127.0.0.1", port, kToken}, 0, 0, 2);
+  NodeRendezvous one(accel::StoreAddress{"127.0.0.1", port, kToken}, 0, 1, 2);
   auto met = std::async(std::launch::async, [&] { zero.meet(1, seconds(10)); });
   one.meet(1, seconds(10));
   met.get();

@@ -33,6 +33,9 @@ using std::chrono::milliseconds;
 
 constexpr milliseconds kTimeout{10000};
 const std::string kHost = "127.0.0.1";
+const std::string kToken = "test-token";
+
+accel::StoreAddress address(uint16_t port) { return {kHost, port, kToken}; }
 
 std::vector<uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
 std::string text(const std::vector<uint8_t>& v) { return {v.begin(), v.end()}; }
@@ -56,8 +59,8 @@ int raw_connect(uint16_t port) {
 }  // namespace
 
 TEST_CASE("store: set, get, check, delete and count keys") {
-  StoreServer server(kHost, 0);
-  StoreClient client(kHost, server.port(), kTimeout);
+  StoreServer server(kHost, 0, kToken);
+  StoreClient client(address(server.port()), kTimeout);
 
   const std::string binary("x\0y", 3);
   client.set("a", bytes(binary));
@@ -83,8 +86,8 @@ TEST_CASE("store: set, get, check, delete and count keys") {
 }
 
 TEST_CASE("store: add from many threads keeps an exact count") {
-  StoreServer server(kHost, 0);
-  StoreClient shared(kHost, server.port(), kTimeout);
+  StoreServer server(kHost, 0, kToken);
+  StoreClient shared(address(server.port()), kTimeout);
   constexpr int kThreads = 8;
   constexpr int kAdds = 200;
 
@@ -93,7 +96,7 @@ TEST_CASE("store: add from many threads keeps an exact count") {
     // Half the threads share one connection (its mutex), half have their own.
     threads.emplace_back([&, t] {
       std::unique_ptr<StoreClient> own;
-      if (t % 2) own = std::make_unique<StoreClient>(kHost, server.port(), kTimeout);
+      if (t % 2) own = std::make_unique<StoreClient>(address(server.port()), kTimeout);
       StoreClient& client = own ? *own : shared;
       for (int i = 0; i < kAdds; ++i) client.add("counter", 1);
     });
@@ -107,9 +110,9 @@ TEST_CASE("store: add from many threads keeps an exact count") {
 }
 
 TEST_CASE("store: wait and get block until another client sets the key") {
-  StoreServer server(kHost, 0);
-  StoreClient waiter(kHost, server.port(), kTimeout);
-  StoreClient setter(kHost, server.port(), kTimeout);
+  StoreServer server(kHost, 0, kToken);
+  StoreClient waiter(address(server.port()), kTimeout);
+  StoreClient setter(address(server.port()), kTimeout);
 
   const auto start = Clock::now();
   std::thread later([&] {
@@ -128,8 +131,8 @@ TEST_CASE("store: wait and get block until another client sets the key") {
 }
 
 TEST_CASE("store: a wait that times out names the keys still missing") {
-  StoreServer server(kHost, 0);
-  StoreClient client(kHost, server.port(), milliseconds(150));
+  StoreServer server(kHost, 0, kToken);
+  StoreClient client(address(server.port()), milliseconds(150));
   client.set("here", bytes("1"));
 
   const auto start = Clock::now();
@@ -153,8 +156,8 @@ TEST_CASE("store: a wait that times out names the keys still missing") {
 }
 
 TEST_CASE("store: compareSet follows c10d semantics") {
-  StoreServer server(kHost, 0);
-  StoreClient client(kHost, server.port(), kTimeout);
+  StoreServer server(kHost, 0, kToken);
+  StoreClient client(address(server.port()), kTimeout);
 
   // Missing key, non-empty expected: nothing is set, expected comes back.
   CHECK(text(client.compareSet("k", bytes("old"), bytes("new"))) == "old");
@@ -174,28 +177,28 @@ TEST_CASE("store: compareSet follows c10d semantics") {
 }
 
 TEST_CASE("store: servers on port 0 get distinct ports and a taken port is refused") {
-  StoreServer a(kHost, 0);
-  StoreServer b(kHost, 0);
+  StoreServer a(kHost, 0, kToken);
+  StoreServer b(kHost, 0, kToken);
   CHECK(a.port() != 0);
   CHECK(b.port() != 0);
   CHECK(a.port() != b.port());
 
-  CHECK_THROWS_WITH(StoreServer(kHost, a.port()),
+  CHECK_THROWS_WITH(StoreServer(kHost, a.port(), kToken),
                     Catch::Contains(kHost + ":" + std::to_string(a.port())));
 }
 
 TEST_CASE("store: a client retries connecting until the server appears") {
   uint16_t port;
   {
-    StoreServer probe(kHost, 0);
+    StoreServer probe(kHost, 0, kToken);
     port = probe.port();
   }
 
   SECTION("nothing ever listens: the error names host and port") {
     const auto start = Clock::now();
-    CHECK_THROWS_WITH(StoreClient(kHost, port, milliseconds(300)),
-                      Catch::Contains("cannot connect to the rendezvous store at " + kHost +
-                                      ":" + std::to_string(port) + " within 300 ms"));
+    CHECK_THROWS_WITH(StoreClient(address(port), milliseconds(300)),
+                      Catch::Contains("cannot reach the rendezvous store at " + kHost + ":" +
+                                      std::to_string(port)));
     CHECK(elapsed_ms(start) >= 290);
   }
 
@@ -203,10 +206,10 @@ TEST_CASE("store: a client retries connecting until the server appears") {
     std::unique_ptr<StoreServer> server;
     std::thread starter([&] {
       std::this_thread::sleep_for(milliseconds(200));
-      server = std::make_unique<StoreServer>(kHost, port);
+      server = std::make_unique<StoreServer>(kHost, port, kToken);
     });
     const auto start = Clock::now();
-    StoreClient client(kHost, port, kTimeout);
+    StoreClient client(address(port), kTimeout);
     starter.join();
     CHECK(elapsed_ms(start) >= 190);
     client.set("hello", bytes("world"));
@@ -215,7 +218,7 @@ TEST_CASE("store: a client retries connecting until the server appears") {
 }
 
 TEST_CASE("store: broken connections are dropped and others keep being served") {
-  StoreServer server(kHost, 0);
+  StoreServer server(kHost, 0, kToken);
 
   // Half a SET, then the peer closes: the partial request must not apply.
   const std::string frame =
@@ -235,16 +238,129 @@ TEST_CASE("store: broken connections are dropped and others keep being served") 
   CHECK(::recv(oversized, &byte, 1, 0) == 0);
   ::close(oversized);
 
-  StoreClient client(kHost, server.port(), kTimeout);
+  StoreClient client(address(server.port()), kTimeout);
   client.set("whole", bytes("value"));
   CHECK(text(client.get("whole")) == "value");
   CHECK_FALSE(client.check({"half"}));
   CHECK(client.getNumKeys() == 1);
 }
 
+// What a peer without the token gets back: the first reply's body, or ""
+// when the store hung up without one.
+std::string first_reply(int fd) {
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) got.append(buf, static_cast<size_t>(n));
+  const auto length = accel::store_protocol::frame_body_length(got);
+  if (!length || got.size() < 4 + *length) return "";
+  return got.substr(4, *length);
+}
+
+TEST_CASE("store: only a connection that presents the run's token may use it") {
+  namespace proto = accel::store_protocol;
+  StoreServer server(kHost, 0, kToken);
+
+  SECTION("a request before the greeting is refused and the connection closed") {
+    const int fd = raw_connect(server.port());
+    const std::string set =
+        proto::Encoder(uint8_t(proto::Command::kSet)).bytes("rdzv/0/failed").bytes("forged").finish();
+    REQUIRE(::send(fd, set.data(), set.size(), 0) == static_cast<ssize_t>(set.size()));
+    const std::string reply = first_reply(fd);  // ends when the store hangs up
+    ::close(fd);
+    REQUIRE_FALSE(reply.empty());
+    proto::Decoder d(reply);
+    CHECK(d.u8() == uint8_t(proto::Status::kError));
+    CHECK_THAT(d.bytes(), Catch::Contains("must present the rendezvous token first"));
+    CHECK_FALSE(server.peek("rdzv/0/failed").has_value());
+  }
+
+  SECTION("a wrong token is named as such") {
+    CHECK_THROWS_WITH(StoreClient(accel::StoreAddress{kHost, server.port(), "guess"}, kTimeout),
+                      Catch::Contains("wrong rendezvous token"));
+    CHECK_THROWS_WITH(StoreClient(accel::StoreAddress{kHost, server.port(), ""}, kTimeout),
+                      Catch::Contains("wrong rendezvous token"));
+    StoreClient right(address(server.port()), kTimeout);
+    right.set("k", bytes("v"));
+    CHECK(server.peek("k") == std::string("v"));
+  }
+
+  SECTION("a stranger may send no more than a greeting") {
+    // Its frame claims 1 MiB, far under the limit for the run's own ranks:
+    // the store hangs up at once instead of buffering it.
+    const int fd = raw_connect(server.port());
+    const std::string header = proto::Encoder(uint8_t(proto::Command::kHello)).finish();
+    std::string big(4, '\0');
+    const uint32_t claimed = 1u << 20;
+    for (int i = 0; i < 4; ++i) big[i] = static_cast<char>(claimed >> (8 * i));
+    big += std::string(64 << 10, 'x');
+    ::send(fd, big.data(), big.size(), MSG_NOSIGNAL);
+    CHECK(first_reply(fd).empty());
+    ::close(fd);
+  }
+
+  CHECK_THROWS(StoreServer(kHost, 0, ""));
+}
+
+TEST_CASE("store: strangers that never greet are dropped, and few may wait at once") {
+  accel::StoreLimits limits;
+  limits.max_unauthenticated = 4;
+  limits.hello_timeout = milliseconds(400);
+  StoreServer server(kHost, 0, kToken, limits);
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(raw_connect(server.port()));
+  std::this_thread::sleep_for(milliseconds(50));  // the store has taken all four
+
+  // The fifth waits in the listen backlog until the idle ones expire.
+  const auto start = Clock::now();
+  StoreClient client(address(server.port()), kTimeout);
+  CHECK(elapsed_ms(start) >= 300);
+  client.set("in", bytes("yes"));
+  for (int fd : idle) {
+    CHECK(first_reply(fd).empty());  // hung up on, unanswered
+    ::close(fd);
+  }
+}
+
+TEST_CASE("store: no more connections than the limit are served at once") {
+  accel::StoreLimits limits;
+  limits.max_connections = 2;
+  StoreServer server(kHost, 0, kToken, limits);
+  auto one = std::make_unique<accel::StoreConnection>(address(server.port()), Clock::now() + kTimeout);
+  accel::StoreConnection two(address(server.port()), Clock::now() + kTimeout);
+  // The third is connected by the kernel but not served: its greeting goes unanswered.
+  CHECK_THROWS_WITH(accel::StoreConnection(address(server.port()), Clock::now() + kTimeout, milliseconds(300)),
+                    Catch::Contains("no answer in time"));
+  one.reset();
+  accel::StoreConnection three(address(server.port()), Clock::now() + kTimeout);
+  three.set("third", "in");
+  CHECK(server.peek("third") == std::string("in"));
+}
+
+TEST_CASE("store: what the store holds and what one frame carries are bounded") {
+  accel::StoreLimits limits;
+  limits.max_stored_bytes = 1000;
+  StoreServer server(kHost, 0, kToken, limits);
+  StoreClient client(address(server.port()), kTimeout);
+  client.set("a", std::vector<uint8_t>(600, 1));
+  CHECK_THROWS_WITH(client.set("b", std::vector<uint8_t>(600, 2)), Catch::Contains("the store is full"));
+  CHECK_FALSE(client.check({"b"}));
+  client.set("a", std::vector<uint8_t>(995, 3));  // a replaced value frees its old bytes
+  CHECK_THROWS_WITH(client.add("counter", 1), Catch::Contains("the store is full"));
+  CHECK(client.deleteKey("a"));
+  client.set("b", std::vector<uint8_t>(600, 2));
+  CHECK(client.add("counter", 5) == 5);
+
+  // A frame over the protocol's limit ends the connection that sent it.
+  StoreClient greedy(address(server.port()), kTimeout);
+  CHECK_THROWS_WITH(greedy.set("huge", std::vector<uint8_t>(accel::store_protocol::kMaxFrameBytes, 0)),
+                    Catch::StartsWith("lost the rendezvous store"));
+  CHECK(client.getNumKeys() == 2);
+}
+
 TEST_CASE("store: destroying the server ends a parked wait at once") {
-  auto server = std::make_unique<StoreServer>(kHost, 0);
-  StoreClient client(kHost, server->port(), kTimeout);
+  auto server = std::make_unique<StoreServer>(kHost, 0, kToken);
+  StoreClient client(address(server->port()), kTimeout);
   const std::string where = kHost + ":" + std::to_string(server->port());
 
   std::string error;
@@ -264,13 +380,13 @@ TEST_CASE("store: destroying the server ends a parked wait at once") {
   server.reset();
   CHECK(elapsed_ms(start) < 1000);
   waiter.join();
-  CHECK(error == "lost connection to the rendezvous store at " + where + ": closed by the store");
+  CHECK(error == "lost the rendezvous store at " + where + ": closed by the store");
   // Later calls fail the same way rather than hanging.
-  CHECK_THROWS_WITH(client.getNumKeys(), Catch::StartsWith("lost connection"));
+  CHECK_THROWS_WITH(client.getNumKeys(), Catch::StartsWith("lost the rendezvous store"));
 }
 
 TEST_CASE("store: a Gloo process group of two ranks allreduces over StoreClient") {
-  StoreServer server(kHost, 0);
+  StoreServer server(kHost, 0, kToken);
   constexpr int kWorld = 2;
   std::vector<at::Tensor> results(kWorld);
   std::vector<std::string> errors(kWorld);
@@ -278,7 +394,7 @@ TEST_CASE("store: a Gloo process group of two ranks allreduces over StoreClient"
   // Catch2 assertions are not thread-safe: ranks record, the main thread checks.
   const auto rank_main = [&](int rank) {
     try {
-      auto store = c10::make_intrusive<StoreClient>(kHost, server.port(), kTimeout);
+      auto store = c10::make_intrusive<StoreClient>(address(server.port()), kTimeout);
       auto options = c10d::ProcessGroupGloo::Options::create(kTimeout);
       options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(kHost));
       c10d::ProcessGroupGloo group(store, rank, kWorld, options);
@@ -299,6 +415,6 @@ TEST_CASE("store: a Gloo process group of two ranks allreduces over StoreClient"
     CHECK(at::equal(results[r], at::full({4}, 3.0f)));
   }
   // The rendezvous really went through this store.
-  StoreClient observer(kHost, server.port(), kTimeout);
+  StoreClient observer(address(server.port()), kTimeout);
   CHECK(observer.getNumKeys() > 0);
 }

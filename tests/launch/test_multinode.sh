@@ -7,6 +7,7 @@
 # part is skipped with the reason, and two launchers on 127.0.0.1 still run.
 source "$(dirname "$0")/lib.sh"
 export XDG_CONFIG_HOME="$work/xdg"
+export ACCEL_RDZV_TOKEN="multinode-test-$$"  # the nodes' shared secret
 
 weights_lua="$source_root/tests/launch/quickstart_weights.lua"
 quickstart="$source_root/recipes/quickstart.lua"
