@@ -23,6 +23,7 @@
 local core = require("accel.core")
 local serialize = require("accel.serialize")
 local gathering = require("accel.gathering")
+local guard = require("accel.collective_guard")
 local args = require("accel.nn.args")
 
 local ck = core.checkpoint
@@ -88,6 +89,63 @@ local function numbered_checkpoints(config)
   end
   table.sort(out, function(a, b) return a[1] < b[1] end)
   return out
+end
+
+-- Ranks agreeing -------------------------------------------------------------
+--
+-- Each rank does its own part of a save or a load (its files, its loaders)
+-- under pcall, then the ranks exchange how it went, and when any failed
+-- every rank raises the same error. A rank failing alone would otherwise
+-- leave the others in the save's next collective, waiting out --timeout or
+-- pairing it with whatever collective the failing rank's recipe calls next.
+-- The error is raised together (collective_guard.lua), so a recipe may catch
+-- it with pcall and go on: every rank stands at the same point.
+
+-- A caught error's message without the "file.lua:12: " that error() put in front.
+local function reason(err)
+  return (tostring(err):gsub("^[^\n]-%.lua:%d+: ", ""))
+end
+
+-- What this rank tells the others about fn(...): {value = its result}, or
+-- {failure = why} when it raised.
+local function try(fn, ...)
+  local ok, result = pcall(fn, ...)
+  if ok then return { value = result } end
+  return { failure = reason(result) }
+end
+
+local function rank_list(ranks)
+  return (#ranks == 1 and "rank " or "ranks ") .. table.concat(ranks, ", ")
+end
+
+-- When any of `reports` (every rank's, in rank order) failed, runs `undo`
+-- (if given) and raises on every rank one message naming each failing rank
+-- and its reason; ranks that failed alike share one entry ("ranks 0, 1: ...").
+local function raise_failures(acc, where, reports, undo)
+  local reasons, ranks_of = {}, {}
+  for r, report in ipairs(reports) do
+    local why = report.failure
+    if why then
+      if not ranks_of[why] then
+        reasons[#reasons + 1] = why
+        ranks_of[why] = {}
+      end
+      table.insert(ranks_of[why], r - 1)
+    end
+  end
+  if #reasons == 0 then return end
+  if undo then undo() end
+  for i, why in ipairs(reasons) do
+    if acc.num_processes > 1 then reasons[i] = rank_list(ranks_of[why]) .. ": " .. why end
+  end
+  guard.raise_together(where .. ": " .. table.concat(reasons, "; "))
+end
+
+-- Gathers every rank's report and raises if any failed; returns the reports.
+local function agree(acc, where, mine)
+  local reports = gathering.gather_object(acc._world, mine)
+  raise_failures(acc, where, reports)
+  return reports
 end
 
 -- Saving ---------------------------------------------------------------------
@@ -176,32 +234,61 @@ local function write_files(acc, tmp)
   return entries
 end
 
+-- The main process's last part of a save: the manifest, from every rank's
+-- entries, then the rename into place.
+local function commit(acc, tmp, folder, config, reports)
+  local files = {}
+  for _, report in ipairs(reports) do
+    for _, e in ipairs(report.value) do files[#files + 1] = e end
+  end
+  ck.fault_point("checkpoint-before-manifest")
+  ck.write_manifest(tmp, {
+    step = acc._sync_steps,
+    iteration = config and config.iteration or 0,
+    world_size = acc.num_processes,
+    files = files,
+  })
+  ck.fault_point("checkpoint-before-commit")
+  ck.commit_folder(tmp, folder)
+  return true
+end
+
 function checkpointing.save_state(acc, dir)
+  local where = "Accelerator:save_state"
   local folder, config = save_folder(acc, dir)
   local tmp = ck.temporary_folder_for(folder)
-  if acc.is_main_process then ck.make_empty_folder(tmp) end
-  acc:wait_for_everyone()
-  local mine = write_files(acc, tmp)
-  -- Every rank's files are fsynced once it hands its entries over.
-  local all = gathering.gather_object(acc._world, mine)
-  if acc.is_main_process then
-    local files = {}
-    for _, entries in ipairs(all) do
-      for _, e in ipairs(entries) do files[#files + 1] = e end
-    end
-    ck.fault_point("checkpoint-before-manifest")
-    ck.write_manifest(tmp, {
-      step = acc._sync_steps,
-      iteration = config and config.iteration or 0,
-      world_size = acc.num_processes,
-      files = files,
-    })
-    ck.fault_point("checkpoint-before-commit")
-    ck.commit_folder(tmp, folder)
-    if config then prune(config) end
+  local main = acc.is_main_process
+  -- After a failure every rank is done with the temporary folder: the main
+  -- process removes it. A failure to remove it is not reported over the
+  -- save's own: a temporary folder is never loaded, and the next save of
+  -- the same name empties it first.
+  local function discard()
+    if main then pcall(ck.remove_folder, tmp) end
   end
-  acc:wait_for_everyone()
-  if config then config.iteration = config.iteration + 1 end
+
+  -- No rank writes before the temporary folder exists.
+  agree(acc, where, main and try(ck.make_empty_folder, tmp) or {})
+  -- Every rank's files are fsynced once it hands its entries over.
+  local reports = gathering.gather_object(acc._world, try(write_files, acc, tmp))
+  raise_failures(acc, where, reports, discard)
+
+  local outcome = {}
+  if main then
+    outcome = try(commit, acc, tmp, folder, config, reports)
+    if outcome.value and config then
+      local pruned = try(prune, config)
+      if pruned.failure then
+        outcome.failure = string.format("'%s' was saved, but removing the checkpoints beyond total_limit failed: %s",
+                                        folder, pruned.failure)
+      end
+    end
+  end
+  -- Once the main process has committed, no rank returns before the folder is in place.
+  local outcomes = gathering.gather_object(acc._world, outcome)
+  -- A committed folder keeps its name even when pruning failed after: the
+  -- next automatic save must not take it again.
+  if config and outcomes[1].value then config.iteration = config.iteration + 1 end
+  raise_failures(acc, where, outcomes, discard)
   return folder
 end
 
@@ -252,9 +339,9 @@ local function check_count(what, saved, now, folder)
 end
 
 -- Applies `fn` to a state, naming the file when it refuses it.
-local function apply(where, path, fn, ...)
+local function apply(path, fn, ...)
   local ok, err = pcall(fn, ...)
-  if not ok then args.error(string.format("%s: '%s' does not fit: %s", where, path, tostring(err))) end
+  if not ok then error(string.format("'%s' does not fit: %s", path, tostring(err)), 0) end
 end
 
 -- Reads and verifies everything this rank needs from `folder`, changing
@@ -306,34 +393,22 @@ local function read_checkpoint(acc, folder)
   return s
 end
 
-function checkpointing.load_state(acc, dir)
-  local folder = load_folder(acc, dir)
-  -- Every rank reads its share; if any fails, all stop before changing
-  -- anything, with the first failing rank's reason.
-  local ok, s = pcall(read_checkpoint, acc, folder)
-  local failures = gathering.gather_object(acc._world, not ok and tostring(s):gsub("^[^\n]-%.lua:%d+: ", "") or false)
-  for r, failure in ipairs(failures) do
-    if failure then
-      local who = acc.num_processes > 1 and string.format("rank %d: ", r - 1) or ""
-      args.error("Accelerator:load_state: " .. who .. failure)
-    end
-  end
-  local manifest, saved = s.manifest, s.saved
-
-  local where = "Accelerator:load_state"
+-- Gives this rank's objects the state `s` read from `folder`.
+local function restore(acc, folder, s)
+  local saved = s.saved
   local function path(name) return folder .. "/" .. name end
-  for i, e in ipairs(acc._models) do apply(where, path(names.model(i)), e.model.load_state_dict, e.model, s.models[i]) end
+  for i, e in ipairs(acc._models) do apply(path(names.model(i)), e.model.load_state_dict, e.model, s.models[i]) end
   for i, opt in ipairs(acc._optimizers) do
-    apply(where, path(names.optimizer(i)), opt.load_state_dict, opt, s.optimizers[i])
+    apply(path(names.optimizer(i)), opt.load_state_dict, opt, s.optimizers[i])
     opt.updates = saved.optimizer_updates[i]
   end
   for i, sched in ipairs(acc._schedulers) do
-    apply(where, path(names.scheduler(i)), sched.load_state_dict, sched, s.schedulers[i])
+    apply(path(names.scheduler(i)), sched.load_state_dict, sched, s.schedulers[i])
     sched.seen = saved.scheduler_seen[i]
   end
   if s.scaler then acc._scaler:load(s.scaler.scale, s.scaler.growth_tracker) end
   for i, obj in ipairs(acc._custom_objects) do
-    apply(where, path(names.custom(i)), obj.load_state_dict, obj, s.customs[i])
+    apply(path(names.custom(i)), obj.load_state_dict, obj, s.customs[i])
   end
   acc._micro_step, acc._sync_steps, acc._items = saved.micro_step, saved.sync_steps, saved.items
   acc.sync_gradients = saved.sync_gradients
@@ -342,7 +417,7 @@ function checkpointing.load_state(acc, dir)
     for name, p in e.model:named_parameters() do p.grad = grads[name] end
   end
   for i, loader in ipairs(acc._dataloaders) do
-    apply(where, path(names.dataloader(i, s.loader_rank)), loader.load_state_dict, loader, s.loaders[i])
+    apply(path(names.dataloader(i, s.loader_rank)), loader.load_state_dict, loader, s.loaders[i])
   end
   if s.rng then
     ck.set_generator_state(s.rng.generator)
@@ -351,10 +426,25 @@ function checkpointing.load_state(acc, dir)
     -- generators are restored, the GPU's stays as seeded.
     if s.rng.cuda_generator and acc.device ~= "cpu" then core.cuda.set_rng_state(s.rng.cuda_generator) end
   end
+end
+
+function checkpointing.load_state(acc, dir)
+  local where = "Accelerator:load_state"
+  local folder = load_folder(acc, dir)
+  -- Every rank reads and verifies its share; if any fails, all stop before
+  -- changing anything.
+  local ok, s = pcall(read_checkpoint, acc, folder)
+  agree(acc, where, ok and {} or { failure = reason(s) })
+  -- A state that one rank's object refuses (its loader's position, a
+  -- registered object) fails every rank too; the objects restored before
+  -- that one keep what they were given.
+  agree(acc, where, try(restore, acc, folder, s))
+
+  local manifest = s.manifest
   if not s.same_world then
     local notes = acc.num_processes > manifest.world_size
       and string.format(", ranks from %d on keep their own random state", manifest.world_size) or ""
-    if not saved.sync_gradients then notes = notes .. ", gradients accumulated before the save are dropped" end
+    if not s.saved.sync_gradients then notes = notes .. ", gradients accumulated before the save are dropped" end
     acc:print(string.format(
       "accel: '%s' was saved on %d process(es) and is loaded on %d: models, optimizers and schedulers are "
         .. "restored as saved, data loaders continue their epoch re-sharded over %d process(es)%s",
@@ -365,7 +455,6 @@ function checkpointing.load_state(acc, dir)
   if config and folder == config:checkpoints_dir() .. "/checkpoint_" .. manifest.iteration then
     config.iteration = manifest.iteration + 1
   end
-  acc:wait_for_everyone()
   return folder
 end
 
@@ -398,7 +487,9 @@ end
 function checkpointing.load_model(acc, model, dir, options)
   local o = args.options("Accelerator:load_model", options, { strict = true })
   if type(dir) ~= "string" then args.error("Accelerator:load_model: the folder must be a string, got a " .. type(dir)) end
-  apply("Accelerator:load_model", dir, model.load_state_dict, model, ck.load_weights(dir), o.strict)
+  local weights = ck.load_weights(dir)
+  local ok, err = pcall(apply, dir, model.load_state_dict, model, weights, o.strict)
+  if not ok then args.error("Accelerator:load_model: " .. err) end
 end
 
 return checkpointing

@@ -68,7 +68,7 @@ check.truthy(math.abs(model.weight:sum():item() - saved_weight:sum():item()) > 1
 local function truncate(bytes) return bytes:sub(1, #bytes - 3) end
 local function flip_last(bytes) return bytes:sub(1, -2) .. string.char((bytes:byte(-1) + 1) % 256) end
 
-refused("model.safetensors", truncate, "truncated weights", "model.safetensors", "rank 0", "truncated")
+refused("model.safetensors", truncate, "truncated weights", "model.safetensors", "ranks 0, 1: ", "truncated")
 refused("model.safetensors", flip_last, "altered weights", "model.safetensors", "checksum")
 refused("optimizer.safetensors", flip_last, "altered optimizer state", "optimizer.safetensors", "checksum")
 refused("rng_1.safetensors", flip_last, "an altered file of rank 1", "rank 1: ", "rng_1.safetensors", "checksum")
