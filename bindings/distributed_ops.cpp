@@ -152,10 +152,11 @@ std::vector<Binding> dist_bindings() {
                            static_cast<size_t>(c.numel()));
       }),
       // Run by the worker after the recipe: no rank may exit while a peer
-      // still needs it, even only to finish joining the group.
+      // still needs it, even only to finish joining the group
+      // (Communicator::finish).
       bind("finish", [](lua_State* L) {
         const std::shared_ptr<Communicator>& comm = context(L).comm;
-        if (comm && comm->size() > 1) comm->barrier();
+        if (comm && comm->size() > 1) comm->finish();
       }),
       bind("counts", [](lua_State* L) {
         const CollectiveCounts& c = communicator(L).counts();

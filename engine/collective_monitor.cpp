@@ -80,6 +80,29 @@ void CollectiveMonitor::leave(int64_t seq) {
   changed_.notify_all();
 }
 
+bool CollectiveMonitor::finish_together() {
+  std::vector<std::string> keys;
+  for (int rank = 0; rank < world_size_; ++rank) keys.push_back(finished_key(rank));
+  std::optional<StoreAddress> address;
+  {
+    std::string state;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      state = encode_collective_state(current_locked());
+      dirty_ = false;
+    }
+    std::lock_guard<std::mutex> lock(store_mutex_);
+    if (!store_) return false;
+    store_->set(collective_state_key(rank_), state);
+    store_->set(keys[static_cast<size_t>(rank_)], "");
+    address = store_->address();
+  }
+  // A connection of its own: the publisher keeps the first.
+  StoreConnection waiter(*address, Clock::now() + std::chrono::seconds(10));
+  waiter.wait(keys, std::nullopt);
+  return true;
+}
+
 CollectiveState CollectiveMonitor::current_locked() const {
   if (!in_flight_.empty()) return in_flight_.front().state;
   return last_left_;

@@ -43,6 +43,16 @@ class CollectiveMonitor {
   int64_t enter(const std::string& op, const std::string& where, const std::string& detail);
   void leave(int64_t seq);
 
+  // Inside collective "finish" (entered by the caller): says so in the store
+  // at once, marks this rank finished and waits until every rank is; the
+  // watchdog bounds the wait like any collective's. Over the store, not the
+  // backend, so that a rank whose recipe returned early cannot pair its
+  // wait with a peer's next collective: the peer waits there, the launcher
+  // sees one rank finished while another waits in a collective it never
+  // entered (StallInspector::abandoned), and stops the run naming both.
+  // False, having done nothing, when there is no store.
+  bool finish_together();
+
   // "all_reduce #7 of float32[4] at recipe.lua:9 did not complete within 5 s:
   // rank 1 did not arrive (...)": asks the store where every other rank is.
   std::string timeout_message(int64_t seq);

@@ -77,6 +77,11 @@ class Communicator {
   // Every rank's `t` (same shape on every rank), in rank order.
   virtual std::vector<at::Tensor> all_gather(const at::Tensor& t) = 0;
   virtual void barrier() = 0;
+  // Waits, after the recipe, until every rank has finished its own: no rank
+  // may exit while a peer still needs it. A barrier unless the communicator
+  // knows a way that cannot pair with a peer's unfinished collective
+  // (MonitoredCommunicator: through the launcher's store).
+  virtual void finish() { barrier(); }
 
   const CollectiveCounts& counts() const { return counts_; }
 

@@ -101,6 +101,12 @@ std::vector<at::Tensor> MonitoredCommunicator::all_gather(const at::Tensor& t) {
   return monitored("all_gather", describe_tensor(t), [&] { return inner_->all_gather(t); });
 }
 
+void MonitoredCommunicator::finish() {
+  monitored("finish", "", [&] {
+    if (!monitor_->finish_together()) inner_->barrier();
+  });
+}
+
 void MonitoredCommunicator::barrier() {
   monitored("barrier", "", [&] { inner_->barrier(); });
 }

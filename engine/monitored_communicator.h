@@ -26,6 +26,9 @@ class MonitoredCommunicator final : public Communicator {
   void broadcast(at::Tensor& t, int root) override;
   std::vector<at::Tensor> all_gather(const at::Tensor& t) override;
   void barrier() override;
+  // Through the store (CollectiveMonitor::finish_together), recorded as
+  // collective "finish"; a barrier when the monitor has no store.
+  void finish() override;
 
  private:
   // Runs `body` as collective `op`, recorded from start to end.

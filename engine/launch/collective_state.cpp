@@ -13,6 +13,8 @@ constexpr char kSeparator = '\x1f';
 
 std::string collective_state_key(int rank) { return "accel/collective/" + std::to_string(rank); }
 
+std::string finished_key(int rank) { return "accel/finished/" + std::to_string(rank); }
+
 std::string encode_collective_state(const CollectiveState& state) {
   std::string text = std::to_string(state.seq);
   for (const std::string* field : {&state.op, &state.where, &state.detail}) {
@@ -54,6 +56,7 @@ std::string describe_collective(const CollectiveState& state) {
 std::string describe_whereabouts(const std::optional<CollectiveState>& state,
                                  const CollectiveState& waited) {
   if (!state || state->seq == 0) return "has entered no collective yet";
+  if (state->inside && state->op == "finish") return "has finished its recipe";
   if (state->inside) {
     bool same = state->seq == waited.seq && state->op == waited.op;
     return "in " + describe_collective(*state) + (same ? "" : " instead");

@@ -27,6 +27,9 @@ struct CollectiveState {
 
 // The store key of a rank's state.
 std::string collective_state_key(int rank);
+// The store key a rank sets once its recipe has finished
+// (CollectiveMonitor::finish_together).
+std::string finished_key(int rank);
 
 std::string encode_collective_state(const CollectiveState& state);
 // Nothing when `text` is not an encoded state.
@@ -37,7 +40,8 @@ std::string describe_collective(const CollectiveState& state);
 
 // Where a rank is, for a report about another rank's collective `waited`:
 // "in barrier #42 at x.lua:9 instead", "outside any collective since it
-// left broadcast #41 at x.lua:20", or "has entered no collective yet".
+// left broadcast #41 at x.lua:20", "has finished its recipe", or "has
+// entered no collective yet".
 std::string describe_whereabouts(const std::optional<CollectiveState>& state,
                                  const CollectiveState& waited);
 

@@ -63,25 +63,29 @@ class ScratchDirectory {
 };
 
 // Reads every rank's published collective state from the store this
-// launcher hosts and prints what the stall inspector makes of it.
+// launcher hosts: prints what the stall inspector makes of it (unless stall
+// reports are off), and returns why the run must stop when a rank finished
+// its recipe while another waits in a collective it never entered.
 class StallWatch {
  public:
   StallWatch(const StoreServer& store, int world_size, double threshold_s, int out_fd)
-      : store_(store), inspector_(world_size, to_ms(threshold_s)), world_size_(world_size),
-        out_fd_(out_fd) {}
+      : store_(store), world_size_(world_size), out_fd_(out_fd) {
+    if (threshold_s > 0) inspector_.emplace(world_size, to_ms(threshold_s));
+  }
 
-  void look() {
+  std::optional<std::string> look(const SupervisorTick& tick) {
     std::vector<std::optional<CollectiveState>> states;
     for (int rank = 0; rank < world_size_; ++rank) {
       std::optional<std::string> value = store_.peek(collective_state_key(rank));
       states.push_back(value ? decode_collective_state(*value) : std::nullopt);
     }
-    say(out_fd_, inspector_.observe(states, StallInspector::Clock::now()));
+    if (inspector_) say(out_fd_, inspector_->observe(states, StallInspector::Clock::now(), tick.stopped_ranks));
+    return StallInspector::abandoned(states);
   }
 
  private:
   const StoreServer& store_;
-  StallInspector inspector_;
+  std::optional<StallInspector> inspector_;
   int world_size_;
   int out_fd_;
 };
@@ -150,7 +154,7 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
     }
   }
   std::optional<StallWatch> stalls;
-  if (store && options.stall_report_s > 0) {
+  if (store && world_size > 1) {
     stalls.emplace(*store, world_size, options.stall_report_s, context.stderr_fd);
   }
 
@@ -173,7 +177,9 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
   bool heard = false;  // stopping because another node failed: nothing to tell them
   if (stalls || nodes) {
     supervision.on_tick = [&](const SupervisorTick& tick) -> std::optional<std::string> {
-      if (stalls && !tick.stopping) stalls->look();
+      if (stalls && !tick.stopping) {
+        if (std::optional<std::string> abandoned = stalls->look(tick)) return abandoned;
+      }
       if (!nodes) return std::nullopt;
       if (tick.stopping) {
         if (!heard) nodes->publish_failure(failure_line(tick.failed_rank));
@@ -219,9 +225,7 @@ RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& conte
   exported.push_back("MASTER_ADDR=127.0.0.1");
   exported.push_back("MASTER_PORT=" + std::to_string(store.port()));
   std::optional<StallWatch> stalls;
-  if (options.stall_report_s > 0) {
-    stalls.emplace(store, options.nproc, options.stall_report_s, context.stderr_fd);
-  }
+  if (options.nproc > 1) stalls.emplace(store, options.nproc, options.stall_report_s, context.stderr_fd);
 
   SupervisorOptions supervision;
   supervision.command = mpirun_command(mpirun, context.accel_run, options, context.env, exported,
@@ -235,8 +239,8 @@ RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& conte
   supervision.stderr_fd = context.stderr_fd;
   if (stalls) {
     supervision.on_tick = [&](const SupervisorTick& tick) -> std::optional<std::string> {
-      if (!tick.stopping) stalls->look();
-      return std::nullopt;
+      if (tick.stopping) return std::nullopt;
+      return stalls->look(tick);
     };
   }
   SupervisorResult result = supervise(supervision);

@@ -6,6 +6,12 @@
 //
 // Times are the launcher's own: a rank counts as waiting since the launcher
 // first saw it in that collective, so clocks of other machines do not matter.
+//
+// A state is what the rank last published, which may be a moment old, and
+// stays as it was when the rank's process is stopped. So the stalled
+// collective is the latest any rank waits in: a rank shown inside an earlier
+// one has in fact passed it (its peers could not have left it without it),
+// or is stuck there, and either way is the one not arriving.
 #pragma once
 #include <chrono>
 #include <optional>
@@ -25,9 +31,17 @@ class StallInspector {
   // Takes every rank's state now (nothing: the rank has published none) and
   // returns the report to print, or "" when there is nothing new to say. A
   // stall is reported when it passes the threshold and again each further
-  // threshold while it lasts.
+  // threshold while it lasts. `stopped` lists ranks whose processes the
+  // launcher sees stopped (SIGSTOP, a debugger): the report says so.
   std::string observe(const std::vector<std::optional<CollectiveState>>& states,
-                      Clock::time_point now);
+                      Clock::time_point now, const std::vector<int>& stopped = {});
+
+  // A rank that finished its recipe while another waits in a collective the
+  // finished one never entered: the run cannot go on, whatever the time.
+  // "rank 1 finished its recipe while rank 0 waits in all_reduce #7 at
+  // x.lua:9"; nothing when no rank is in that state.
+  static std::optional<std::string> abandoned(
+      const std::vector<std::optional<CollectiveState>>& states);
 
  private:
   struct Seen {

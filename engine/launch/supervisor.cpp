@@ -238,6 +238,21 @@ void signal_worker(pid_t pid, int signal) {
 
 // ---- one run ---------------------------------------------------------------
 
+// Whether the process is stopped (state T or t in /proc/PID/stat); false
+// when that cannot be read.
+bool process_stopped(pid_t pid) {
+  const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return false;
+  buf[n] = '\0';
+  // "PID (COMMAND) STATE ...": the command may hold spaces and parentheses.
+  const char* close = std::strrchr(buf, ')');
+  return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+}
+
 struct Worker {
   pid_t pid = -1;
   bool running = false;
@@ -458,6 +473,7 @@ class Run {
     SupervisorTick state;
     state.stopping = stop_.has_value();
     for (const Worker& worker : workers_) {
+      if (worker.running && process_stopped(worker.pid)) state.stopped_ranks.push_back(worker.exit.rank);
       if (!worker.running && worker.exit.failed() &&
           (!state.failed_rank || worker.exit.failure_ns() < first_failure_ns_)) {
         state.failed_rank = worker.exit.rank;

@@ -48,6 +48,7 @@ struct WorkerCommand {
 struct SupervisorTick {
   bool stopping = false;           // the workers are being stopped
   std::optional<int> failed_rank;  // the first rank seen failing, if one did
+  std::vector<int> stopped_ranks;  // running ranks whose processes are stopped (SIGSTOP, a debugger)
 };
 
 struct SupervisorOptions {

@@ -84,3 +84,45 @@ TEST_CASE("a rank that never published is named as such; all arrived means the t
   all.observe(both, t0);
   CHECK_THAT(all.observe(both, t0 + seconds(3)), Contains("every rank has waited 3 s in barrier #5"));
 }
+
+TEST_CASE("a stale state does not turn the blame on the rank that waits", "[stall]") {
+  // Rank 1 was stopped just after all_reduce #6, before it could publish
+  // having left it: its state says it is inside #6, long ago. Rank 0 could
+  // only have entered #7 after rank 1 took part in #6, so the stall is #7
+  // and rank 1 is the one missing from it.
+  StallInspector inspector(2, seconds(60));
+  auto t0 = StallInspector::Clock::now();
+  States early = {left(6, "all_reduce", "r.lua:9"), in(6, "all_reduce", "r.lua:9")};
+  CHECK(inspector.observe(early, t0).empty());
+  States later = {in(7, "all_reduce", "r.lua:9"), in(6, "all_reduce", "r.lua:9")};
+  CHECK(inspector.observe(later, t0 + seconds(30)).empty());
+  std::string report = inspector.observe(later, t0 + seconds(90), {1});
+  CHECK_THAT(report, Contains("rank 0 has waited 60 s in all_reduce #7"));
+  CHECK_THAT(report, Contains("for rank 1, which has not arrived"));
+  CHECK_THAT(report, Contains("rank 1 in all_reduce #6 of float32[4] (sum) at r.lua:9 instead (when it "
+                              "last said; its process is stopped: SIGSTOP or a debugger)"));
+
+  // All inside one collective, one of them stopped: not the transport's fault.
+  StallInspector both(2, seconds(60));
+  States same = {in(7, "all_reduce", "r.lua:9"), in(7, "all_reduce", "r.lua:9")};
+  CHECK(both.observe(same, t0).empty());
+  CHECK_THAT(both.observe(same, t0 + seconds(60), {1}),
+             Contains("all arrived, but the process of rank 1 is stopped"));
+}
+
+TEST_CASE("a rank that finished while another waits in a collective it never entered",
+          "[stall]") {
+  CollectiveState finish{7, true, "finish", "", ""};
+  // Rank 1 finished after 6 collectives; rank 0 waits in its 7th.
+  auto message = StallInspector::abandoned({in(7, "all_reduce", "r.lua:9"), finish});
+  REQUIRE(message);
+  CHECK(*message == "rank 1 finished its recipe while rank 0 waits in all_reduce #7 of float32[4] "
+                    "(sum) at r.lua:9, which rank 1 never entered");
+  // Rank 0 still shown in #6, which rank 1 took part in: it is merely behind.
+  CHECK_FALSE(StallInspector::abandoned({in(6, "all_reduce", "r.lua:9"), finish}));
+  // Both finishing; nobody inside anything; nobody published.
+  CHECK_FALSE(StallInspector::abandoned({finish, finish}));
+  CHECK_FALSE(StallInspector::abandoned({left(6, "all_reduce", "r.lua:9"), finish}));
+  CHECK_FALSE(StallInspector::abandoned({std::nullopt, finish}));
+  CHECK(accel::describe_whereabouts(finish, in(7, "all_reduce", "r.lua:9")) == "has finished its recipe");
+}

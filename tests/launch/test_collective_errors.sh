@@ -1,6 +1,8 @@
 # An error raised on one rank inside a collective helper ends the run at
 # once, even when the recipe catches it with pcall: the other ranks cannot
 # go on without that rank, and must not wait out the collective timeout.
+# So does a rank whose recipe returns while the others wait in a collective
+# it never entered; its wait for the others must not pair with theirs.
 source "$(dirname "$0")/lib.sh"
 lacks() { [[ "$1" != *"$2"* ]]; }
 
@@ -36,5 +38,22 @@ expect "caught main_process_first error: the run fails" [ "$status" -eq 1 ]
 expect "caught main_process_first error: well before the timeout" [ "$elapsed" -lt 15 ]
 expect "caught main_process_first error: the error is shown" contains "$err" "the download failed"
 expect "caught main_process_first error: no process left" no_survivors
+
+cat >"$work/returns_early.lua" <<'LUA'
+local acc = accel.Accelerator{}
+acc:reduce(accel.ones(4))
+if acc.process_index == 1 then return end
+acc:reduce(accel.ones(4))
+print("carried on without rank 1")
+LUA
+for memory in 1 0; do  # all-reduces over shared memory, then over Gloo
+  ACCEL_SHARED_MEMORY=$memory run_accel --nproc 2 --threads 1 --timeout 30 "$work/returns_early.lua"
+  expect "returns early ($memory): the run fails" [ "$status" -eq 1 ]
+  expect "returns early ($memory): within seconds" [ "$elapsed" -lt 10 ]
+  expect "returns early ($memory): the report names both ranks and the collective" \
+    contains "$err" "accel-run: stopping: rank 1 finished its recipe while rank 0 waits in all_reduce #3 of float32[4] (sum) at $work/returns_early.lua:4, which rank 1 never entered"
+  expect "returns early ($memory): nobody carried on" lacks "$out$err" "carried on"
+  expect "returns early ($memory): no process left" no_survivors
+done
 
 finish
