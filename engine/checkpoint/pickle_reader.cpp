@@ -112,13 +112,23 @@ class Machine {
         case 0x85: push(sequence(Value::Kind::Tuple, pop_n(1))); break;  // TUPLE1
         case 0x86: push(sequence(Value::Kind::Tuple, pop_n(2))); break;  // TUPLE2
         case 0x87: push(sequence(Value::Kind::Tuple, pop_n(3))); break;  // TUPLE3
-        case 'a': adopt(container(Value::Kind::List), pop_n(1)); break;   // APPEND
+        // The items come off the stack before the container is looked up
+        // under them: in one call the order of the arguments is the compiler's.
+        case 'a': {                                                         // APPEND
+          auto items = pop_n(1);
+          adopt(container(Value::Kind::List), std::move(items));
+          break;
+        }
         case 'e': {                                                         // APPENDS
           auto items = pop_mark();
           adopt(container(Value::Kind::List), std::move(items));
           break;
         }
-        case 's': adopt(container(Value::Kind::Dict), pop_n(2)); break;   // SETITEM
+        case 's': {                                                         // SETITEM
+          auto items = pop_n(2);
+          adopt(container(Value::Kind::Dict), std::move(items));
+          break;
+        }
         case 'u': {                                                         // SETITEMS
           auto items = pop_mark();
           adopt(container(Value::Kind::Dict), std::move(items));

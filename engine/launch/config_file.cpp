@@ -7,7 +7,6 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <sstream>
 
 namespace accel {
 namespace {
@@ -32,12 +31,19 @@ ConfigFile read_config_file(const std::string& path) {
   if (!in) {
     throw ConfigError("cannot read the config file '" + path + "': " + std::strerror(errno));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  // A config file is a few lines: a path that reads without end
+  // (--config /dev/zero) or a huge file is refused, not read into memory.
+  constexpr std::streamsize kMaxBytes = 1 << 20;
+  std::string contents(static_cast<size_t>(kMaxBytes) + 1, '\0');
+  in.read(contents.data(), kMaxBytes + 1);
+  if (in.gcount() > kMaxBytes) {
+    throw ConfigError("the config file '" + path + "' is larger than 1 MiB; is it a config file?");
+  }
+  contents.resize(static_cast<size_t>(in.gcount()));
 
   YAML::Node root;
   try {
-    root = YAML::Load(text.str());
+    root = YAML::Load(contents);
   } catch (const YAML::ParserException& e) {
     throw ConfigError(path + ":" + std::to_string(e.mark.line + 1) + ":" +
                       std::to_string(e.mark.column + 1) + ": malformed YAML: " + e.msg);

@@ -40,9 +40,39 @@ std::string pid_of(const RankExit& exit) {
   return exit.pid > 0 ? " (pid " + std::to_string(exit.pid) + ")" : "";
 }
 
+// What of a worker's error text the report quotes, indented: a data file's
+// 100 MB cell or a recipe's terminal escapes must not flood or drive the
+// user's terminal. Control bytes (ESC among them; tabs stay) are shown as
+// \xNN, each line is cut after kMaxLineBytes and the text after kMaxLines.
+constexpr size_t kMaxLineBytes = 400;
+constexpr size_t kMaxLines = 60;
+
 void indent(std::ostringstream& out, const std::string& text) {
   std::istringstream lines(text);
-  for (std::string line; std::getline(lines, line);) out << "  " << line << '\n';
+  size_t count = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (++count > kMaxLines) {
+      size_t rest = 1;
+      while (std::getline(lines, line)) ++rest;
+      out << "  ... (" << rest << " more lines)\n";
+      return;
+    }
+    out << "  ";
+    for (size_t i = 0; i < line.size(); ++i) {
+      if (i == kMaxLineBytes) {
+        out << "... (" << line.size() - i << " more bytes)";
+        break;
+      }
+      const auto c = static_cast<unsigned char>(line[i]);
+      if ((c < 0x20 && c != '\t') || c == 0x7f) {
+        static constexpr char kHex[] = "0123456789abcdef";
+        out << "\\x" << kHex[c >> 4] << kHex[c & 15];
+      } else {
+        out << line[i];
+      }
+    }
+    out << '\n';
+  }
 }
 
 }  // namespace

@@ -148,6 +148,14 @@ TEST_CASE("an Accelerate default_config.yaml loads", "[config]") {
   CHECK_FALSE(o.debug);
 }
 
+TEST_CASE("a config path that reads without end, or a huge file, is refused", "[config]") {
+  CHECK_THAT(error_of({"train.lua"}, "/dev/zero"),
+             Contains("the config file '/dev/zero' is larger than 1 MiB; is it a config file?"));
+  Scratch scratch;
+  std::string big = scratch.write("big.yaml", "# " + std::string(size_t{1} << 20, 'x') + "\n");
+  CHECK_THAT(error_of({"train.lua"}, big), Contains("is larger than 1 MiB"));
+}
+
 TEST_CASE("config mistakes name the file, the line and the key", "[config]") {
   Scratch scratch;
   auto error_for = [&](const std::string& text) {

@@ -287,3 +287,19 @@ TEST_CASE("no fatal record: missing file, or only backtraces", "[error_file]") {
   CHECK_FALSE(accel::last_record(records, accel::kFatalRecord));
   CHECK_FALSE(accel::append_error_record("/nonexistent-dir/rank-0.error", "fatal", "x"));
 }
+
+TEST_CASE("the report quotes an error's start, with control bytes escaped", "[failure_report]") {
+  // A data file's huge cell and a terminal escape reached the error text.
+  const std::string cell(5000, 'x');
+  std::string text = "bad value '" + cell + "'\n\x1b]0;owned\x07 title\n";
+  for (int i = 0; i < 100; ++i) text += "frame " + std::to_string(i) + "\n";
+  std::vector<RankExit> exits = {with_fatal(exited(0, 1, 105), 100, text)};
+  accel::Verdict verdict = accel::judge(exits, std::nullopt);
+  const std::string report = accel::failure_report(exits, verdict, std::nullopt);
+  CHECK(report.find('\x1b') == std::string::npos);
+  CHECK(report.find('\x07') == std::string::npos);
+  CHECK_THAT(report, Catch::Contains("  \\x1b]0;owned\\x07 title\n"));
+  CHECK_THAT(report, Catch::Contains("xxx... (4612 more bytes)\n"));
+  CHECK_THAT(report, Catch::Contains("  frame 57\n  ... (42 more lines)\n"));
+  CHECK(report.size() < 4000);
+}
