@@ -83,23 +83,37 @@ void CollectiveMonitor::leave(int64_t seq) {
 bool CollectiveMonitor::finish_together() {
   std::vector<std::string> keys;
   for (int rank = 0; rank < world_size_; ++rank) keys.push_back(finished_key(rank));
+  // Said at once, not at the publisher's next turn: the launcher must see
+  // this rank in "finish" before it can tell an abandoned peer.
+  if (!publish()) return false;
   std::optional<StoreAddress> address;
   {
-    std::string state;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      state = encode_collective_state(current_locked());
-      dirty_ = false;
-    }
     std::lock_guard<std::mutex> lock(store_mutex_);
     if (!store_) return false;
-    store_->set(collective_state_key(rank_), state);
     store_->set(keys[static_cast<size_t>(rank_)], "");
     address = store_->address();
   }
   // A connection of its own: the publisher keeps the first.
   StoreConnection waiter(*address, Clock::now() + std::chrono::seconds(10));
   waiter.wait(keys, std::nullopt);
+  return true;
+}
+
+bool CollectiveMonitor::publish() {
+  std::string value;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    dirty_ = false;
+    value = encode_collective_state(current_locked());
+  }
+  std::lock_guard<std::mutex> lock(store_mutex_);
+  if (!store_) return false;
+  try {
+    store_->set(collective_state_key(rank_), value);
+  } catch (const std::exception&) {
+    store_.reset();  // the launcher's store is gone; stop publishing
+    return false;
+  }
   return true;
 }
 
@@ -178,19 +192,8 @@ void CollectiveMonitor::run() {
       ::_exit(1);
     }
     if (!dirty_) continue;
-    dirty_ = false;
-    std::string value = encode_collective_state(current_locked());
     lock.unlock();
-    {
-      std::lock_guard<std::mutex> store_lock(store_mutex_);
-      if (store_) {
-        try {
-          store_->set(collective_state_key(rank_), value);
-        } catch (const std::exception&) {
-          store_.reset();  // the launcher's store is gone; stop publishing
-        }
-      }
-    }
+    publish();
     lock.lock();
     changed_.wait_for(lock, kPublishInterval, [this] { return stopping_; });
   }

@@ -63,6 +63,9 @@ class CollectiveMonitor {
     std::chrono::steady_clock::time_point started;
   };
   CollectiveState current_locked() const;
+  // Writes this rank's current state to the store now (taking mutex_, then
+  // store_mutex_); false when there is no store, or it has just gone.
+  bool publish();
   void run();
   // Every rank's published state; nothing for ranks not heard from.
   std::vector<std::optional<CollectiveState>> read_states();
