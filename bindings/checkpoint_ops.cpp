@@ -168,10 +168,13 @@ std::vector<Binding> checkpoint_bindings() {
       bind("write_text", [](lua_State* L, std::string path, std::string text) {
         return push_digest(L, ckpt::write_whole_file(path, text));
       }),
+      // read_text(path, expected digest): a file longer than the digest says
+      // is refused before it is read.
       bind("read_text", [](lua_State* L, std::string path) {
+        ckpt::FileDigest expected = read_digest(L, 2, path);
         ckpt::FileDigest digest;
-        std::string text = ckpt::read_whole_file(path, &digest);
-        if (!lua_isnoneornil(L, 2)) ckpt::check_digest(path, read_digest(L, 2, path), digest);
+        std::string text = ckpt::read_whole_file(path, expected.size, &digest);
+        ckpt::check_digest(path, expected, digest);
         return text;
       }),
       bind("digest", [](lua_State* L, std::string path) { return push_digest(L, ckpt::digest_file(path)); }),

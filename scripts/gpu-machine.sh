@@ -15,7 +15,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 deps=$PWD/.gpu-deps
 prefix=/tmp/accel-gpu-deps
-packages=(libluajit-5.1-dev libluajit-5.1-2 libyaml-cpp-dev libyaml-cpp0.7 catch2 libgloo-dev zlib1g-dev)
+packages=(libluajit-5.1-dev libluajit-5.1-2 libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev catch2 libgloo-dev zlib1g-dev)
 
 fetch() {
   mkdir -p "$deps"

@@ -9,6 +9,7 @@ packages=(
   libluajit-5.1-dev                 # the embedded Lua
   libopenmpi-dev openmpi-bin        # the MPI backend
   libyaml-cpp-dev                   # config files
+  nlohmann-json3-dev                # checkpoint manifests, safetensors headers, weight indexes
   zlib1g-dev                        # reading .gz data files
   catch2                            # C++ tests
   libopenblas0-openmp               # fast BLAS for LibTorch (the reference one is ~18x slower)

@@ -123,8 +123,12 @@ FileDigest write_whole_file(const std::string& path, const std::string& contents
   return writer.finish();
 }
 
-std::string read_whole_file(const std::string& path, FileDigest* digest) {
+std::string read_whole_file(const std::string& path, uint64_t max_bytes, FileDigest* digest) {
   FileReader reader(path);
+  if (reader.size() > max_bytes) {
+    throw CheckpointError("'" + path + "' has " + std::to_string(reader.size()) + " bytes, more than the " +
+                          std::to_string(max_bytes) + " it may have");
+  }
   std::string contents(reader.size(), '\0');
   reader.read(contents.data(), contents.size(), "the contents");
   FileDigest d = reader.finish();

@@ -68,7 +68,8 @@ class FileReader {
 std::string file_kind(mode_t mode);
 
 FileDigest write_whole_file(const std::string& path, const std::string& contents);
-std::string read_whole_file(const std::string& path, FileDigest* digest = nullptr);
+// Refuses, before reading, a file larger than `max_bytes`.
+std::string read_whole_file(const std::string& path, uint64_t max_bytes, FileDigest* digest = nullptr);
 FileDigest digest_file(const std::string& path);
 
 // Throws, naming the file, when `actual` differs from what the manifest says.

@@ -1,45 +1,158 @@
 #include "engine/checkpoint/json.h"
 
-#include <cstdio>
+#include <unordered_set>
+#include <vector>
 
 #include "engine/checkpoint/checkpoint_error.h"
 
 namespace accel::checkpoint {
+namespace {
 
-std::string json_quote(const std::string& text) {
-  std::string out;
-  out.reserve(text.size() + 2);
-  out += '"';
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char escape[8];
-          std::snprintf(escape, sizeof escape, "\\u%04x", c);
-          out += escape;
-        } else {
-          out += static_cast<char>(c);  // UTF-8 passes through as is
-        }
-    }
-  }
-  out += '"';
-  return out;
+using nlohmann::json;
+
+const char* type_name(const json& value) {
+  if (value.is_number_unsigned()) return "a non-negative integer";
+  if (value.is_number_integer()) return "a negative integer";
+  if (value.is_number_float()) return "a number with a fraction";
+  if (value.is_string()) return "a string";
+  if (value.is_object()) return "an object";
+  if (value.is_array()) return "a list";
+  if (value.is_boolean()) return "a boolean";
+  return "null";
 }
 
-YAML::Node parse_json(const std::string& text, const std::string& source) {
-  try {
-    YAML::Node node = YAML::Load(text);
-    if (!node.IsMap()) throw CheckpointError("'" + source + "' is not a JSON object");
-    return node;
-  } catch (const YAML::Exception& e) {
-    throw CheckpointError("'" + source + "' is not valid JSON: line " + std::to_string(e.mark.line + 1) +
-                          ", column " + std::to_string(e.mark.column + 1) + ": " + e.msg);
+[[noreturn]] void wrong_type(const json& value, const std::string& where, const char* wanted) {
+  throw CheckpointError(where + " is " + type_name(value) + ", expected " + wanted);
+}
+
+// Builds the document from nlohmann's parser events, as its own DOM
+// builder does, plus the bounds: nesting at most kMaxJsonDepth, and no key
+// twice in one object (nlohmann keeps the last silently; a file that says
+// two things about one tensor is refused instead). Its callback-taking
+// parse() could check both but costs time quadratic in an object's size.
+class DomBuilder : public nlohmann::json_sax<json> {
+ public:
+  DomBuilder(json& root, const std::string& source) : root_(root), source_(source) {}
+
+  bool null() override { return put(nullptr) != nullptr; }
+  bool boolean(bool value) override { return put(value) != nullptr; }
+  bool number_integer(number_integer_t value) override { return put(value) != nullptr; }
+  bool number_unsigned(number_unsigned_t value) override { return put(value) != nullptr; }
+  bool number_float(number_float_t value, const string_t&) override { return put(value) != nullptr; }
+  bool string(string_t& value) override { return put(std::move(value)) != nullptr; }
+  bool binary(binary_t&) override { return false; }  // JSON text has none
+
+  bool start_object(std::size_t) override {
+    open(put(json::object()));
+    keys_.emplace_back();
+    return true;
   }
+  bool key(string_t& key) override {
+    if (!keys_.back().insert(key).second) {
+      throw CheckpointError("'" + source_ + "' has the key '" + key + "' twice in one object");
+    }
+    key_ = std::move(key);
+    return true;
+  }
+  bool end_object() override {
+    open_.pop_back();
+    keys_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    open(put(json::array()));
+    return true;
+  }
+  bool end_array() override {
+    open_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const json::exception& error) override {
+    // "[json.exception.parse_error.101] parse error at line 1, column 5: ...
+    // last read: '<token>'": the token is the file's, so at most its start.
+    std::string why = error.what();
+    std::size_t cut = why.find("] ");
+    if (cut != std::string::npos) why.erase(0, cut + 2);
+    if (why.size() > 300) why = why.substr(0, 300) + "...";
+    throw CheckpointError("'" + source_ + "' is not valid JSON: " + why);
+  }
+
+ private:
+  // Places `value` in the innermost open container (or as the root) and
+  // returns where it now lives. Pointers into an array stay valid while the
+  // value is open: nothing is appended to that array until it closes.
+  json* put(json&& value) {
+    if (open_.empty()) {
+      root_ = std::move(value);
+      return &root_;
+    }
+    json& into = *open_.back();
+    if (into.is_array()) {
+      auto& array = into.get_ref<json::array_t&>();
+      array.push_back(std::move(value));
+      return &array.back();
+    }
+    return &into.get_ref<json::object_t&>().emplace(std::move(key_), std::move(value)).first->second;
+  }
+  void open(json* container) {
+    if (open_.size() >= static_cast<std::size_t>(kMaxJsonDepth)) {
+      throw CheckpointError("'" + source_ + "' nests objects and lists more than " + std::to_string(kMaxJsonDepth) +
+                            " deep");
+    }
+    open_.push_back(container);
+  }
+
+  json& root_;
+  const std::string& source_;
+  std::vector<json*> open_;
+  std::vector<std::unordered_set<std::string>> keys_;  // one set per open object
+  std::string key_;
+};
+
+}  // namespace
+
+std::string json_quote(const std::string& text, const std::string& what) {
+  try {
+    return json(text).dump();
+  } catch (const json::type_error&) {
+    throw CheckpointError(what + " is not valid UTF-8, which JSON files cannot hold");
+  }
+}
+
+json parse_json(const std::string& text, const std::string& source, uint64_t max_bytes) {
+  if (text.size() > max_bytes) {
+    throw CheckpointError("'" + source + "' has " + std::to_string(text.size()) + " bytes of JSON, more than the " +
+                          std::to_string(max_bytes) + " such a file may have");
+  }
+  json root;
+  DomBuilder builder(root, source);
+  json::sax_parse(text, &builder);
+  if (!root.is_object()) throw CheckpointError("'" + source + "' is not a JSON object");
+  return root;
+}
+
+const json& json_member(const json& object, const char* key, const std::string& where) {
+  if (!object.is_object()) wrong_type(object, where, "an object");
+  auto it = object.find(key);
+  if (it == object.end()) throw CheckpointError(where + " has no '" + key + "'");
+  return *it;
+}
+
+std::string json_string(const json& value, const std::string& where) {
+  if (!value.is_string()) wrong_type(value, where, "a string");
+  return value.get<std::string>();
+}
+
+uint64_t json_unsigned(const json& value, const std::string& where) {
+  if (!value.is_number_unsigned()) wrong_type(value, where, "a non-negative integer");
+  return value.get<uint64_t>();
+}
+
+int64_t json_integer(const json& value, const std::string& where) {
+  if (!value.is_number_integer() || (value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX)) {
+    wrong_type(value, where, "an integer below 2^63");
+  }
+  return value.get<int64_t>();
 }
 
 }  // namespace accel::checkpoint

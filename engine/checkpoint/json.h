@@ -1,17 +1,33 @@
-// The little JSON the checkpoint files need: strings quoted for writing by
-// hand, and parsing through yaml-cpp (JSON is valid YAML 1.2 flow syntax).
+// The JSON of files the engine reads but may not have written: checkpoint
+// manifests, safetensors headers, sharded-weights indexes. nlohmann::json
+// parses strict RFC 8259 JSON (no comments, no trailing commas, no YAML,
+// valid UTF-8 only); on top of it, a file is refused before parsing when it
+// is larger than its kind allows, and while parsing when it nests deeper
+// than kMaxJsonDepth or repeats a key in one object. Every error names the
+// file and, for the typed accessors below, the field.
 #pragma once
-#include <yaml-cpp/yaml.h>
+#include <nlohmann/json.hpp>
 
+#include <cstdint>
 #include <string>
 
 namespace accel::checkpoint {
 
-// `text` as a JSON string literal, quotes included.
-std::string json_quote(const std::string& text);
+// Deeper than any file the engine reads needs (a safetensors header nests 3).
+constexpr int kMaxJsonDepth = 16;
 
-// Parses JSON; a syntax error becomes a CheckpointError naming `source`
-// (a file name) with the line and column.
-YAML::Node parse_json(const std::string& text, const std::string& source);
+// `text` as a JSON string literal, quotes included; text that is not valid
+// UTF-8 is refused (no reader could load it), naming `what` it is.
+std::string json_quote(const std::string& text, const std::string& what);
+
+// Parses `text` (from `source`, a file name) as one JSON object.
+nlohmann::json parse_json(const std::string& text, const std::string& source, uint64_t max_bytes);
+
+// Typed reads of one field; `where` names the file and the field for errors
+// ("'model.safetensors': tensor 'w': data_offsets[1]").
+const nlohmann::json& json_member(const nlohmann::json& object, const char* key, const std::string& where);
+std::string json_string(const nlohmann::json& value, const std::string& where);
+uint64_t json_unsigned(const nlohmann::json& value, const std::string& where);
+int64_t json_integer(const nlohmann::json& value, const std::string& where);
 
 }  // namespace accel::checkpoint

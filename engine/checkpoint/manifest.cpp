@@ -12,16 +12,9 @@
 namespace accel::checkpoint {
 namespace {
 
-template <class T>
-T field(const YAML::Node& node, const char* key, const std::string& source) {
-  const YAML::Node& value = node[key];
-  if (!value) throw CheckpointError("'" + source + "' has no '" + key + "'");
-  try {
-    return value.as<T>();
-  } catch (const YAML::Exception&) {
-    throw CheckpointError("'" + source + "': '" + key + "' has the wrong type");
-  }
-}
+// A manifest lists a few files per rank: megabytes would be a run of
+// hundreds of thousands of ranks.
+constexpr uint64_t kMaxManifestBytes = 64ull << 20;
 
 uint32_t parse_crc(const std::string& text, const std::string& source, const std::string& file) {
   char* end = nullptr;
@@ -44,7 +37,7 @@ const ManifestFile& Manifest::file(const std::string& name, const std::string& f
 
 std::string manifest_to_json(const Manifest& m) {
   std::string json = "{\n";
-  json += "  \"format\": " + json_quote(kManifestFormat) + ",\n";
+  json += "  \"format\": " + json_quote(kManifestFormat, "the manifest format") + ",\n";
   json += "  \"format_version\": " + std::to_string(m.format_version) + ",\n";
   json += "  \"step\": " + std::to_string(m.step) + ",\n";
   json += "  \"iteration\": " + std::to_string(m.iteration) + ",\n";
@@ -53,7 +46,8 @@ std::string manifest_to_json(const Manifest& m) {
   for (std::size_t i = 0; i < m.files.size(); ++i) {
     const ManifestFile& f = m.files[i];
     json += i ? ",\n    " : "\n    ";
-    json += "{\"name\": " + json_quote(f.name) + ", \"format\": " + json_quote(f.format) +
+    json += "{\"name\": " + json_quote(f.name, "the checkpoint file name '" + f.name + "'") +
+            ", \"format\": " + json_quote(f.format, "the format of '" + f.name + "'") +
             ", \"size\": " + std::to_string(f.digest.size) + ", \"crc32c\": \"" +
             crc32c_hex(f.digest.crc32c) + "\"}";
   }
@@ -62,32 +56,38 @@ std::string manifest_to_json(const Manifest& m) {
 }
 
 Manifest parse_manifest(const std::string& json, const std::string& source) {
-  YAML::Node root = parse_json(json, source);
-  if (field<std::string>(root, "format", source) != kManifestFormat) {
-    throw CheckpointError("'" + source + "' is not an accel checkpoint manifest (format is not '" +
+  nlohmann::json root = parse_json(json, source, kMaxManifestBytes);
+  std::string where = "'" + source + "'";
+  auto member = [&](const char* key) -> const nlohmann::json& { return json_member(root, key, where); };
+  auto named = [&](const char* key) { return where + ": " + key; };
+  if (json_string(member("format"), named("format")) != kManifestFormat) {
+    throw CheckpointError(where + " is not an accel checkpoint manifest (format is not '" +
                           std::string(kManifestFormat) + "')");
   }
   Manifest m;
-  m.format_version = field<int>(root, "format_version", source);
-  if (m.format_version < 1 || m.format_version > kManifestFormatVersion) {
-    throw CheckpointError("'" + source + "' has format_version " + std::to_string(m.format_version) +
-                          "; this engine reads version " + std::to_string(kManifestFormatVersion));
+  int64_t version = json_integer(member("format_version"), named("format_version"));
+  if (version < 1 || version > kManifestFormatVersion) {
+    throw CheckpointError(where + " has format_version " + std::to_string(version) + "; this engine reads version " +
+                          std::to_string(kManifestFormatVersion));
   }
-  m.step = field<int64_t>(root, "step", source);
-  m.iteration = field<int64_t>(root, "iteration", source);
-  m.world_size = field<int64_t>(root, "world_size", source);
-  const YAML::Node& files = root["files"];
-  if (!files || !files.IsSequence()) throw CheckpointError("'" + source + "' has no 'files' list");
-  for (const YAML::Node& entry : files) {
+  m.format_version = static_cast<int>(version);
+  m.step = json_integer(member("step"), named("step"));
+  m.iteration = json_integer(member("iteration"), named("iteration"));
+  m.world_size = json_integer(member("world_size"), named("world_size"));
+  const nlohmann::json& files = member("files");
+  if (!files.is_array()) throw CheckpointError(where + ": 'files' is not a list");
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    std::string at = where + ": files[" + std::to_string(i) + "]";
+    const nlohmann::json& entry = files[i];
     ManifestFile f;
-    f.name = field<std::string>(entry, "name", source);
+    f.name = json_string(json_member(entry, "name", at), at + ".name");
     if (f.name.empty() || f.name.find('/') != std::string::npos || f.name == "." || f.name == "..") {
-      throw CheckpointError("'" + source + "' lists the file name '" + f.name +
+      throw CheckpointError(where + " lists the file name '" + f.name +
                             "', which is not a plain name inside the checkpoint");
     }
-    f.format = field<std::string>(entry, "format", source);
-    f.digest.size = field<uint64_t>(entry, "size", source);
-    f.digest.crc32c = parse_crc(field<std::string>(entry, "crc32c", source), source, f.name);
+    f.format = json_string(json_member(entry, "format", at), at + ".format");
+    f.digest.size = json_unsigned(json_member(entry, "size", at), at + ".size");
+    f.digest.crc32c = parse_crc(json_string(json_member(entry, "crc32c", at), at + ".crc32c"), source, f.name);
     m.files.push_back(std::move(f));
   }
   return m;
@@ -107,7 +107,7 @@ Manifest read_manifest(const std::string& folder) {
     throw CheckpointError("checkpoint '" + folder + "' is incomplete: it has no " + kManifestName +
                           " (a save that did not finish); load an older checkpoint");
   }
-  return parse_manifest(read_whole_file(path), path);
+  return parse_manifest(read_whole_file(path, kMaxManifestBytes), path);
 }
 
 void check_file_sizes(const std::string& folder, const Manifest& manifest) {

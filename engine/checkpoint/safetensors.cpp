@@ -52,7 +52,8 @@ std::string header_json(const NamedTensors& tensors, const Metadata& metadata) {
     for (const auto& [key, value] : metadata) {
       if (!first_entry) json += ',';
       first_entry = false;
-      json += json_quote(key) + ":" + json_quote(value);
+      json += json_quote(key, "the metadata key '" + key + "'") + ":" +
+              json_quote(value, "the metadata value of '" + key + "'");
     }
     json += '}';
   }
@@ -60,7 +61,7 @@ std::string header_json(const NamedTensors& tensors, const Metadata& metadata) {
   for (const auto& [name, tensor] : tensors) {
     uint64_t bytes = tensor.numel() * tensor.element_size();
     comma();
-    json += json_quote(name) + ":{\"dtype\":\"" + safetensors_dtype(tensor.scalar_type(), name) +
+    json += json_quote(name, "the tensor name '" + name + "'") + ":{\"dtype\":\"" + safetensors_dtype(tensor.scalar_type(), name) +
             "\",\"shape\":[";
     for (int64_t d = 0; d < tensor.dim(); ++d) {
       if (d) json += ',';
@@ -117,41 +118,42 @@ SafetensorsHeader parse_safetensors_header(const std::string& json, uint64_t fil
   SafetensorsHeader header;
   header.data_start = 8 + json.size();
   uint64_t data_size = file_size - header.data_start;
-  YAML::Node root = parse_json(json, path + " (safetensors header)");
-  for (const auto& item : root) {
-    std::string name = item.first.as<std::string>();
-    const YAML::Node& value = item.second;
+  nlohmann::json root = parse_json(json, path + " (safetensors header)", kMaxHeaderBytes);
+  for (const auto& [name, value] : root.items()) {
     if (name == "__metadata__") {
-      if (!value.IsMap()) throw CheckpointError("'" + path + "': __metadata__ is not an object");
-      for (const auto& m : value) header.metadata[m.first.as<std::string>()] = m.second.as<std::string>();
+      std::string where = "'" + path + "': __metadata__";
+      if (!value.is_object()) throw CheckpointError(where + " is not an object");
+      for (const auto& [key, text] : value.items()) {
+        header.metadata[key] = json_string(text, where + "['" + key + "']");
+      }
       continue;
     }
-    auto where = [&] { return "'" + path + "': tensor '" + name + "'"; };
-    if (!value.IsMap() || !value["dtype"] || !value["shape"] || !value["data_offsets"]) {
-      throw CheckpointError(where() + " needs dtype, shape and data_offsets");
-    }
+    std::string where = "'" + path + "': tensor '" + name + "'";
+    if (!value.is_object()) throw CheckpointError(where + " is not an object with dtype, shape and data_offsets");
     TensorEntry entry;
     entry.name = name;
-    entry.dtype = parse_dtype(value["dtype"].as<std::string>(), name, path);
-    uint64_t numel = 1;
-    try {
-      for (const auto& d : value["shape"]) {
-        entry.shape.push_back(d.as<int64_t>());
-        if (entry.shape.back() < 0) throw CheckpointError(where() + " has a negative size in its shape");
-        numel *= static_cast<uint64_t>(entry.shape.back());
+    entry.dtype = parse_dtype(json_string(json_member(value, "dtype", where), where + ": dtype"), name, path);
+    const nlohmann::json& shape = json_member(value, "shape", where);
+    if (!shape.is_array()) throw CheckpointError(where + ": shape is not a list");
+    uint64_t bytes = at::elementSize(entry.dtype);
+    for (std::size_t d = 0; d < shape.size(); ++d) {
+      entry.shape.push_back(json_integer(shape[d], where + ": shape[" + std::to_string(d) + "]"));
+      if (entry.shape.back() < 0) throw CheckpointError(where + " has a negative size in its shape");
+      // Sizes whose product wraps would let a tiny data range pass for a
+      // huge tensor.
+      if (__builtin_mul_overflow(bytes, static_cast<uint64_t>(entry.shape.back()), &bytes) ||
+          bytes > static_cast<uint64_t>(INT64_MAX)) {
+        throw CheckpointError(where + " has a shape whose size does not fit in 64 bits");
       }
-      const YAML::Node& offsets = value["data_offsets"];
-      if (!offsets.IsSequence() || offsets.size() != 2) {
-        throw CheckpointError(where() + ": data_offsets must be [begin, end]");
-      }
-      entry.begin = offsets[0].as<uint64_t>();
-      entry.end = offsets[1].as<uint64_t>();
-    } catch (const YAML::Exception&) {
-      throw CheckpointError(where() + ": shape and data_offsets must hold non-negative integers");
     }
-    uint64_t bytes = numel * at::elementSize(entry.dtype);
+    const nlohmann::json& offsets = json_member(value, "data_offsets", where);
+    if (!offsets.is_array() || offsets.size() != 2) {
+      throw CheckpointError(where + ": data_offsets must be [begin, end]");
+    }
+    entry.begin = json_unsigned(offsets[0], where + ": data_offsets[0]");
+    entry.end = json_unsigned(offsets[1], where + ": data_offsets[1]");
     if (entry.end < entry.begin || entry.end - entry.begin != bytes) {
-      throw CheckpointError(where() + " has data_offsets [" + std::to_string(entry.begin) + ", " +
+      throw CheckpointError(where + " has data_offsets [" + std::to_string(entry.begin) + ", " +
                             std::to_string(entry.end) + "] but its shape and dtype need " +
                             std::to_string(bytes) + " bytes");
     }

@@ -27,6 +27,10 @@ struct Layout {
 constexpr Layout kSafetensors{"model.safetensors", "model", ".safetensors", "model.safetensors.index.json"};
 constexpr Layout kPickle{"pytorch_model.bin", "pytorch_model", ".bin", "pytorch_model.bin.index.json"};
 
+// An index maps every tensor name to its shard: a few MB for the largest
+// models published.
+constexpr uint64_t kMaxIndexBytes = 64ull << 20;
+
 std::string shard_name(const Layout& layout, std::size_t k, std::size_t n) {
   char text[64];
   std::snprintf(text, sizeof text, "-%05zu-of-%05zu", k, n);
@@ -59,7 +63,8 @@ std::string index_json(const NamedTensors& tensors, const std::vector<std::vecto
     for (std::size_t i : shards[s]) {
       json += first ? "\n    " : ",\n    ";
       first = false;
-      json += json_quote(tensors[i].first) + ": " + json_quote(names[s]);
+      json += json_quote(tensors[i].first, "the tensor name '" + tensors[i].first + "'") + ": " +
+              json_quote(names[s], "the shard name '" + names[s] + "'");
     }
   }
   json += "\n  }\n}\n";
@@ -85,25 +90,21 @@ NamedTensors read_one(const std::string& path, bool safe) {
 
 NamedTensors read_sharded(const std::string& folder, const Layout& layout, bool safe) {
   std::string index_path = folder + "/" + layout.index;
-  YAML::Node index = parse_json(read_whole_file(index_path), index_path);
-  const YAML::Node& map = index["weight_map"];
-  if (!map || !map.IsMap()) throw CheckpointError("'" + index_path + "' has no weight_map object");
-  std::vector<std::string> order;  // shard files, first mention first
-  std::map<std::string, std::set<std::string>> wanted;
-  for (const auto& item : map) {
-    std::string file = item.second.as<std::string>();
+  nlohmann::json index = parse_json(read_whole_file(index_path, kMaxIndexBytes), index_path, kMaxIndexBytes);
+  const nlohmann::json& map = json_member(index, "weight_map", "'" + index_path + "'");
+  if (!map.is_object()) throw CheckpointError("'" + index_path + "': weight_map is not an object");
+  std::map<std::string, std::set<std::string>> wanted;  // shard file -> its tensors; shards in name order
+  for (const auto& [tensor, value] : map.items()) {
+    std::string file = json_string(value, "'" + index_path + "': weight_map['" + tensor + "']");
     if (file.find('/') != std::string::npos) {
-      throw CheckpointError("'" + index_path + "' maps '" + item.first.as<std::string>() + "' to '" + file +
-                            "', outside the folder");
+      throw CheckpointError("'" + index_path + "' maps '" + tensor + "' to '" + file + "', outside the folder");
     }
-    if (!wanted.count(file)) order.push_back(file);
-    wanted[file].insert(item.first.as<std::string>());
+    wanted[file].insert(tensor);
   }
   NamedTensors out;
-  for (const std::string& file : order) {
+  for (auto& [file, names] : wanted) {
     std::string path = folder + "/" + file;
     if (!exists(path)) throw CheckpointError("'" + index_path + "' names the shard '" + file + "', which is missing");
-    std::set<std::string>& names = wanted[file];
     for (auto& entry : read_one(path, safe)) {
       if (names.erase(entry.first)) out.push_back(std::move(entry));
     }

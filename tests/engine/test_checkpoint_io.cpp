@@ -63,7 +63,7 @@ TEST_CASE("a written file's digest is that of its bytes, and reading checks it")
   REQUIRE(written.size == 16);
   REQUIRE(written.crc32c == crc32c("hello checkpoint", 16));
   FileDigest read;
-  REQUIRE(read_whole_file(path, &read) == "hello checkpoint");
+  REQUIRE(read_whole_file(path, 1024, &read) == "hello checkpoint");
   REQUIRE(read.size == written.size);
   REQUIRE(read.crc32c == written.crc32c);
   REQUIRE(digest_file(path).crc32c == written.crc32c);
@@ -76,7 +76,7 @@ TEST_CASE("a written file's digest is that of its bytes, and reading checks it")
   other = written;
   other.size += 1;
   REQUIRE_THROWS_WITH(check_digest(path, other, read), Catch::Contains("f.txt") && Catch::Contains("truncated"));
-  REQUIRE_THROWS_WITH(read_whole_file(dir.path + "/missing"), Catch::Contains("missing"));
+  REQUIRE_THROWS_WITH(read_whole_file(dir.path + "/missing", 1024), Catch::Contains("missing"));
 }
 
 TEST_CASE("a reader refuses what is not a regular file, at once") {
@@ -85,7 +85,7 @@ TEST_CASE("a reader refuses what is not a regular file, at once") {
   TempDir dir;
   const std::string fifo = dir.path + "/weights.safetensors";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
-  REQUIRE_THROWS_WITH(read_whole_file(fifo),
+  REQUIRE_THROWS_WITH(read_whole_file(fifo, 1024),
                       Catch::Contains("weights.safetensors") && Catch::Contains("not a regular file (a FIFO)"));
   REQUIRE_THROWS_WITH(FileReader(dir.path), Catch::Contains("not a regular file (a directory)"));
 }

@@ -138,6 +138,53 @@ TEST_CASE("headers that contradict themselves are refused") {
                       Catch::Contains("data_offsets"));
 }
 
+TEST_CASE("headers are strict JSON, bounded in size and depth, and errors name the file and field") {
+  const std::string entry = "{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,4]}";
+  // YAML that is not JSON was accepted by the YAML parser the engine used.
+  REQUIRE_THROWS_WITH(parse_safetensors_header("x: {dtype: U8, shape: [4], data_offsets: [0, 4]}", 1000, "w.st"),
+                      Catch::Contains("w.st") && Catch::Contains("not valid JSON"));
+  REQUIRE_THROWS_WITH(parse_safetensors_header("{\"x\":" + entry + ",}", 1000, "w.st"),
+                      Catch::Contains("not valid JSON") && Catch::Contains("column"));
+  REQUIRE_THROWS_WITH(parse_safetensors_header("{\"x\":" + entry + "} // note", 1000, "w.st"),
+                      Catch::Contains("not valid JSON"));
+  REQUIRE_THROWS_WITH(parse_safetensors_header("{\"x\":" + entry + ",\"x\":" + entry + "}", 1000, "w.st"),
+                      Catch::Contains("w.st") && Catch::Contains("the key 'x' twice"));
+  // A value whose field has the wrong type is named down to the element.
+  REQUIRE_THROWS_WITH(parse_safetensors_header(
+                          "{\"x\":{\"dtype\":\"U8\",\"shape\":[4],\"data_offsets\":[0,\"4\"]}}", 1000, "w.st"),
+                      Catch::Contains("'w.st': tensor 'x': data_offsets[1] is a string, expected a non-negative integer"));
+  REQUIRE_THROWS_WITH(parse_safetensors_header(
+                          "{\"x\":{\"dtype\":\"U8\",\"shape\":[2.5],\"data_offsets\":[0,4]}}", 1000, "w.st"),
+                      Catch::Contains("tensor 'x': shape[0] is a number with a fraction"));
+  REQUIRE_THROWS_WITH(parse_safetensors_header("{\"__metadata__\":{\"a\":1}}", 1000, "w.st"),
+                      Catch::Contains("__metadata__['a'] is a non-negative integer, expected a string"));
+  // Nesting is refused at the bound, before the parser goes deeper.
+  std::string deep = "{\"x\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  REQUIRE_THROWS_WITH(parse_safetensors_header(deep, 1 << 20, "w.st"),
+                      Catch::Contains("w.st") && Catch::Contains("more than 16 deep"));
+  // Sizes whose product wraps to a few bytes were accepted as a tiny tensor.
+  REQUIRE_THROWS_WITH(
+      parse_safetensors_header("{\"x\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904,4],"
+                               "\"data_offsets\":[0,0]}}", 1000, "w.st"),
+      Catch::Contains("tensor 'x'") && Catch::Contains("does not fit in 64 bits"));
+  // Bytes that are not UTF-8 cannot be written as a name, so they are refused when saving.
+  TempDir dir;
+  REQUIRE_THROWS_WITH(write_safetensors(dir.path + "/w.safetensors", {{"bad\xff", at::zeros({1})}}),
+                      Catch::Contains("not valid UTF-8"));
+}
+
+TEST_CASE("a sharded index is strict JSON and names the entry at fault") {
+  TempDir dir;
+  save_weights(dir.path, {{"a", at::ones({2})}, {"b", at::zeros({3})}}, WeightsOptions{true, 8});
+  std::string index = dir.path + "/model.safetensors.index.json";
+  REQUIRE(fs::exists(index));
+  spit(index, "{\"weight_map\": {\"a\": \"model-00001-of-00002.safetensors\", \"b\": 7}}");
+  REQUIRE_THROWS_WITH(load_weights(dir.path),
+                      Catch::Contains("model.safetensors.index.json': weight_map['b'] is a non-negative integer, expected a string"));
+  spit(index, "weight_map: {a: model-00001-of-00002.safetensors}");
+  REQUIRE_THROWS_WITH(load_weights(dir.path), Catch::Contains("index.json") && Catch::Contains("not valid JSON"));
+}
+
 TEST_CASE("sizes parse as transformers reads max_shard_size") {
   REQUIRE(parse_size("2GB") == 2'000'000'000ull);
   REQUIRE(parse_size("500MB") == 500'000'000ull);
