@@ -108,6 +108,25 @@ void FileReader::read(void* out, std::size_t size, const char* what) {
   position_ += size;
 }
 
+void FileReader::read_at(uint64_t offset, void* out, std::size_t size, const char* what) {
+  if (offset > size_ || size > size_ - offset) {
+    throw CheckpointError("'" + path_ + "' is truncated: " + what + " needs bytes " + std::to_string(offset) +
+                          " to " + std::to_string(offset + size) + " but the file has " + std::to_string(size_));
+  }
+  auto* p = static_cast<char*>(out);
+  while (size > 0) {
+    ssize_t n = ::pread(fd_, p, size < kChunk ? size : kChunk, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("cannot read", path_);
+    }
+    if (n == 0) throw CheckpointError("'" + path_ + "' ended early while reading " + what);
+    p += n;
+    offset += static_cast<uint64_t>(n);
+    size -= static_cast<std::size_t>(n);
+  }
+}
+
 FileDigest FileReader::finish() {
   std::vector<char> rest(1 << 20);
   while (position_ < size_) {

@@ -51,6 +51,9 @@ class FileReader {
   // Reads exactly `size` bytes; a file that ends first is an error naming
   // the file, what was being read (`what`) and the offsets.
   void read(void* out, std::size_t size, const char* what);
+  // Reads bytes [offset, offset + size) without moving the position or
+  // counting them toward the checksum (a directory at a file's end).
+  void read_at(uint64_t offset, void* out, std::size_t size, const char* what);
   // Reads the rest of the file (bytes no tensor covers still count toward
   // the checksum) and returns the digest of the whole file.
   FileDigest finish();

@@ -91,8 +91,7 @@ at::ScalarType storage_dtype(const std::string& name, const std::string& source)
 
 class Machine {
  public:
-  Machine(const std::string& data, const std::function<at::Tensor(const std::string&)>& load_record,
-          const std::string& source)
+  Machine(const std::string& data, const LoadRecord& load_record, const std::string& source)
       : data_(data), load_record_(load_record), source_(source) {}
 
   ValuePtr run() {
@@ -325,14 +324,22 @@ class Machine {
     }
     at::ScalarType dtype = storage_dtype(pid->items[1]->text, source_);
     const std::string& key = pid->items[2]->text;
+    const ValuePtr& numel = pid->items[4];
+    uint64_t bytes = 0;
+    if (numel->kind != Value::Kind::Int || numel->integer < 0 ||
+        __builtin_mul_overflow(static_cast<uint64_t>(numel->integer), at::elementSize(dtype), &bytes)) {
+      fail("storage '" + key + "' declares no valid element count");
+    }
     auto cached = storages_.find(key);
     if (cached == storages_.end()) {
-      at::Tensor raw = load_record_(key);
-      if (raw.numel() % at::elementSize(dtype) != 0) {
-        fail("storage '" + key + "' has " + std::to_string(raw.numel()) + " bytes, not a whole number of " +
-             at::toString(dtype) + " elements");
+      at::Tensor raw = load_record_(key, bytes);
+      if (static_cast<uint64_t>(raw.numel()) != bytes) {
+        fail("storage '" + key + "' has " + std::to_string(raw.numel()) + " bytes, but the pickle declares " +
+             std::to_string(bytes));
       }
       cached = storages_.emplace(key, raw.view(dtype)).first;
+    } else if (static_cast<uint64_t>(cached->second.numel()) * at::elementSize(dtype) != bytes) {
+      fail("storage '" + key + "' is declared twice with different sizes");
     }
     auto v = make(Value::Kind::Storage);
     v->tensor = cached->second;
@@ -397,7 +404,7 @@ class Machine {
   }
 
   const std::string& data_;
-  const std::function<at::Tensor(const std::string&)>& load_record_;
+  const LoadRecord& load_record_;
   const std::string& source_;
   std::size_t pos_ = 0;
   std::vector<ValuePtr> stack_;
@@ -408,9 +415,7 @@ class Machine {
 
 }  // namespace
 
-NamedTensors unpickle_state_dict(const std::string& pickle,
-                                 const std::function<at::Tensor(const std::string&)>& load_record,
-                                 const std::string& source) {
+NamedTensors unpickle_state_dict(const std::string& pickle, const LoadRecord& load_record, const std::string& source) {
   ValuePtr root = Machine(pickle, load_record, source).run();
   if (root->kind != Value::Kind::Dict) {
     throw CheckpointError("'" + source + "' holds a " + kind_name(root->kind) + ", not a dict of tensors");

@@ -20,10 +20,11 @@
 
 namespace accel::checkpoint {
 
-// `load_record(key)` returns storage `key`'s bytes (the archive's
-// data/<key>) as a 1-D uint8 tensor. `source` names the file in errors.
-NamedTensors unpickle_state_dict(const std::string& pickle,
-                                 const std::function<at::Tensor(const std::string&)>& load_record,
-                                 const std::string& source);
+// `load_record(key, bytes)` returns storage `key`'s bytes (the archive's
+// data/<key>) as a 1-D uint8 tensor; `bytes` is what the pickle declares the
+// storage holds, for the caller to check before it reads anything.
+// `source` names the file in errors.
+using LoadRecord = std::function<at::Tensor(const std::string& key, uint64_t bytes)>;
+NamedTensors unpickle_state_dict(const std::string& pickle, const LoadRecord& load_record, const std::string& source);
 
 }  // namespace accel::checkpoint

@@ -7,9 +7,18 @@
 #include <cstring>
 
 #include "engine/checkpoint/checkpoint_error.h"
+#include "engine/checkpoint/file_io.h"
 #include "engine/checkpoint/pickle_reader.h"
+#include "engine/checkpoint/zip_directory.h"
 
 namespace accel::checkpoint {
+namespace {
+
+// A state dict's pickle holds names, shapes and storage keys: about 200
+// bytes per tensor, so 64 MiB is a third of a million tensors.
+constexpr uint64_t kMaxPickleBytes = 64ull << 20;
+
+}  // namespace
 
 FileDigest write_torch_state_dict(const std::string& path, const NamedTensors& tensors) {
   c10::Dict<std::string, at::Tensor> dict;
@@ -39,15 +48,30 @@ FileDigest write_torch_state_dict(const std::string& path, const NamedTensors& t
 }
 
 NamedTensors read_torch_state_dict(const std::string& path) {
+  // The directory is read first, so no record is inflated beyond what the
+  // pickle declares (a 2 MB file could otherwise ask for gigabytes).
+  FileReader file(path);  // refuses what is not a regular file
+  ZipDirectory zip([&](uint64_t offset, void* out, std::size_t n) { file.read_at(offset, out, n, "the zip directory"); },
+                   file.size(), path);
+  if (zip.record("data.pkl").uncompressed_size > kMaxPickleBytes) {
+    throw CheckpointError("'" + path + "': its data.pkl declares " +
+                          std::to_string(zip.record("data.pkl").uncompressed_size) + " bytes, more than the " +
+                          std::to_string(kMaxPickleBytes) + " a state dict's pickle may have");
+  }
   try {
     caffe2::serialize::PyTorchStreamReader archive(path);
     auto [pickle_data, pickle_size] = archive.getRecord("data.pkl");
     std::string pickle(static_cast<const char*>(pickle_data.get()), pickle_size);
-    auto load_record = [&archive](const std::string& key) {
+    auto load_record = [&](const std::string& key, uint64_t bytes) {
+      uint64_t declared = zip.record("data/" + key).uncompressed_size;
+      if (declared != bytes) {
+        throw CheckpointError("'" + path + "': storage '" + key + "' holds " + std::to_string(declared) +
+                              " bytes, but the pickle declares " + std::to_string(bytes));
+      }
       auto [data, size] = archive.getRecord("data/" + key);
-      at::Tensor bytes = at::empty({static_cast<int64_t>(size)}, at::kByte);
-      std::memcpy(bytes.data_ptr(), data.get(), size);
-      return bytes;
+      at::Tensor out = at::empty({static_cast<int64_t>(size)}, at::kByte);
+      std::memcpy(out.data_ptr(), data.get(), size);
+      return out;
     };
     return unpickle_state_dict(pickle, load_record, path);
   } catch (const c10::Error& e) {

@@ -17,8 +17,9 @@ namespace {
 
 std::string bytes(const char* data, std::size_t n) { return std::string(data, n); }
 
-at::Tensor storage_0(const std::string& key) {
+at::Tensor storage_0(const std::string& key, uint64_t declared_bytes) {
   REQUIRE(key == "0");
+  REQUIRE(declared_bytes == 8);
   float values[2] = {1.5f, -2.0f};
   at::Tensor raw = at::empty({8}, at::kByte);
   std::memcpy(raw.data_ptr(), values, 8);
@@ -104,4 +105,17 @@ TEST_CASE("tuples nested 200,000 deep are refused, and freeing what was read doe
   chained += "j" + memo_key(0) + ".";
   REQUIRE_THROWS_WITH(unpickle_state_dict(chained, storage_0, "m.bin"),
                       Catch::Contains("not a dict of tensors"));
+}
+
+TEST_CASE("a storage's declared element count is checked before its record is read") {
+  // The FloatStorage of one_tensor declares 2 elements (K\x02); here 2^62, whose bytes overflow.
+  std::string huge = one_tensor("K\x00", "K\x02\x85", "K\x01\x85");
+  std::string count = "\x8a\x08" + std::string("\x00\x00\x00\x00\x00\x00\x00\x40", 8);  // LONG1 2^62
+  huge.replace(huge.find("K\x02tQ"), 2, count);
+  REQUIRE_THROWS_WITH(unpickle_state_dict(huge, storage_0, "m.bin"),
+                      Catch::Contains("m.bin") && Catch::Contains("storage '0' declares no valid element count"));
+  // A record whose size differs from the declaration is refused, naming the storage.
+  auto short_record = [](const std::string&, uint64_t) { return at::empty({4}, at::kByte); };
+  REQUIRE_THROWS_WITH(unpickle_state_dict(one_tensor("K\x00", "K\x02\x85", "K\x01\x85"), short_record, "m.bin"),
+                      Catch::Contains("storage '0' has 4 bytes, but the pickle declares 8"));
 }

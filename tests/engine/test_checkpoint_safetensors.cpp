@@ -252,3 +252,55 @@ TEST_CASE("pytorch_model.bin holds a dict that reads back, sharded or not") {
   spit(dir.path + "/pytorch_model.bin", "not a zip");
   REQUIRE_THROWS_WITH(load_weights(dir.path), Catch::Contains("pytorch_model.bin"));
 }
+
+namespace {
+
+// Marks the record whose name ends with `suffix` deflated, inflating to
+// `size` bytes, in the zip's central directory: a zip bomb's entry.
+void declare_size(std::string& zip, const std::string& suffix, uint32_t size) {
+  for (std::size_t at = zip.find("PK\x01\x02"); at != std::string::npos; at = zip.find("PK\x01\x02", at + 4)) {
+    uint16_t name_bytes = 0;
+    std::memcpy(&name_bytes, &zip[at + 28], 2);
+    std::string name = zip.substr(at + 46, name_bytes);
+    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      uint32_t current = 0;
+      std::memcpy(&current, &zip[at + 24], 4);
+      REQUIRE(current != 0xffffffffu);  // a small archive has no zip64 sizes
+      std::memcpy(&zip[at + 24], &size, 4);
+      const uint16_t deflated = 8;
+      std::memcpy(&zip[at + 10], &deflated, 2);
+      return;
+    }
+  }
+  FAIL("no record ends with " << suffix);
+}
+
+}  // namespace
+
+TEST_CASE("a pytorch_model.bin record may not declare more than the pickle says it holds") {
+  // miniz allocates a record at the size the zip directory declares and
+  // inflates into it: a 2 MB file could ask for gigabytes.
+  TempDir dir;
+  const std::string path = dir.path + "/pytorch_model.bin";
+  write_torch_state_dict(path, {{"w", at::ones({2})}});
+  const std::string good = slurp(path);
+  std::string bomb = good;
+  declare_size(bomb, "/data/0", 0xfffffff0u);
+  spit(path, bomb);
+  REQUIRE_THROWS_WITH(read_torch_state_dict(path),
+                      Catch::Contains("pytorch_model.bin': storage '0' holds 4294967280 bytes, but the pickle "
+                                      "declares 8"));
+  std::string big_pickle = good;
+  declare_size(big_pickle, "/data.pkl", 0xfffffff0u);
+  spit(path, big_pickle);
+  REQUIRE_THROWS_WITH(read_torch_state_dict(path),
+                      Catch::Contains("its data.pkl declares 4294967280 bytes, more than the 67108864"));
+  // A damaged directory is refused by name, before LibTorch's reader sees it.
+  std::string cut = good;
+  cut.resize(cut.rfind("PK\x05\x06") + 10);
+  spit(path, cut);
+  REQUIRE_THROWS_WITH(read_torch_state_dict(path),
+                      Catch::Contains("pytorch_model.bin' is not a zip archive torch.save could have written"));
+  spit(path, good);
+  REQUIRE(at::equal(read_torch_state_dict(path)[0].second, at::ones({2})));
+}

@@ -57,6 +57,21 @@ TEST_CASE("a truncated gzip file is an error, not a short file", "[readers]") {
   CHECK_THROWS_WITH(accel::data::read_file_text(gz), Catch::Contains("cannot read") && Catch::Contains(gz));
 }
 
+TEST_CASE("a gzip file may not expand beyond a bound relative to its size", "[readers]") {
+  // 200 MB of one repeated line compresses about 1000 times: a bomb.
+  const std::string path = temp_path(".csv.gz");
+  gzFile f = gzopen(path.c_str(), "wb9");
+  REQUIRE(f);
+  const std::string block(1 << 20, '0');
+  for (int i = 0; i < 200; ++i) gzwrite(f, block.data(), static_cast<unsigned>(block.size()));
+  gzclose(f);
+  CHECK_THROWS_WITH(accel::data::read_file_text(path),
+                    Catch::Contains(path) && Catch::Contains("expands to more than 67108864 bytes") &&
+                        Catch::Contains("decompress it yourself"));
+  // A device without end (no size on disk) stops at the floor.
+  CHECK_THROWS_WITH(accel::data::read_file_text("/dev/zero"), Catch::Contains("expands to more than 67108864"));
+}
+
 TEST_CASE("CSV columns parse on request, with file:line: column errors", "[readers]") {
   const std::string path = write_plain("id,x,name\n1,0.5,ann\n\n2,-1e3,bob\n3,oops,cy\n");
   const auto table = accel::data::CsvTable::read(path, {true, ','});
