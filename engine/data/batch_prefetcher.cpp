@@ -12,20 +12,32 @@ std::vector<at::Tensor> take_rows(const std::vector<at::Tensor>& tensors, const 
 }
 
 BatchPrefetcher::BatchPrefetcher(std::vector<at::Tensor> tensors, at::Tensor rows,
-                                 int64_t batch_size, int64_t num_workers, int64_t capacity)
+                                 int64_t batch_size, int64_t num_workers, int64_t capacity,
+                                 std::chrono::milliseconds idle_exit)
     : tensors_(std::move(tensors)),
       rows_(std::move(rows)),
       batch_size_(batch_size),
       num_batches_(batch_size > 0 ? (rows_.numel() + batch_size - 1) / batch_size : 0),
-      capacity_(capacity) {
+      capacity_(capacity),
+      num_workers_(num_workers),
+      idle_exit_(idle_exit) {
   TORCH_CHECK(batch_size >= 1, "BatchPrefetcher: batch_size must be >= 1, got ", batch_size);
   TORCH_CHECK(num_workers >= 1, "BatchPrefetcher: num_workers must be >= 1, got ", num_workers);
   TORCH_CHECK(capacity >= 1, "BatchPrefetcher: capacity must be >= 1, got ", capacity);
   TORCH_CHECK(rows_.dim() == 1 && rows_.scalar_type() == at::kLong,
               "BatchPrefetcher: rows must be a 1-D int64 tensor");
-  const int64_t threads = std::min(num_workers, std::max<int64_t>(num_batches_, 1));
-  workers_.reserve(static_cast<size_t>(threads));
+  std::lock_guard<std::mutex> lock(mutex_);
+  start_workers();
+}
+
+void BatchPrefetcher::start_workers() {
+  // Ended workers left work() under the lock this caller holds: joining
+  // them waits only for their return.
+  for (std::thread& t : workers_) t.join();
+  workers_.clear();
+  const int64_t threads = std::min(num_workers_, num_batches_ - next_claim_);
   for (int64_t i = 0; i < threads; ++i) workers_.emplace_back([this] { work(); });
+  running_ = std::max<int64_t>(threads, 0);
 }
 
 BatchPrefetcher::~BatchPrefetcher() { close(); }
@@ -55,10 +67,13 @@ void BatchPrefetcher::work() {
     int64_t k = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      room_.wait(lock, [this] {
+      bool woke = room_.wait_for(lock, idle_exit_, [this] {
         return closing_ || next_claim_ >= num_batches_ || next_claim_ < next_take_ + capacity_;
       });
-      if (closing_ || next_claim_ >= num_batches_) return;
+      if (!woke || closing_ || next_claim_ >= num_batches_) {
+        --running_;
+        return;
+      }
       k = next_claim_++;
     }
     Slot slot;
@@ -81,6 +96,7 @@ bool BatchPrefetcher::next(std::vector<at::Tensor>& batch) {
     std::unique_lock<std::mutex> lock(mutex_);
     TORCH_CHECK(!closing_, "BatchPrefetcher: next() after close()");
     if (next_take_ >= num_batches_) return false;
+    if (running_ == 0) start_workers();
     ready_.wait(lock, [this] { return slots_.count(next_take_) > 0; });
     auto found = slots_.find(next_take_);
     slot = std::move(found->second);

@@ -5,9 +5,15 @@
 // gathering them one by one on the caller's thread gives. At most
 // `capacity` batches are gathered ahead of the consumer (a bounded queue).
 // The threads run C++ only: no Lua, no autograd recording.
+//
+// Workers that find no room for `idle_exit` end: a loader left in the
+// middle of an epoch (a loop ended with break, a prepared loader kept for
+// checkpoints) holds its gathered batches but no threads. next() starts
+// them again when batches remain.
 #pragma once
 #include <ATen/ATen.h>
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -23,8 +29,10 @@ std::vector<at::Tensor> take_rows(const std::vector<at::Tensor>& tensors, const 
 
 class BatchPrefetcher {
  public:
+  static constexpr std::chrono::milliseconds kIdleExit{1000};
+
   BatchPrefetcher(std::vector<at::Tensor> tensors, at::Tensor rows, int64_t batch_size,
-                  int64_t num_workers, int64_t capacity);
+                  int64_t num_workers, int64_t capacity, std::chrono::milliseconds idle_exit = kIdleExit);
   ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
@@ -43,6 +51,9 @@ class BatchPrefetcher {
   };
 
   void work();
+  // With the lock held and no worker running: joins the exited ones and
+  // starts new ones, when batches remain to gather.
+  void start_workers();
   at::Tensor batch_rows(int64_t k) const;
 
   const std::vector<at::Tensor> tensors_;
@@ -50,6 +61,8 @@ class BatchPrefetcher {
   const int64_t batch_size_;
   const int64_t num_batches_;
   const int64_t capacity_;
+  const int64_t num_workers_;
+  const std::chrono::milliseconds idle_exit_;
 
   std::mutex mutex_;
   std::condition_variable ready_;  // a slot was filled
@@ -58,7 +71,8 @@ class BatchPrefetcher {
   int64_t next_claim_ = 0;  // the next batch a worker starts
   int64_t next_take_ = 0;   // the next batch next() returns
   bool closing_ = false;
-  std::vector<std::thread> workers_;
+  int64_t running_ = 0;               // workers inside work()
+  std::vector<std::thread> workers_;  // started; those that ended are joined by start_workers or close
 };
 
 }  // namespace accel::data

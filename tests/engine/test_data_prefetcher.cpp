@@ -1,12 +1,28 @@
 // BatchPrefetcher: batches in order whatever thread gathered them, equal to
 // gathering on the caller's thread; errors at the batch that failed; and
-// closing with batches still queued.
+// closing with batches still queued; idle workers ending and coming back.
 #include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <thread>
 
 #include "engine/data/batch_prefetcher.h"
 
 using accel::data::BatchPrefetcher;
 using accel::data::take_rows;
+
+namespace {
+
+int64_t threads_of_this_process() {
+  int64_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace
 
 TEST_CASE("prefetched batches equal gathering in order", "[prefetcher]") {
   const at::Tensor x = at::randn({257, 3}), y = at::arange(257, at::kLong);
@@ -50,4 +66,34 @@ TEST_CASE("closing with batches queued stops the workers", "[prefetcher]") {
   CHECK(prefetcher.next(got));
   prefetcher.close();
   CHECK_THROWS_WITH(prefetcher.next(got), Catch::Contains("after close"));
+}
+
+TEST_CASE("prefetchers left in the middle hold no threads, and resume where they were", "[prefetcher]") {
+  // A loop that ends with break leaves its loader's prefetcher waiting for
+  // room: 200 such loaders held 400 threads.
+  const at::Tensor x = at::randn({100, 2});
+  const at::Tensor rows = at::randperm(100, at::kLong);
+  const int64_t before = threads_of_this_process();
+  std::vector<std::unique_ptr<BatchPrefetcher>> left;
+  std::vector<at::Tensor> got;
+  for (int i = 0; i < 20; ++i) {
+    left.push_back(std::make_unique<BatchPrefetcher>(std::vector<at::Tensor>{x}, rows, 10, 2, 4,
+                                                     std::chrono::milliseconds(50)));
+    REQUIRE(left.back()->next(got));
+  }
+  // Each worker ends 50 ms after it finds the queue full.
+  int64_t after = 0;
+  for (int tries = 0; tries < 200 && (after = threads_of_this_process()) > before; ++tries) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  CHECK(after <= before);
+  // A prefetcher taken up again starts workers and gives the rest in order.
+  BatchPrefetcher& p = *left.front();
+  int64_t k = 1;
+  while (p.next(got)) {
+    const std::vector<at::Tensor> expected = take_rows({x}, rows.narrow(0, k * 10, 10));
+    CHECK(got[0].equal(expected[0]));
+    ++k;
+  }
+  CHECK(k == 10);
 }

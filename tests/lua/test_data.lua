@@ -196,6 +196,30 @@ do
   check.near(next_batch(), reference:iter()(), 0, "iter() after break reads epoch 1")
   loader:set_epoch(0)
   check.raises(next_batch, "an iterator outlived by set_epoch", "ended by a later iter(), set_epoch()")
+
+  -- Loaders left in the middle of an epoch (kept alive, as an Accelerator
+  -- keeps prepared ones for checkpoints) hold no threads once their
+  -- workers have waited a second for room.
+  local function threads()
+    local f = assert(io.open("/proc/self/status"))
+    local n = tonumber(f:read("*a"):match("\nThreads:%s*(%d+)"))
+    f:close()
+    return n
+  end
+  local before, kept = threads(), {}
+  for i = 1, 50 do
+    kept[i] = data.DataLoader(ds, { batch_size = 10, num_workers = 2 })
+    for _ in kept[i]:iter() do break end
+  end
+  local after = threads()
+  local deadline = os.time() + 10
+  while after > before and os.time() < deadline do
+    os.execute("sleep 0.2")
+    after = threads()
+  end
+  check.equal(after <= before, true, "threads after 50 loaders left mid-epoch: " .. after .. ", before " .. before)
+  check.near(kept[1]:iter()(), data.DataLoader(ds, { batch_size = 10 }):iter()(), 0,
+             "a left loader reads its next epoch")
 end
 
 -- The state a prepared loader writes for the Accelerator (one rank).
