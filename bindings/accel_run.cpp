@@ -28,6 +28,7 @@
 #include "engine/launch/launch_options.h"
 #include "engine/launch/mpi_launch.h"
 #include "engine/launch/run_command.h"
+#include "engine/launch/run_guardian.h"
 #include "engine/launch/test_command.h"
 #include "engine/launch/worker_variables.h"
 
@@ -139,6 +140,11 @@ int run_launcher(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const char* role = std::getenv("ACCEL_ROLE");
+  if (role && std::string_view(role) == accel::kGuardianRole) {
+    const char* prefix = std::getenv(accel::kShmPrefixVariable);
+    return accel::run_guardian(prefix ? prefix : "");
+  }
   if (is_worker()) return run_worker(argc, argv);
   std::vector<std::string> args(argv + 1, argv + argc);
   const std::string verb = args.empty() ? "" : args.front();

@@ -6,9 +6,12 @@
 #include <sched.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 
 #include "engine/c10d_all_gather.h"
+#include "engine/checkpoint/fault_injection.h"
+#include "engine/launch/run_guardian.h"
 #include "engine/process_state.h"
 #include "engine/shared_memory_all_reduce.h"
 #include "engine/store_client.h"
@@ -88,11 +91,13 @@ struct GlooCommunicator::Impl {
     segment_options.timeout = options.timeout;
     cpu_set_t cpus;
     segment_options.spin = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= size;
+    if (const char* prefix = std::getenv(kShmPrefixVariable)) segment_options.name_prefix = prefix;
 
     at::Tensor token = at::zeros({2}, at::kLong);  // {created, token}
     if (rank == 0) {
       const uint64_t value = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
       attempt([&] { return SharedMemoryAllReduce::create(size, value, segment_options); });
+      checkpoint::fault_point("shared-memory-created");
       token[0] = shared_memory ? 1 : 0;
       token[1] = static_cast<int64_t>(value);
     }

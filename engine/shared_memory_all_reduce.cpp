@@ -51,10 +51,10 @@ struct alignas(64) RankCell {
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "counters must be address-free atomics");
 
-std::string segment_name(uint64_t token) {
+std::string segment_name(const std::string& prefix, uint64_t token) {
   char name[40];
-  std::snprintf(name, sizeof name, "/accel-all-reduce-%016llx", static_cast<unsigned long long>(token));
-  return name;
+  std::snprintf(name, sizeof name, "all-reduce-%016llx", static_cast<unsigned long long>(token));
+  return "/" + prefix + name;
 }
 
 [[noreturn]] void throw_errno(const std::string& what, const std::string& name) {
@@ -122,7 +122,7 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::create(int size, u
                                                                      Options options) {
   TORCH_CHECK(size >= 2, "a shared memory all-reduce needs 2 ranks or more, got ", size);
   auto segment = std::make_unique<Segment>();
-  segment->name = segment_name(token);
+  segment->name = segment_name(options.name_prefix, token);
   segment->bytes = Segment::total_bytes(size);
   const int fd = ::shm_open(segment->name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
   if (fd < 0) throw_errno("cannot create", segment->name);
@@ -154,7 +154,7 @@ std::unique_ptr<SharedMemoryAllReduce> SharedMemoryAllReduce::open(int rank, int
                                                                    Options options) {
   TORCH_CHECK(rank > 0 && rank < size, "rank ", rank, " opens the segment of a world of ", size);
   auto segment = std::make_unique<Segment>();
-  segment->name = segment_name(token);
+  segment->name = segment_name(options.name_prefix, token);
   segment->named = false;  // rank 0 removes the name
   const int fd = ::shm_open(segment->name.c_str(), O_RDWR, 0);
   if (fd < 0) throw_errno("cannot open", segment->name);

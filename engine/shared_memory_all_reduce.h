@@ -35,6 +35,10 @@ class SharedMemoryAllReduce {
     // Poll before yielding: right when each rank has a core of its own,
     // wasteful when ranks outnumber cores.
     bool spin = true;
+    // The segment is "/<name_prefix>all-reduce-<token>": the launcher gives
+    // each run its own prefix (ACCEL_SHM_PREFIX), and removes every name
+    // with it when the run's workers have ended.
+    std::string name_prefix = "accel-";
   };
 
   // Rank 0 creates the segment (named after `token`, which the other ranks

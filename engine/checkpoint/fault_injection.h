@@ -11,6 +11,9 @@
 //                                the manifest is
 //   checkpoint-before-commit     after the manifest, before the temporary
 //                                folder is renamed into place
+//   shared-memory-created        rank 0, after it created the all-reduce
+//                                segment and before the other ranks opened
+//                                it (its name is still in /dev/shm)
 //
 // Without the variable a point costs one getenv.
 #pragma once

@@ -17,6 +17,7 @@
 #include "engine/launch/node_rendezvous.h"
 #include "engine/launch/stall_inspector.h"
 #include "engine/launch/store_server.h"
+#include "engine/launch/run_guardian.h"
 #include "engine/launch/supervisor.h"
 #include "engine/launch/worker_variables.h"
 
@@ -112,15 +113,25 @@ std::string generate_token() {
   return hex;
 }
 
+// What lasts the whole run, across restarts: the store's secret, the prefix
+// of the run's shared memory names, and the guardian that cleans up after a
+// launcher killed outright.
+struct RunScope {
+  std::string token;
+  std::string shm_prefix;
+  RunGuardian* guardian = nullptr;
+};
+
 std::vector<std::string> round_environment(const LaunchOptions& options, const RunContext& context,
-                                           const std::string& token, int round) {
+                                           const RunScope& scope, int round) {
   std::vector<std::string> env;
   // The launcher's own ACCEL_RDZV_TOKEN, if any, gives way to the run's.
   const std::string inherited = std::string(kRdzvTokenVariable) + "=";
   for (const std::string& entry : context.env) {
     if (entry.rfind(inherited, 0) != 0) env.push_back(entry);
   }
-  env.push_back(token_variable(token));
+  env.push_back(token_variable(scope.token));
+  env.push_back(std::string(kShmPrefixVariable) + "=" + scope.shm_prefix);
   for (std::string& var : worker_variables(options)) env.push_back(std::move(var));
   env.push_back(std::string(kRestartCountVariable) + "=" + std::to_string(round));
   env.push_back("GROUP_RANK=" + std::to_string(options.node_rank));
@@ -132,8 +143,9 @@ std::string failure_line(std::optional<int> failed_rank) {
   return failed_rank ? "rank " + std::to_string(*failed_rank) + " failed" : "its launcher stopped";
 }
 
-RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& context,
-                            const std::string& token, int round) {
+RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& context, const RunScope& scope,
+                            int round) {
+  const std::string& token = scope.token;
   // Node 0's store is new for every round: no key of an earlier round survives.
   std::optional<StoreServer> store;
   if (options.node_rank == 0) {
@@ -163,7 +175,8 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
   supervision.command.argv = {context.accel_run, options.recipe, "--"};
   supervision.command.argv.insert(supervision.command.argv.end(), options.recipe_args.begin(),
                                   options.recipe_args.end());
-  supervision.command.env = round_environment(options, context, token, round);
+  supervision.command.env = round_environment(options, context, scope, round);
+  supervision.guardian = scope.guardian;
   supervision.nproc = options.nproc;
   supervision.rank_offset = options.node_rank * options.nproc;
   supervision.world_size = world_size;
@@ -201,8 +214,9 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
   return {result.exit_code, result.stop && result.stop->signal != 0};
 }
 
-RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& context,
-                           const std::string& token, int round) {
+RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& context, const RunScope& scope,
+                           int round) {
+  const std::string& token = scope.token;
   std::string path;
   for (const std::string& entry : context.env) {
     if (entry.rfind("PATH=", 0) == 0) path = entry.substr(5);
@@ -219,6 +233,7 @@ RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& conte
   ScratchDirectory errors;
   std::vector<std::string> exported = worker_variables(options);
   exported.push_back(token_variable(token));
+  exported.push_back(std::string(kShmPrefixVariable) + "=" + scope.shm_prefix);
   exported.push_back(std::string(kRestartCountVariable) + "=" + std::to_string(round));
   exported.push_back(std::string(kErrorDirVariable) + "=" + errors.path());
   exported.push_back("ACCEL_ROLE=worker");
@@ -232,6 +247,7 @@ RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& conte
                                        ::geteuid() == 0);
   supervision.nproc = 1;
   supervision.rank_variables = false;
+  supervision.guardian = scope.guardian;
   supervision.threads = options.threads;
   supervision.master_port = store.port();
   supervision.grace_period = to_ms(options.grace_period_s);
@@ -290,22 +306,34 @@ std::string rdzv_token(const LaunchOptions& options, const RunContext& context) 
 }  // namespace
 
 int run_recipe(const LaunchOptions& options, const RunContext& context) {
-  std::string token;
+  RunScope scope;
   try {
-    token = rdzv_token(options, context);
+    scope.token = rdzv_token(options, context);
   } catch (const std::exception& error) {
     say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
     return 2;
   }
+  scope.shm_prefix = new_shm_prefix();
+  std::optional<RunGuardian> guardian;
+  try {
+    guardian.emplace(context.worker_program, scope.shm_prefix);
+    scope.guardian = &*guardian;
+  } catch (const std::exception& error) {
+    say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
+    return 1;
+  }
   for (int round = 0;; ++round) {
     RoundOutcome outcome;
     try {
-      outcome = options.backend == "mpi" ? run_mpi_round(options, context, token, round)
-                                         : run_gloo_round(options, context, token, round);
+      outcome = options.backend == "mpi" ? run_mpi_round(options, context, scope, round)
+                                         : run_gloo_round(options, context, scope, round);
     } catch (const std::exception& error) {
       say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
-      return 1;
+      outcome = {1, true};
     }
+    // A rank killed between creating a segment and every rank opening it
+    // leaves the name behind.
+    remove_shm_segments(scope.shm_prefix);
     if (outcome.exit_code == 0 || outcome.final || round >= options.max_restarts) {
       return outcome.exit_code;
     }

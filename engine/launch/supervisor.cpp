@@ -398,6 +398,7 @@ class Run {
       throw_errno("cannot start rank " + std::to_string(rank));
     }
 
+    if (options_.guardian) options_.guardian->watch(pid);
     worker.pid = pid;
     worker.exit.pid = pid;
     worker.running = true;
@@ -547,9 +548,11 @@ class Run {
         }
         if (!stop_) begin_stop(0, SIGTERM, exit.failure_ns());
       }
-      // What a stopped worker started and left behind (a shell's background
-      // job ignores SIGINT) must not outlive the run.
-      if (stop_) ::kill(-worker.pid, SIGKILL);
+      // What a worker started and left behind (a shell's background job,
+      // which also ignores SIGINT) must not outlive it, whether it failed,
+      // was stopped or finished.
+      end_process_group(worker.pid);
+      if (options_.guardian) options_.guardian->forget(worker.pid);
     }
   }
 

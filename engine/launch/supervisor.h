@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "engine/launch/failure_report.h"
+#include "engine/launch/run_guardian.h"
 
 namespace accel {
 
@@ -75,6 +76,9 @@ struct SupervisorOptions {
   // report gives the reason.
   std::function<std::optional<std::string>(const SupervisorTick&)> on_tick;
   std::chrono::milliseconds tick_interval{1000};
+  // Told each worker's process group, to end them should the launcher die
+  // (run_guardian.h); none: only the launcher ends them.
+  RunGuardian* guardian = nullptr;
 };
 
 struct SupervisorResult {

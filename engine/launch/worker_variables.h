@@ -13,6 +13,8 @@
 //   ACCEL_MAX_RESTARTS                  the --max-restarts in force
 //   ACCEL_RDZV_TOKEN                    the secret the launcher's store wants
 //                                       (engine/launch/store_protocol.h)
+//   ACCEL_SHM_PREFIX                    the run's shared memory names
+//                                       (engine/launch/run_guardian.h)
 #pragma once
 #include <string>
 #include <vector>
