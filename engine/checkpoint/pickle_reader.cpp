@@ -93,6 +93,17 @@ class Machine {
  public:
   Machine(const std::string& data, const LoadRecord& load_record, const std::string& source)
       : data_(data), load_record_(load_record), source_(source) {}
+  Machine(const Machine&) = delete;
+  Machine& operator=(const Machine&) = delete;
+  // A container can hold itself through the memo (a memo'd list appended
+  // into itself), a cycle of shared pointers that would never be freed.
+  // Every cycle passes through a memo'd value, so emptying those frees all.
+  ~Machine() {
+    for (auto& entry : memo_) {
+      std::vector<ValuePtr> items;
+      items.swap(entry.second->items);
+    }
+  }
 
   ValuePtr run() {
     while (true) {
@@ -416,7 +427,10 @@ class Machine {
 }  // namespace
 
 NamedTensors unpickle_state_dict(const std::string& pickle, const LoadRecord& load_record, const std::string& source) {
-  ValuePtr root = Machine(pickle, load_record, source).run();
+  // The machine lives until the tensors are taken out: its end empties the
+  // memo'd containers, the root among them.
+  Machine machine(pickle, load_record, source);
+  ValuePtr root = machine.run();
   if (root->kind != Value::Kind::Dict) {
     throw CheckpointError("'" + source + "' holds a " + kind_name(root->kind) + ", not a dict of tensors");
   }

@@ -70,7 +70,8 @@ NamedTensors read_torch_state_dict(const std::string& path) {
       }
       auto [data, size] = archive.getRecord("data/" + key);
       at::Tensor out = at::empty({static_cast<int64_t>(size)}, at::kByte);
-      std::memcpy(out.data_ptr(), data.get(), size);
+      // An empty record has no bytes, and LibTorch gives it no pointer.
+      if (size > 0) std::memcpy(out.data_ptr(), data.get(), size);
       return out;
     };
     return unpickle_state_dict(pickle, load_record, path);

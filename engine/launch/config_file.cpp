@@ -57,8 +57,10 @@ ConfigFile read_config_file(const std::string& path) {
   }
   std::map<std::string, int> seen;  // key -> its line
   for (auto it = root.begin(); it != root.end(); ++it) {
-    const YAML::Node& key = it->first;
-    const YAML::Node& value = it->second;
+    // Copies: the iterator's pair is a temporary of yaml-cpp's, gone at the
+    // end of each expression.
+    const YAML::Node key = it->first;
+    const YAML::Node value = it->second;
     ConfigEntry entry;
     entry.line = key.Mark().line + 1;
     if (!key.IsScalar()) {

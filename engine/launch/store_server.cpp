@@ -220,8 +220,11 @@ struct StoreServer::Impl {
     if (Clock::now() < accept_paused_until) earlier(accept_paused_until);
     if (!first) return -1;
     const auto left = std::chrono::duration<double, std::milli>(*first - Clock::now());
-    // Round up so the wake-up lands after the deadline, not just before it.
-    return left.count() <= 0 ? 0 : static_cast<int>(std::ceil(left.count()));
+    // Round up so the wake-up lands after the deadline, not just before it;
+    // a deadline weeks away (a WAIT may ask for a century) wakes poll() early
+    // rather than overflowing its int.
+    constexpr double kLongestPollMs = 1 << 30;
+    return left.count() <= 0 ? 0 : static_cast<int>(std::ceil(std::min(left.count(), kLongestPollMs)));
   }
 
   void accept_all() {
@@ -404,7 +407,10 @@ struct StoreServer::Impl {
                             .bytes("add: key '" + key + "' holds a value that is not an integer")
                             .finish());
     }
-    value += delta;
+    if (__builtin_add_overflow(value, delta, &value))
+      return reply(c, proto::Encoder(static_cast<uint8_t>(proto::Status::kError))
+                          .bytes("add: key '" + key + "' would pass the range of a 64-bit integer")
+                          .finish());
     store(c, key, std::to_string(value), [&] { reply(c, ok().i64(value).finish()); });
   }
 

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole test suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+# Builds build-sanitize/ (g++, -fsanitize=address,undefined, RelWithDebInfo)
+# and runs every CTest test there: the workers accel-run starts, the Lua
+# API tests, the launch tests, the fuzz corpora replays. An error report
+# from either sanitizer fails the test it happens in.
+#
+#   scripts/sanitize.sh [ctest arguments, e.g. -R checkpoint]
+#
+# tests/sanitize/*.supp suppress findings inside third-party libraries only,
+# each with the reason; the engine's own code has none.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+
+flags="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_C_FLAGS="$flags" -DCMAKE_CXX_FLAGS="$flags" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+  -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+cmake --build build-sanitize -j "$(nproc)"
+
+supp=$PWD/tests/sanitize
+# detect_leaks: leaks are reported at every process's exit (workers too).
+# abort_on_error: a report ends the process with a signal the launcher and
+# the tests see as a crash, never as a clean exit.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0:check_initialization_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export UBSAN_OPTIONS="suppressions=$supp/ubsan.supp:print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+# The sanitizers make everything slower; the tests' own time limits stay.
+ctest --test-dir build-sanitize --output-on-failure -j 2 "$@"
