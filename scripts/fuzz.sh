@@ -57,6 +57,11 @@ if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
 fi
 nice -n 10 cmake --build build-fuzz -j "${ACCEL_FUZZ_BUILD_JOBS:-2}" --target "${targets[@]/#/fuzz_}"
 
+# Leaks known and not the harness's to report (tests/fuzz/lsan.supp); UB
+# reports with the stack that led there.
+export LSAN_OPTIONS="suppressions=$PWD/tests/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+export UBSAN_OPTIONS="print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+
 summary=()
 failed=()
 for target in "${targets[@]}"; do

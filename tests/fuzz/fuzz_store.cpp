@@ -4,7 +4,7 @@
 // (the first byte's bit 0 set: preceded by HELLO with the run's token, so
 // the commands behind it are reached; clear: as a stranger) and reads every
 // reply until the store answers a last NUM_KEYS, hangs up, or stays silent
-// for 50 ms (a parked WAIT, or a frame still incomplete).
+// for 10 ms (a parked WAIT, or a frame still incomplete).
 // Finding: a crash, a sanitizer report, a hang, a leak (in the store or on
 // its thread), or a reply that is not a well-formed frame with a known
 // status.
@@ -81,13 +81,13 @@ Conversation conversation(std::string stream) {
 }
 
 // Reads replies until the expected number came, the store hangs up, or it
-// is silent for 50 ms; every reply must be a frame with a known status.
+// is silent for 10 ms; every reply must be a frame with a known status.
 void read_replies(int fd, size_t expected) {
   std::string in;
   size_t replies = 0;
   while (expected == 0 || replies < expected) {
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 50) <= 0) return;
+    if (::poll(&p, 1, 10) <= 0) return;
     char buf[65536];
     const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
     if (n <= 0) return;
