@@ -23,9 +23,17 @@ cmake --build build-sanitize -j "$(nproc)"
 supp=$PWD/tests/sanitize
 # detect_leaks: leaks are reported at every process's exit (workers too).
 # abort_on_error: a report ends the process with a signal the launcher and
-# the tests see as a crash, never as a clean exit.
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=0:check_initialization_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+# the tests see as a crash, never as a clean exit. allocator_may_return_null:
+# tests ask for tensors no machine holds and expect LibTorch's out-of-memory
+# error, which needs malloc to fail rather than ASan to stop the process.
+# Workers end with _Exit (bindings/worker_main.cpp), so leaks are checked in
+# the launcher, the C++ tests and the fuzz replays, not in workers.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:allocator_may_return_null=1:strict_string_checks=1:check_initialization_order=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export LSAN_OPTIONS="suppressions=$supp/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 export UBSAN_OPTIONS="suppressions=$supp/ubsan.supp:print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+# lua.test_memory_flat checks that resident memory stays flat over 20,000
+# steps; ASan holds freed memory back (its quarantine) to catch use after
+# free, so memory grows by design there. It is left out here, by name.
+echo "sanitize.sh: lua.test_memory_flat is not run (ASan's quarantine grows resident memory by design)"
 # The sanitizers make everything slower; the tests' own time limits stay.
-ctest --test-dir build-sanitize --output-on-failure -j 2 "$@"
+ctest --test-dir build-sanitize --output-on-failure -j 2 -E '^lua\.test_memory_flat$' "$@"

@@ -95,13 +95,14 @@ class Machine {
       : data_(data), load_record_(load_record), source_(source) {}
   Machine(const Machine&) = delete;
   Machine& operator=(const Machine&) = delete;
-  // A container can hold itself through the memo (a memo'd list appended
-  // into itself), a cycle of shared pointers that would never be freed.
-  // Every cycle passes through a memo'd value, so emptying those frees all.
+  // A container can hold itself (a list appended into itself through the
+  // memo or DUP), a cycle of shared pointers that would never be freed.
+  // Only adopt() adds items to a container that already exists, so every
+  // cycle passes through one it filled: emptying those frees all.
   ~Machine() {
-    for (auto& entry : memo_) {
+    for (const ValuePtr& value : filled_) {
       std::vector<ValuePtr> items;
-      items.swap(entry.second->items);
+      items.swap(value->items);
     }
   }
 
@@ -287,6 +288,7 @@ class Machine {
 
   // Adds items to a container, keeping its depth within kMaxDepth.
   void adopt(const ValuePtr& container, std::vector<ValuePtr> items) {
+    if (filled_.empty() || filled_.back() != container) filled_.push_back(container);
     for (ValuePtr& item : items) {
       container->depth = std::max(container->depth, item->depth + 1);
       if (container->depth > kMaxDepth) {
@@ -421,6 +423,7 @@ class Machine {
   std::vector<ValuePtr> stack_;
   std::vector<std::size_t> marks_;
   std::unordered_map<uint64_t, ValuePtr> memo_;
+  std::vector<ValuePtr> filled_;  // containers adopt() added to, for ~Machine
   std::unordered_map<std::string, at::Tensor> storages_;
 };
 

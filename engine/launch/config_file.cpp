@@ -56,11 +56,12 @@ ConfigFile read_config_file(const std::string& path) {
                       shape_name(root));
   }
   std::map<std::string, int> seen;  // key -> its line
-  for (auto it = root.begin(); it != root.end(); ++it) {
-    // Copies: the iterator's pair is a temporary of yaml-cpp's, gone at the
-    // end of each expression.
-    const YAML::Node key = it->first;
-    const YAML::Node value = it->second;
+  // Each pair is a value yaml-cpp's iterator makes on the fly: bound to the
+  // loop's reference it lives through the body (`it->first` is a member of
+  // a temporary that ends with its expression).
+  for (const auto& pair : root) {
+    const YAML::Node& key = pair.first;
+    const YAML::Node& value = pair.second;
     ConfigEntry entry;
     entry.line = key.Mark().line + 1;
     if (!key.IsScalar()) {
