@@ -15,7 +15,8 @@ namespace accel::checkpoint {
 namespace {
 
 // A state dict's pickle holds names, shapes and storage keys: about 200
-// bytes per tensor, so 64 MiB is a third of a million tensors.
+// bytes per tensor, so 64 MiB is a third of a million tensors. The other
+// records that are not storages (version, byte order) hold a few bytes.
 constexpr uint64_t kMaxPickleBytes = 64ull << 20;
 
 }  // namespace
@@ -53,10 +54,15 @@ NamedTensors read_torch_state_dict(const std::string& path) {
   FileReader file(path);  // refuses what is not a regular file
   ZipDirectory zip([&](uint64_t offset, void* out, std::size_t n) { file.read_at(offset, out, n, "the zip directory"); },
                    file.size(), path);
-  if (zip.record("data.pkl").uncompressed_size > kMaxPickleBytes) {
-    throw CheckpointError("'" + path + "': its data.pkl declares " +
-                          std::to_string(zip.record("data.pkl").uncompressed_size) + " bytes, more than the " +
-                          std::to_string(kMaxPickleBytes) + " a state dict's pickle may have");
+  // LibTorch's reader extracts some records as it opens the archive (the
+  // version): only storages (checked against the pickle below) may be large.
+  zip.record("data.pkl");
+  for (const auto& [name, entry] : zip.entries()) {
+    if (name.find("/data/") == std::string::npos && entry.uncompressed_size > kMaxPickleBytes) {
+      throw CheckpointError("'" + path + "': its record '" + name + "' declares " +
+                            std::to_string(entry.uncompressed_size) + " bytes, more than the " +
+                            std::to_string(kMaxPickleBytes) + " a record other than a storage may have");
+    }
   }
   try {
     caffe2::serialize::PyTorchStreamReader archive(path);

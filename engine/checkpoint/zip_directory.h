@@ -31,6 +31,8 @@ class ZipDirectory {
   // folder, named by the first entry, as its reader assumes); refused,
   // naming it, when absent.
   const ZipEntry& record(const std::string& name) const;
+  // Every entry, by its full name in the archive.
+  const std::map<std::string, ZipEntry>& entries() const { return entries_; }
 
  private:
   std::string source_;

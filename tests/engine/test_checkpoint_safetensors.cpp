@@ -294,7 +294,13 @@ TEST_CASE("a pytorch_model.bin record may not declare more than the pickle says 
   declare_size(big_pickle, "/data.pkl", 0xfffffff0u);
   spit(path, big_pickle);
   REQUIRE_THROWS_WITH(read_torch_state_dict(path),
-                      Catch::Contains("its data.pkl declares 4294967280 bytes, more than the 67108864"));
+                      Catch::Contains("record 'archive/data.pkl' declares 4294967280 bytes, more than the "
+                                      "67108864"));
+  // LibTorch's reader extracts the version record as it opens the archive.
+  std::string big_version = good;
+  declare_size(big_version, "/version", 0xfffffff0u);
+  spit(path, big_version);
+  REQUIRE_THROWS_WITH(read_torch_state_dict(path), Catch::Contains("/version' declares 4294967280 bytes"));
   // A damaged directory is refused by name, before LibTorch's reader sees it.
   std::string cut = good;
   cut.resize(cut.rfind("PK\x05\x06") + 10);
