@@ -15,7 +15,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "engine/launch/store_protocol.h"
@@ -45,7 +48,24 @@ int connect_to(const std::string& address, uint16_t port) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   if (::inet_pton(AF_INET, address.c_str(), &addr.sin_addr) != 1) std::abort();
-  if (fd < 0 || ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) std::abort();
+  // libFuzzer's timer (SIGALRM) can interrupt connect(), which then goes on
+  // by itself: wait for it to finish and take its outcome.
+  int rc = fd < 0 ? -1 : ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr);
+  if (rc != 0 && errno == EINTR) {
+    pollfd p{fd, POLLOUT, 0};
+    while (::poll(&p, 1, 10000) < 0 && errno == EINTR) {
+    }
+    int error = 0;
+    socklen_t length = sizeof error;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &length);
+    rc = error == 0 && (p.revents & POLLOUT) ? 0 : -1;
+    errno = error;
+  }
+  if (rc != 0) {
+    // The harness's own failure, not the store's: say which.
+    std::fprintf(stderr, "fuzz_store: cannot connect to %s:%u: %s\n", address.c_str(), port, std::strerror(errno));
+    std::abort();
+  }
   const int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   return fd;
@@ -56,6 +76,7 @@ void send_all(int fd, const std::string& bytes) {
   size_t sent = 0;
   while (sent < bytes.size()) {
     const ssize_t n = ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
     sent += static_cast<size_t>(n);
   }
