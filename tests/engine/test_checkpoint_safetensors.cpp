@@ -284,22 +284,23 @@ TEST_CASE("a pytorch_model.bin record may not declare more than the pickle says 
   const std::string path = dir.path + "/pytorch_model.bin";
   write_torch_state_dict(path, {{"w", at::ones({2})}});
   const std::string good = slurp(path);
-  std::string bomb = good;
-  declare_size(bomb, "/data/0", 0xfffffff0u);
-  spit(path, bomb);
+  // Writes the archive with the record ending with `suffix` declared as a
+  // 4 GB zip bomb's entry.
+  auto bomb = [&](const std::string& suffix) {
+    std::string bytes = good;
+    declare_size(bytes, suffix, 0xfffffff0u);
+    spit(path, bytes);
+  };
+  bomb("/data/0");
   REQUIRE_THROWS_WITH(read_torch_state_dict(path),
                       Catch::Contains("pytorch_model.bin': storage '0' holds 4294967280 bytes, but the pickle "
                                       "declares 8"));
-  std::string big_pickle = good;
-  declare_size(big_pickle, "/data.pkl", 0xfffffff0u);
-  spit(path, big_pickle);
+  bomb("/data.pkl");
   REQUIRE_THROWS_WITH(read_torch_state_dict(path),
                       Catch::Contains("record 'archive/data.pkl' declares 4294967280 bytes, more than the "
                                       "67108864"));
   // LibTorch's reader extracts the version record as it opens the archive.
-  std::string big_version = good;
-  declare_size(big_version, "/version", 0xfffffff0u);
-  spit(path, big_version);
+  bomb("/version");
   REQUIRE_THROWS_WITH(read_torch_state_dict(path), Catch::Contains("/version' declares 4294967280 bytes"));
   // A damaged directory is refused by name, before LibTorch's reader sees it.
   std::string cut = good;
