@@ -72,28 +72,28 @@ ZipDirectory::ZipDirectory(const ReadAt& read_at, uint64_t size, const std::stri
     }
     const unsigned char* d = &directory[at];
     ZipEntry entry;
-    entry.method = static_cast<uint16_t>(le(d + 10, 2));
-    entry.compressed_size = le(d + 20, 4);
     entry.uncompressed_size = le(d + 24, 4);
+    // Sizes of 0xffffffff are in the zip64 extra field, uncompressed first.
+    const bool far_uncompressed = entry.uncompressed_size == 0xffffffff;
+    const bool far_compressed = le(d + 20, 4) == 0xffffffff;
     std::size_t name_bytes = le(d + 28, 2), extra_bytes = le(d + 30, 2), comment_bytes = le(d + 32, 2);
     if (directory.size() - at - kEntryBytes < name_bytes + extra_bytes + comment_bytes) {
       refuse(source, "its directory entry " + std::to_string(i) + " runs past the directory");
     }
     std::string name(reinterpret_cast<const char*>(d + kEntryBytes), name_bytes);
-    // zip64 extra field: the 64-bit forms of the fields that read 0xffffffff, in order.
+    // zip64 extra field: the 64-bit forms of the fields that read 0xffffffff,
+    // the uncompressed size first.
     const unsigned char* extra = d + kEntryBytes + name_bytes;
     for (std::size_t x = 0; x + 4 <= extra_bytes;) {
       std::size_t id = le(extra + x, 2), length = le(extra + x + 2, 2);
       if (length > extra_bytes - x - 4) refuse(source, "the extra field of '" + name + "' runs past its entry");
       if (id == 0x0001) {
-        const unsigned char* field = extra + x + 4;
-        std::size_t left = length;
-        for (uint64_t* value : {&entry.uncompressed_size, &entry.compressed_size}) {
-          if (*value != 0xffffffff) continue;
-          if (left < 8) refuse(source, "the zip64 field of '" + name + "' is too short");
-          *value = le(field, 8);
-          field += 8;
-          left -= 8;
+        if (length < 8u * (far_uncompressed + far_compressed)) {
+          refuse(source, "the zip64 field of '" + name + "' is too short");
+        }
+        // The first zip64 field counts, as in miniz.
+        if (far_uncompressed && entry.uncompressed_size == 0xffffffff) {
+          entry.uncompressed_size = le(extra + x + 4, 8);
         }
       }
       x += 4 + length;

@@ -15,9 +15,7 @@
 namespace accel::checkpoint {
 
 struct ZipEntry {
-  uint64_t compressed_size = 0;
-  uint64_t uncompressed_size = 0;
-  uint16_t method = 0;  // 0 stored, 8 deflated
+  uint64_t uncompressed_size = 0;  // what miniz allocates to extract it
 };
 
 class ZipDirectory {

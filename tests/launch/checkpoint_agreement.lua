@@ -8,6 +8,7 @@
 -- still loads, no half-written folder is left, and the next save, load and
 -- collective work. Ends with "checkpoint agreement: N passed, 0 failed".
 local check = dofile(arg[0]:match("(.*/)") .. "../lua/helpers/check.lua")
+local train_steps = dofile(arg[0]:match("(.*/)") .. "../lua/helpers/train_steps.lua")
 local nn, optim, data = accel.nn, accel.optim, accel.data
 local ck = require("accel.core").checkpoint
 
@@ -56,15 +57,7 @@ local opt = optim.SGD(model:parameters(), { lr = 0.1 })
 model, opt, loader = acc:prepare(model, opt, loader)
 acc:register_for_checkpointing(fragile)
 
-local function train(steps)
-  local n = 0
-  for x, y in loader:iter() do
-    acc:backward(nn.functional.mse_loss(model(x), y))
-    opt:step(); opt:zero_grad()
-    n = n + 1
-    if n == steps then break end
-  end
-end
+local function train(steps) train_steps(acc, model, opt, loader, steps) end
 
 -- Names in `folder` that start with a dot: a temporary folder left behind.
 local function leftovers(folder)

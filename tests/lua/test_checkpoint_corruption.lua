@@ -5,6 +5,7 @@
 -- clearly when there is none; a save over an existing folder replaces it.
 local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "helpers/check.lua")
+local train_steps = dofile(here .. "helpers/train_steps.lua")
 local legacy = dofile(here .. "helpers/legacy_serialize.lua")
 local hostile = dofile(here .. "helpers/hostile_values.lua")
 local serialize = require("accel.serialize")
@@ -21,15 +22,7 @@ local model = nn.Linear(3, 1)
 local opt = optim.Adam(model:parameters(), { lr = 0.1 })
 model, opt, loader = acc:prepare(model, opt, loader)
 
-local function train(steps)
-  local n = 0
-  for x, y in loader:iter() do
-    acc:backward(nn.functional.mse_loss(model(x), y))
-    opt:step(); opt:zero_grad()
-    n = n + 1
-    if n == steps then break end
-  end
-end
+local function train(steps) train_steps(acc, model, opt, loader, steps) end
 
 local function read(path)
   local f = assert(io.open(path, "rb"))
