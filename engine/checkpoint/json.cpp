@@ -1,6 +1,5 @@
 #include "engine/checkpoint/json.h"
 
-#include <unordered_set>
 #include <vector>
 
 #include "engine/checkpoint/checkpoint_error.h"
@@ -44,11 +43,10 @@ class DomBuilder : public nlohmann::json_sax<json> {
 
   bool start_object(std::size_t) override {
     open(put(json::object()));
-    keys_.emplace_back();
     return true;
   }
   bool key(string_t& key) override {
-    if (!keys_.back().insert(key).second) {
+    if (open_.back()->contains(key)) {
       throw CheckpointError("'" + source_ + "' has the key '" + key + "' twice in one object");
     }
     key_ = std::move(key);
@@ -56,7 +54,6 @@ class DomBuilder : public nlohmann::json_sax<json> {
   }
   bool end_object() override {
     open_.pop_back();
-    keys_.pop_back();
     return true;
   }
   bool start_array(std::size_t) override {
@@ -105,7 +102,6 @@ class DomBuilder : public nlohmann::json_sax<json> {
   json& root_;
   const std::string& source_;
   std::vector<json*> open_;
-  std::vector<std::unordered_set<std::string>> keys_;  // one set per open object
   std::string key_;
 };
 
