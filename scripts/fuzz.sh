@@ -52,9 +52,13 @@ done
 ((${#targets[@]})) || targets=("${all_targets[@]}")
 
 # Building and fuzzing share the machine: both run at low priority.
-if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
-  cmake -S tests/fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++-14
+# The Lua targets load accel.core from the project's own build.
+if [[ " ${targets[*]} " == *" value_file "* ]]; then
+  [[ -f build/CMakeCache.txt ]] || cmake -S . -B build
+  nice -n 10 cmake --build build -j "${ACCEL_FUZZ_BUILD_JOBS:-2}" --target accel_worker
 fi
+# Configured each time, so that a target added since is known to make.
+cmake -S tests/fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
 nice -n 10 cmake --build build-fuzz -j "${ACCEL_FUZZ_BUILD_JOBS:-2}" --target "${targets[@]/#/fuzz_}"
 
 # Leaks known and not the harness's to report (tests/fuzz/lsan.supp); UB

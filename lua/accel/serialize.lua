@@ -36,7 +36,9 @@ serialize.max_depth = 100
 local max_dims = 64
 local max_count = 2 ^ 53
 
--- How each dtype's elements are stored: C type, bytes per element.
+-- How each dtype's elements are stored: C type, bytes per element. Reading
+-- copies them into an array of the C type, except floating-point elements,
+-- which are read through their bits (number_at, float_at below).
 local element = {
   float64 = { "double", 8 },
   float32 = { "float", 4 },
@@ -162,6 +164,48 @@ end
 
 -- Reading ----------------------------------------------------------------
 
+-- Floating-point values are read through their bits. LuaJIT keeps its
+-- other types in the bits of NaNs, so a double or float NaN read as is may
+-- come back as nil or as a pointer (a value file could forge any object).
+-- Every NaN becomes the NaN Lua itself makes, keeping only its sign.
+local nan_of_sign = { [0] = -(0 / 0), [1] = 0 / 0 }
+if ffi.cast("uint32_t*", ffi.new("double[1]", nan_of_sign[1]))[1] < 2 ^ 31 then
+  nan_of_sign[0], nan_of_sign[1] = nan_of_sign[1], nan_of_sign[0]
+end
+local sign_bit = 2 ^ 31
+local double_box_words = ffi.cast("uint32_t*", double_box)
+local float_box = ffi.new("float[1]")
+local float_box_word = ffi.cast("uint32_t*", float_box)
+
+-- The double in words[2 * i] (low half) and words[2 * i + 1] (high half).
+local function number_at(words, i)
+  local low, high = words[2 * i], words[2 * i + 1]
+  local magnitude = high % sign_bit
+  if magnitude > 0x7FF00000 or (magnitude == 0x7FF00000 and low ~= 0) then
+    return nan_of_sign[high >= sign_bit and 1 or 0]
+  end
+  double_box_words[0], double_box_words[1] = low, high
+  return double_box[0]
+end
+
+-- The float whose bits are words[i].
+local function float_at(words, i)
+  local bits = words[i]
+  if bits % sign_bit > 0x7F800000 then return nan_of_sign[bits >= sign_bit and 1 or 0] end
+  float_box_word[0] = bits
+  return tonumber(float_box[0])
+end
+
+-- How decode_tensor reads elements of each C type: the array it copies the
+-- bytes into, and the element at index i of that array.
+local readers = {
+  double = { "uint32_t", number_at },
+  float = { "uint32_t", float_at },
+  int32_t = { "int32_t", function(a, i) return a[i] end },
+  uint32_t = { "uint32_t", function(a, i) return a[i] end },
+  uint8_t = { "uint8_t", function(a, i) return a[i] end },
+}
+
 -- A reader over `bytes`; every error names `name` and the byte (1-based).
 local function reader(bytes, name)
   local r = { bytes = bytes, pos = 1, name = name }
@@ -235,7 +279,7 @@ local function decode_tensor(r)
                          r.remaining()), start)
   end
   local values = {}
-  local array = r.array(kind[1], numel, kind[2], "a tensor's elements")
+  local array = r.array(readers[kind[1]][1], numel, kind[2], "a tensor's elements")
   local t
   if dtype == "int64" then
     local high = {}
@@ -246,7 +290,8 @@ local function decode_tensor(r)
     end
     t = core.tensor(high, { dtype = "int64" }) * two32 + core.tensor(values, { dtype = "int64" })
   else
-    for i = 1, numel do values[i] = tonumber(array[i - 1]) end
+    local read = readers[kind[1]][2]
+    for i = 1, numel do values[i] = read(array, i - 1) end
     if dtype == "bool" then
       for i = 1, numel do
         if values[i] > 1 then r.fail("a bool tensor element is neither 0 nor 1", start) end
@@ -264,7 +309,7 @@ local function decode(r, depth)
   if tag == "n" then return nil end
   if tag == "f" then return false end
   if tag == "t" then return true end
-  if tag == "d" then return r.array("double", 1, 8, "a number")[0] end
+  if tag == "d" then return number_at(r.array("uint32_t", 1, 8, "a number"), 0) end
   if tag == "s" then return r.string("a string") end
   if tag == "T" then return decode_tensor(r) end
   if tag ~= "{" then r.fail(string.format("unknown value tag %q", tag), at) end
