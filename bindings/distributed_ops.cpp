@@ -193,8 +193,10 @@ std::vector<Binding> dist_bindings() {
 std::vector<Binding> reducer_methods() {
   return {
       bind("set_sync", [](lua_State* L, Receiver, bool sync) { reducer_at(L).set_sync(sync); }),
-      bind("sync", [](lua_State* L, Receiver) { return reducer_at(L).sync(); }),
-      bind("finalize", [](lua_State* L, Receiver, double divisor) { reducer_at(L).finalize(divisor); }),
+      // finalize([num_items]): this rank's items since the last synchronisation.
+      bind("finalize", [](lua_State* L, Receiver, c10::optional<int64_t> num_items) {
+        reducer_at(L).finalize(num_items.value_or(0));
+      }),
       bind("num_buckets", [](lua_State* L, Receiver) { return reducer_at(L).num_buckets(); }),
       // {{"gradient", i}, {"bucket", b}, ...} with 1-based parameter and bucket numbers.
       bind("last_events", [](lua_State* L, Receiver) {

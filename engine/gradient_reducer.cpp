@@ -16,7 +16,7 @@ namespace {
 struct Bucket {
   std::vector<size_t> params;  // indices into Impl::params
   std::vector<int64_t> offsets;
-  int64_t numel = 0;  // gradient elements; the used flags follow them
+  int64_t numel = 0;  // gradient elements; the used flags (and the item count) follow them
   at::Tensor buffer;
   size_t waiting = 0;  // parameters whose gradient has not arrived yet
   std::unique_ptr<PendingOp> pending;
@@ -26,6 +26,12 @@ struct Bucket {
 
 struct GradientReducer::Impl {
   Communicator& comm;
+  // One process on its own: no buckets, no hooks; finalize only divides.
+  bool alone = false;
+  // Whether the last bucket's element after the used flags holds the item
+  // count: only where its dtype counts exactly (float32: 2^24 items per
+  // step); otherwise finalize sums the counts in a collective of their own.
+  bool last_bucket_counts_items = false;
   std::vector<at::Tensor> params;
   std::vector<Bucket> buckets;
   std::vector<size_t> bucket_of;  // parameter -> bucket
@@ -69,8 +75,9 @@ struct GradientReducer::Impl {
     }
   }
 
-  void start_ready_buckets() {
-    while (next_to_start < buckets.size() && buckets[next_to_start].waiting == 0) {
+  // The last bucket waits for finalize(), which knows the item count.
+  void start_ready_buckets(size_t end) {
+    while (next_to_start < end && buckets[next_to_start].waiting == 0) {
       Bucket& b = buckets[next_to_start];
       events.push_back({Event::Kind::BucketStarted, static_cast<int64_t>(next_to_start)});
       b.pending = comm.all_reduce_async(b.buffer, ReduceOp::Sum);
@@ -90,7 +97,28 @@ struct GradientReducer::Impl {
     at::NoGradGuard no_grad;
     fill_slot(i);
     --buckets[bucket_of[i]].waiting;
-    if (overlap) start_ready_buckets();
+    if (overlap) start_ready_buckets(buckets.size() - 1);
+  }
+
+  // The items of all ranks: the last bucket's count slot, or a collective
+  // of its own where that bucket cannot hold it.
+  double all_items(int64_t num_items) {
+    if (last_bucket_counts_items) {
+      const Bucket& last = buckets.back();
+      return last.buffer[last.numel + static_cast<int64_t>(last.params.size())].item<double>();
+    }
+    at::Tensor count = at::full({1}, static_cast<double>(num_items), buckets.back().buffer.options().dtype(at::kDouble));
+    comm.all_reduce(count, ReduceOp::Sum);
+    return count.item<double>();
+  }
+
+  // Alone: the gradients are this rank's; only a count of items divides them.
+  void finalize_alone(int64_t num_items) {
+    if (num_items <= 0) return;
+    at::NoGradGuard no_grad;
+    for (at::Tensor& p : params) {
+      if (p.grad().defined()) p.mutable_grad().div_(static_cast<double>(num_items));
+    }
   }
 };
 
@@ -102,14 +130,20 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> par
   s.overlap = overlap;
   s.params = std::move(params);
   size_t n = s.params.size();
+  // A communicator of one rank that still communicates (NCCL named on one
+  // GPU, to check it) gets buckets like any world.
+  for (size_t k = 0; k < n; ++k) {
+    TORCH_CHECK(s.params[k].requires_grad() && s.params[k].is_leaf(), "parameter ", k,
+                " is not a leaf tensor that requires grad");
+  }
+  s.alone = comm.size() == 1 && comm.backend() == "none";
+  if (s.alone) return;
   s.bucket_of.resize(n);
   s.slot_of.resize(n);
   s.ready.assign(n, false);
   int64_t filled = 0;
   for (size_t k = n; k-- > 0;) {  // last parameters first: their gradients come first
     const at::Tensor& p = s.params[k];
-    TORCH_CHECK(p.requires_grad() && p.is_leaf(), "parameter ", k,
-                " is not a leaf tensor that requires grad");
     int64_t bytes = p.numel() * static_cast<int64_t>(p.element_size());
     bool fits = !s.buckets.empty() && filled + bytes <= bucket_bytes &&
                 s.params[s.buckets.back().params.front()].scalar_type() == p.scalar_type();
@@ -125,9 +159,14 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> par
     b.numel += p.numel();
     filled += bytes;
   }
+  if (!s.buckets.empty()) {
+    const at::ScalarType last_dtype = s.params[s.buckets.back().params.front()].scalar_type();
+    s.last_bucket_counts_items = last_dtype == at::kFloat || last_dtype == at::kDouble;
+  }
   for (Bucket& b : s.buckets) {
     const at::Tensor& first = s.params[b.params.front()];
-    b.buffer = at::zeros({b.numel + static_cast<int64_t>(b.params.size())},
+    const bool counts = &b == &s.buckets.back() && s.last_bucket_counts_items;
+    b.buffer = at::zeros({b.numel + static_cast<int64_t>(b.params.size()) + (counts ? 1 : 0)},
                          first.options().requires_grad(false));
   }
   for (size_t i = 0; i < n; ++i) {
@@ -165,10 +204,12 @@ std::vector<GradientReducer::Event> GradientReducer::last_events() const {
   return impl_->events;
 }
 
-void GradientReducer::finalize(double divisor) {
+void GradientReducer::finalize(int64_t num_items) {
   Impl& s = *impl_;
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!s.sync) return;
+  if (s.alone) return s.finalize_alone(num_items);
+  if (s.buckets.empty()) return;
   // No gradient arrived at all (nothing of this model was used): still take
   // part, so every rank issues the same all-reduces.
   if (!s.in_backward) s.begin_backward();
@@ -179,8 +220,14 @@ void GradientReducer::finalize(double divisor) {
     s.fill_slot(i);
     --s.buckets[s.bucket_of[i]].waiting;
   }
-  s.start_ready_buckets();
+  if (s.last_bucket_counts_items) {
+    Bucket& last = s.buckets.back();
+    last.buffer[last.numel + static_cast<int64_t>(last.params.size())].fill_(static_cast<double>(num_items));
+  }
+  s.start_ready_buckets(s.buckets.size());
   for (Bucket& b : s.buckets) b.pending->wait();
+  const double items = s.all_items(num_items);
+  const double divisor = items > 0 ? items : static_cast<double>(s.comm.size());
   for (Bucket& b : s.buckets) {
     at::Tensor divisor_tensor = at::scalar_tensor(divisor, b.buffer.options());
     at::Tensor used = b.buffer.narrow(0, b.numel, static_cast<int64_t>(b.params.size()));

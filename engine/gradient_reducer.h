@@ -1,5 +1,7 @@
 // Averages parameter gradients across ranks while backward is still running,
-// the way DDP does.
+// the way DDP does. It exists at every world size, so that the Accelerator
+// hands every synchronised step to it alike; alone, it copies nothing and
+// only divides by the items counted (see finalize).
 //
 // Parameters are grouped into buckets of at most `bucket_bytes`, last layer
 // first (backward produces those gradients first). A hook on each
@@ -14,7 +16,10 @@
 // Parameters that got no gradient this backward (unused in the forward)
 // contribute zeros; each bucket also carries one "used" flag per parameter,
 // so a parameter unused on every rank keeps no gradient, exactly as in a
-// single-process run, without an extra collective.
+// single-process run, without an extra collective. The last bucket also
+// carries this rank's item count (backward{num_items}): it starts in
+// finalize(), once the count is known, so the all-ranks count costs no
+// collective of its own either.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -44,10 +49,13 @@ class GradientReducer {
   bool sync() const;
 
   // After a synchronising backward: starts the buckets still waiting (those
-  // holding parameters without a gradient), waits for every bucket, and
-  // writes back sum-over-ranks / divisor into each gradient. Throws when a
-  // bucket's all-reduce failed.
-  void finalize(double divisor);
+  // holding parameters without a gradient, and the last one), waits for
+  // every bucket, and writes back into each gradient the sum over ranks
+  // divided by the items of all ranks, where `num_items` is this rank's
+  // count since the last synchronisation (0 when it counts none), or by the
+  // number of ranks when no rank counted any. Throws when a bucket's
+  // all-reduce failed.
+  void finalize(int64_t num_items = 0);
 
   int64_t num_buckets() const;
 

@@ -1,12 +1,13 @@
 -- An optimizer prepared by an Accelerator: step and zero_grad do nothing on
 -- micro-steps that do not synchronise gradients, and with fp16 a step whose
--- gradients overflowed is skipped. `updates` counts the steps really taken.
+-- gradients overflowed is skipped; both facts come from the Accelerator's
+-- GradientState. `updates` counts the steps really taken.
 local AcceleratedOptimizer = {}
 AcceleratedOptimizer.__index = AcceleratedOptimizer
 
-function AcceleratedOptimizer.new(accelerator, optimizer)
+function AcceleratedOptimizer.new(optimizer, gradient_state)
   return setmetatable({
-    accelerator = accelerator,
+    gradient_state = gradient_state,
     optimizer = optimizer,
     updates = 0,
     step_was_skipped = false,
@@ -14,9 +15,9 @@ function AcceleratedOptimizer.new(accelerator, optimizer)
 end
 
 function AcceleratedOptimizer:step()
-  local acc = self.accelerator
-  if not acc.sync_gradients then return end
-  if acc:_overflowed() then
+  local state = self.gradient_state
+  if not state.sync_gradients then return end
+  if state:_overflowed() then
     self.step_was_skipped = true
     return
   end
@@ -26,7 +27,7 @@ function AcceleratedOptimizer:step()
 end
 
 function AcceleratedOptimizer:zero_grad(set_to_none)
-  if not self.accelerator.sync_gradients then return end
+  if not self.gradient_state.sync_gradients then return end
   self.optimizer:zero_grad(set_to_none)
 end
 

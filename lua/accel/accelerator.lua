@@ -17,7 +17,28 @@ local GradientState = require("accel.gradient_state")
 local dist = core.dist
 
 local Accelerator = {}
-Accelerator.__index = Accelerator
+
+-- Accelerate's properties that live in the GradientState.
+local gradient_state_fields = {
+  sync_gradients = "sync_gradients",
+  gradient_accumulation_steps = "num_steps",
+  sync_with_dataloader = "sync_with_dataloader",
+}
+
+function Accelerator.__index(self, key)
+  local field = gradient_state_fields[key]
+  if field then return rawget(self, "gradient_state")[field] end
+  return Accelerator[key]
+end
+
+function Accelerator.__newindex(self, key, value)
+  local field = gradient_state_fields[key]
+  if field then
+    rawget(self, "gradient_state")[field] = value
+  else
+    rawset(self, key, value)
+  end
+end
 
 local defaults = {
   mixed_precision = "no",
@@ -94,20 +115,23 @@ local function new(_, options)
     if from_launcher[name] ~= nil then return from_launcher[name] end
     return defaults[name]
   end
+  local mixed_precision = option("mixed_precision")
   local self = setmetatable({
     state = state,  -- the process facts below are copied from it
-    mixed_precision = option("mixed_precision"),
-    gradient_accumulation_steps = plugin and plugin.num_steps or option("gradient_accumulation_steps"),
+    mixed_precision = mixed_precision,
     sync_each_batch = plugin and plugin.sync_each_batch or option("sync_each_batch"),
-    sync_with_dataloader = not plugin or plugin.sync_with_dataloader,
+    -- Synchronisation, the active loaders and the fp16 loss scaler
+    -- (gradient_state.lua); sync_gradients, gradient_accumulation_steps
+    -- and sync_with_dataloader read and write it.
+    gradient_state = GradientState{
+      num_steps = plugin and plugin.num_steps or option("gradient_accumulation_steps"),
+      sync_with_dataloader = not plugin or plugin.sync_with_dataloader,
+      scaler = mixed_precision == "fp16" and core.amp.LossScaler(options.loss_scaler or {}) or nil,
+    },
     even_batches = option("even_batches"),
     split_batches = option("split_batches"),
     dispatch_batches = option("dispatch_batches"),
     bucket_bytes = option("bucket_bytes"),
-    sync_gradients = true,
-    -- The active prepared loaders' end_of_dataloader and batch_padding
-    -- (gradient_state.lua), written by the loaders.
-    gradient_state = GradientState(),
     _models = {},       -- {model, reducer, no_sync}
     -- What save_state writes besides the models, in preparation order.
     _optimizers = {},
@@ -115,9 +139,6 @@ local function new(_, options)
     _dataloaders = {},
     _custom_objects = {},
     project_configuration = option("project_config") or ProjectConfiguration{},
-    _micro_step = 0,
-    _items = 0,         -- num_items given to backward since the last sync
-    _sync_steps = 0,
     _trigger = false,
   }, Accelerator)
   for _, name in ipairs(PartialState.FACTS) do self[name] = state[name] end
@@ -127,7 +148,6 @@ local function new(_, options)
     self.project_configuration:set_directories(options.project_dir)
   end
   self.project_dir = self.project_configuration.project_dir
-  if self.mixed_precision == "fp16" then self._scaler = core.amp.LossScaler(options.loss_scaler or {}) end
   if options.seed then require("accel").set_seed(options.seed) end
   return self
 end
@@ -163,6 +183,14 @@ local function convert_results(...)
   return unpack(out, 1, n)
 end
 
+local function all_parameters(self)
+  local out = {}
+  for _, entry in ipairs(self._models) do
+    for _, p in ipairs(entry.model:parameters()) do out[#out + 1] = p end
+  end
+  return out
+end
+
 function Accelerator:prepare_model(model)
   if self.device ~= "cpu" then model:to(self.device) end
   if self.num_processes > 1 then
@@ -171,12 +199,12 @@ function Accelerator:prepare_model(model)
       for _, b in ipairs(model:buffers()) do dist.broadcast(b, 0) end
     end)
   end
-  local entry = { model = model, no_sync = false }
-  -- A launch that named nccl reduces even alone: one GPU checks NCCL so.
-  if self.num_processes > 1 or self.backend == "nccl" then
-    entry.reducer = dist.GradientReducer(model:parameters(), self.bucket_bytes)
-  end
+  -- The reducer synchronises gradients at every world size (alone, it only
+  -- divides by the items counted).
+  local entry = { model = model, no_sync = false,
+                  reducer = dist.GradientReducer(model:parameters(), self.bucket_bytes) }
   self._models[#self._models + 1] = entry
+  self.gradient_state:_set_parameters(all_parameters(self))
   if self:_autocast_dtype() then
     local forward = model.forward
     rawset(model, "forward", function(m, ...)
@@ -202,7 +230,7 @@ function Accelerator:prepare_data_loader(loader)
 end
 
 function Accelerator:prepare_optimizer(optimizer)
-  local prepared = AcceleratedOptimizer.new(self, optimizer)
+  local prepared = AcceleratedOptimizer.new(optimizer, self.gradient_state)
   self._optimizers[#self._optimizers + 1] = prepared
   return prepared
 end
@@ -258,89 +286,52 @@ end
 function Accelerator:backward(loss, options)
   local num_items = options and options.num_items
   if num_items then
-    self._items = self._items + num_items
+    self.gradient_state:_add_items(num_items)
     loss = loss * num_items
   elseif self.gradient_accumulation_steps > 1 then
     loss = loss / self.gradient_accumulation_steps
   end
-  if self._scaler then loss = loss * self._scaler:scale() end
+  local scaler = self.gradient_state.scaler
+  if scaler then loss = loss * scaler:scale() end
   -- Inside join_uneven_inputs, tells ranks that finished their loop to shadow this step.
-  if self._join and self.sync_gradients then self._join:notify(self._items > 0) end
+  if self._join and self.sync_gradients then self._join:notify() end
   -- Off sync steps, sync_each_batch and trigger_sync_in_backward still
   -- all-reduce: the reducer sums the accumulated gradients over ranks, so
   -- dividing by the number of ranks keeps them equal on every rank and the
   -- final sync step's sum over ranks right.
   local early = {}
   for _, entry in ipairs(self._models) do
-    if entry.reducer then
-      local sync = self.sync_gradients and not entry.no_sync
-      if not sync and (entry.sync_next_backward or (self.sync_each_batch and not entry.no_sync)) then
-        sync = true
-        early[#early + 1] = entry
-      end
-      entry.reducer:set_sync(sync)
+    local sync = self.sync_gradients and not entry.no_sync
+    if not sync and (entry.sync_next_backward or (self.sync_each_batch and not entry.no_sync)) then
+      sync = true
+      early[#early + 1] = entry
     end
+    entry.reducer:set_sync(sync)
     entry.sync_next_backward = nil
   end
   loss:backward()
-  for _, entry in ipairs(early) do entry.reducer:finalize(self.num_processes) end
+  for _, entry in ipairs(early) do entry.reducer:finalize() end
   if self.sync_gradients then self:_finish_sync() end
 end
 
+-- The reducers divide by the items of all ranks (or the number of ranks).
 function Accelerator:_finish_sync()
-  local divisor = self.num_processes
-  if self._items > 0 then
-    divisor = gathering.reduce(self._world, core.tensor({ self._items }, { dtype = "float64" })):item()
-    self._items = 0
-  end
+  local items = self.gradient_state:_finish_sync()
   for _, entry in ipairs(self._models) do
-    if not entry.no_sync then
-      if entry.reducer then
-        entry.reducer:finalize(divisor)
-      elseif divisor ~= 1 then
-        core.no_grad(function()
-          for _, p in ipairs(entry.model:parameters()) do
-            if p.grad then p.grad:div_(divisor) end
-          end
-        end)
-      end
-    end
+    if not entry.no_sync then entry.reducer:finalize(items) end
   end
-  self._sync_steps = self._sync_steps + 1
-  self._unscaled_at = nil
-end
-
-local function all_parameters(self)
-  local out = {}
-  for _, entry in ipairs(self._models) do
-    for _, p in ipairs(entry.model:parameters()) do out[#out + 1] = p end
-  end
-  return out
 end
 
 -- With fp16, divides the gradients by the loss scale once per synchronised
 -- step (before clipping or stepping) and notes whether any overflowed.
 function Accelerator:unscale_gradients()
-  if not self._scaler or self._unscaled_at == self._sync_steps then return end
-  self._found_inf = self._scaler:unscale(all_parameters(self))
-  self._unscaled_at = self._sync_steps
-end
-
--- Whether this step's update must be skipped (fp16 overflow). Updates the
--- loss scale once per synchronised step.
-function Accelerator:_overflowed()
-  if not self._scaler then return false end
-  self:unscale_gradients()
-  if self._scaled_at ~= self._sync_steps then
-    self._scaler:update(self._found_inf)
-    self._scaled_at = self._sync_steps
-  end
-  return self._found_inf
+  self.gradient_state:_unscale()
 end
 
 -- The current fp16 loss scale (nil without fp16).
 function Accelerator:loss_scale()
-  return self._scaler and self._scaler:scale()
+  local scaler = self.gradient_state.scaler
+  return scaler and scaler:scale()
 end
 
 -- Clipping acts on synchronised steps only (on other micro-steps the
@@ -369,10 +360,7 @@ end
 -- calls, and at the last batch of a prepared data loader.
 function Accelerator:accumulate(model, fn)
   entry_of(self, model)
-  self._micro_step = self._micro_step + 1
-  local end_of_data = self.sync_with_dataloader and self.gradient_state.end_of_dataloader
-  self.sync_gradients = end_of_data or self._micro_step % self.gradient_accumulation_steps == 0
-  if end_of_data then self._micro_step = 0 end
+  self.gradient_state:_begin_micro_step()
   return fn()
 end
 
@@ -460,6 +448,7 @@ end
 -- gives the CPU allocator's pooled blocks back.
 function Accelerator:free_memory()
   self._models, self._optimizers, self._schedulers, self._dataloaders = {}, {}, {}, {}
+  self.gradient_state:_set_parameters({})
   collectgarbage()
   collectgarbage()
   core.release_pooled_blocks()
@@ -474,32 +463,48 @@ function Accelerator:_check_project_folder(where)
   if config.automatic_checkpoint_naming then config:checkpoints_dir(where) end
 end
 
+-- What a checkpoint holds, as the lists checkpointing.lua takes.
+function Accelerator:_checkpoint_contents()
+  local models = {}
+  for i, entry in ipairs(self._models) do models[i] = entry.model end
+  return {
+    state = self.state,
+    project_configuration = self.project_configuration,
+    gradient_state = self.gradient_state,
+    models = models,
+    optimizers = self._optimizers,
+    schedulers = self._schedulers,
+    dataloaders = self._dataloaders,
+    custom_objects = self._custom_objects,
+  }
+end
+
 -- Writes everything needed to resume exactly into `dir` (or, with
 -- automatic checkpoint naming, the next project checkpoint); returns the folder.
 function Accelerator:save_state(dir)
   if dir == nil then self:_check_project_folder("Accelerator:save_state") end
-  return checkpointing.save_state(self, dir)
+  return checkpointing.save_state(self:_checkpoint_contents(), dir)
 end
 
 -- Restores what save_state wrote; without `dir`, the newest complete
 -- automatic checkpoint. Returns the folder loaded.
 function Accelerator:load_state(dir)
   if dir == nil then self:_check_project_folder("Accelerator:load_state") end
-  return checkpointing.load_state(self, dir)
+  return checkpointing.load_state(self:_checkpoint_contents(), dir)
 end
 
 -- Objects with state_dict/load_state_dict to include in checkpoints.
 function Accelerator:register_for_checkpointing(...)
-  checkpointing.register(self, ...)
+  checkpointing.register(self._custom_objects, ...)
 end
 
 -- Weights for other tools: {safe_serialization = true, max_shard_size = "2GB"}.
 function Accelerator:save_model(model, dir, options)
-  return checkpointing.save_model(self, model, dir, options)
+  return checkpointing.save_model(self.state, model, dir, options)
 end
 
 function Accelerator:load_model(model, dir, options)
-  checkpointing.load_model(self, model, dir, options)
+  checkpointing.load_model(model, dir, options)
 end
 
 function Accelerator:end_training()

@@ -20,11 +20,19 @@
 --
 -- ".lua" files hold one Lua value written by accel.serialize (data only: no
 -- Lua code is loaded from them, see accel/serialize.lua).
+--
+-- Saving and loading take the checkpoint's contents as explicit lists, `c`
+-- below (Accelerator:_checkpoint_contents makes it):
+--   c.state: the PartialState (process facts, collectives, print)
+--   c.project_configuration: where automatic checkpoints go
+--   c.gradient_state: step counters, sync_gradients and the fp16 scaler
+--   c.models, c.optimizers, c.schedulers, c.dataloaders, c.custom_objects:
+--     the prepared and registered objects, in preparation order
 local core = require("accel.core")
 local serialize = require("accel.serialize")
 local gathering = require("accel.gathering")
 local guard = require("accel.collective_guard")
-local args = require("accel.nn.args")
+local args = require("accel.args")
 
 local ck = core.checkpoint
 
@@ -46,7 +54,6 @@ local names = {
   scaler = "scaler.lua",
   accelerator = "accelerator_state.lua",
 }
-checkpointing.file_names = names
 
 local function sorted_pairs(map)
   local keys = {}
@@ -65,18 +72,18 @@ local function ordered_state(model)
   return out
 end
 
-local function counts(acc)
+local function counts(c)
   return {
-    models = #acc._models,
-    optimizers = #acc._optimizers,
-    schedulers = #acc._schedulers,
-    dataloaders = #acc._dataloaders,
-    custom = #acc._custom_objects,
+    models = #c.models,
+    optimizers = #c.optimizers,
+    schedulers = #c.schedulers,
+    dataloaders = #c.dataloaders,
+    custom = #c.custom_objects,
   }
 end
 
-local function automatic(acc)
-  local config = acc.project_configuration
+local function automatic(c)
+  local config = c.project_configuration
   return config and config.automatic_checkpoint_naming and config or nil
 end
 
@@ -121,7 +128,7 @@ end
 -- When any of `reports` (every rank's, in rank order) failed, runs `undo`
 -- (if given) and raises on every rank one message naming each failing rank
 -- and its reason; ranks that failed alike share one entry ("ranks 0, 1: ...").
-local function raise_failures(acc, where, reports, undo)
+local function raise_failures(c, where, reports, undo)
   local reasons, ranks_of = {}, {}
   for r, report in ipairs(reports) do
     local why = report.failure
@@ -136,26 +143,26 @@ local function raise_failures(acc, where, reports, undo)
   if #reasons == 0 then return end
   if undo then undo() end
   for i, why in ipairs(reasons) do
-    if acc.num_processes > 1 then reasons[i] = rank_list(ranks_of[why]) .. ": " .. why end
+    if c.state.num_processes > 1 then reasons[i] = rank_list(ranks_of[why]) .. ": " .. why end
   end
   guard.raise_together(where .. ": " .. table.concat(reasons, "; "))
 end
 
 -- Gathers every rank's report and raises if any failed; returns the reports.
-local function agree(acc, where, mine)
-  local reports = gathering.gather_object(acc._world, mine)
-  raise_failures(acc, where, reports)
+local function agree(c, where, mine)
+  local reports = gathering.gather_object(c.state._world, mine)
+  raise_failures(c, where, reports)
   return reports
 end
 
 -- Saving ---------------------------------------------------------------------
 
-local function save_folder(acc, dir)
+local function save_folder(c, dir)
   if dir ~= nil then
     if type(dir) ~= "string" then args.error("Accelerator:save_state: the folder must be a string, got a " .. type(dir)) end
     return dir, nil
   end
-  local config = automatic(acc)
+  local config = automatic(c)
   if not config then
     args.error("Accelerator:save_state: give a folder, or make the Accelerator with project_config = "
                .. "accel.ProjectConfiguration{project_dir = ..., automatic_checkpoint_naming = true}")
@@ -178,7 +185,7 @@ local function prune(config)
 end
 
 -- Writes this rank's share into `tmp`; returns the manifest entries.
-local function write_files(acc, tmp)
+local function write_files(c, tmp)
   local entries = {}
   local function add(name, format, digest)
     entries[#entries + 1] = { name = name, format = format, size = digest.size, crc32c = digest.crc32c }
@@ -190,62 +197,61 @@ local function write_files(acc, tmp)
     add(name, "safetensors", ck.write_safetensors(tmp .. "/" .. name, pairs_list))
   end
 
-  local rank = acc.process_index
+  local rank = c.state.process_index
   local generators = { { "generator", ck.generator_state() }, { "math_random", core.math_random_state() } }
   -- A GPU rank's own generator (dropout on the GPU draws from it).
-  if acc.device ~= "cpu" then generators[3] = { "cuda_generator", core.cuda.get_rng_state() } end
+  if c.state.device ~= "cpu" then generators[3] = { "cuda_generator", core.cuda.get_rng_state() } end
   tensors_file(names.rng(rank), generators)
-  for i, loader in ipairs(acc._dataloaders) do lua_file(names.dataloader(i, rank), loader:state_dict()) end
-  if not acc.sync_gradients then
+  for i, loader in ipairs(c.dataloaders) do lua_file(names.dataloader(i, rank), loader:state_dict()) end
+  local progress = c.gradient_state:state_dict()
+  if not progress.sync_gradients then
     -- Between micro-steps the gradients summed so far are part of the next update.
-    for i, entry in ipairs(acc._models) do
+    for i, model in ipairs(c.models) do
       local grads = {}
-      for name, p in entry.model:named_parameters() do
+      for name, p in model:named_parameters() do
         if p.grad then grads[#grads + 1] = { name, p.grad } end
       end
       tensors_file(names.gradients(i, rank), grads)
     end
   end
-  if not acc.is_main_process then return entries end
+  if not c.state.is_main_process then return entries end
 
-  for i, entry in ipairs(acc._models) do tensors_file(names.model(i), sorted_pairs(entry.model:state_dict())) end
+  for i, model in ipairs(c.models) do tensors_file(names.model(i), sorted_pairs(model:state_dict())) end
   local updates, seen = {}, {}
-  for i, opt in ipairs(acc._optimizers) do
+  for i, opt in ipairs(c.optimizers) do
     tensors_file(names.optimizer(i), sorted_pairs(opt:state_dict()))
     updates[i] = opt.updates
   end
-  for i, sched in ipairs(acc._schedulers) do
+  for i, sched in ipairs(c.schedulers) do
     lua_file(names.scheduler(i), sched:state_dict())
     seen[i] = sched.seen
   end
-  if acc._scaler then
-    lua_file(names.scaler, { scale = acc._scaler:scale(), growth_tracker = acc._scaler:growth_tracker() })
-  end
-  for i, obj in ipairs(acc._custom_objects) do lua_file(names.custom(i), obj:state_dict()) end
+  if progress.scaler then lua_file(names.scaler, progress.scaler) end
+  for i, obj in ipairs(c.custom_objects) do lua_file(names.custom(i), obj:state_dict()) end
   lua_file(names.accelerator, {
-    micro_step = acc._micro_step,
-    sync_steps = acc._sync_steps,
-    items = acc._items,
-    sync_gradients = acc.sync_gradients,
+    micro_step = progress.micro_step,
+    sync_steps = progress.sync_steps,
+    items = progress.items,
+    sync_gradients = progress.sync_gradients,
     optimizer_updates = updates,
     scheduler_seen = seen,
-    counts = counts(acc),
+    counts = counts(c),
   })
   return entries
 end
 
 -- The main process's last part of a save: the manifest, from every rank's
 -- entries, then the rename into place.
-local function commit(acc, tmp, folder, config, reports)
+local function commit(c, tmp, folder, config, reports)
   local files = {}
   for _, report in ipairs(reports) do
     for _, e in ipairs(report.value) do files[#files + 1] = e end
   end
   ck.fault_point("checkpoint-before-manifest")
   ck.write_manifest(tmp, {
-    step = acc._sync_steps,
+    step = c.gradient_state.sync_steps,
     iteration = config and config.iteration or 0,
-    world_size = acc.num_processes,
+    world_size = c.state.num_processes,
     files = files,
   })
   ck.fault_point("checkpoint-before-commit")
@@ -253,11 +259,11 @@ local function commit(acc, tmp, folder, config, reports)
   return true
 end
 
-function checkpointing.save_state(acc, dir)
+function checkpointing.save_state(c, dir)
   local where = "Accelerator:save_state"
-  local folder, config = save_folder(acc, dir)
+  local folder, config = save_folder(c, dir)
   local tmp = ck.temporary_folder_for(folder)
-  local main = acc.is_main_process
+  local main = c.state.is_main_process
   -- After a failure every rank is done with the temporary folder: the main
   -- process removes it. A failure to remove it is not reported over the
   -- save's own: a temporary folder is never loaded, and the next save of
@@ -267,14 +273,14 @@ function checkpointing.save_state(acc, dir)
   end
 
   -- No rank writes before the temporary folder exists.
-  agree(acc, where, main and try(ck.make_empty_folder, tmp) or {})
+  agree(c, where, main and try(ck.make_empty_folder, tmp) or {})
   -- Every rank's files are fsynced once it hands its entries over.
-  local reports = gathering.gather_object(acc._world, try(write_files, acc, tmp))
-  raise_failures(acc, where, reports, discard)
+  local reports = gathering.gather_object(c.state._world, try(write_files, c, tmp))
+  raise_failures(c, where, reports, discard)
 
   local outcome = {}
   if main then
-    outcome = try(commit, acc, tmp, folder, config, reports)
+    outcome = try(commit, c, tmp, folder, config, reports)
     if outcome.value and config then
       local pruned = try(prune, config)
       if pruned.failure then
@@ -284,11 +290,11 @@ function checkpointing.save_state(acc, dir)
     end
   end
   -- Once the main process has committed, no rank returns before the folder is in place.
-  local outcomes = gathering.gather_object(acc._world, outcome)
+  local outcomes = gathering.gather_object(c.state._world, outcome)
   -- A committed folder keeps its name even when pruning failed after: the
   -- next automatic save must not take it again.
   if config and outcomes[1].value then config.iteration = config.iteration + 1 end
-  raise_failures(acc, where, outcomes, discard)
+  raise_failures(c, where, outcomes, discard)
   return folder
 end
 
@@ -315,19 +321,19 @@ end
 
 -- The folder to load, decided by the main process so that every rank loads
 -- the same one.
-local function load_folder(acc, dir)
+local function load_folder(c, dir)
   if dir ~= nil then
     if type(dir) ~= "string" then args.error("Accelerator:load_state: the folder must be a string, got a " .. type(dir)) end
     return dir
   end
-  local config = automatic(acc)
+  local config = automatic(c)
   if not config then
     args.error("Accelerator:load_state: give a folder, or make the Accelerator with project_config = "
                .. "accel.ProjectConfiguration{project_dir = ..., automatic_checkpoint_naming = true}")
   end
   local choice = {}
-  if acc.is_main_process then choice[1], choice[2] = newest_complete(config) end
-  choice = gathering.gather_object(acc._world, choice)[1]
+  if c.state.is_main_process then choice[1], choice[2] = newest_complete(config) end
+  choice = gathering.gather_object(c.state._world, choice)[1]
   if not choice[1] then args.error(choice[2]) end
   return choice[1]
 end
@@ -346,7 +352,7 @@ end
 
 -- Reads and verifies everything this rank needs from `folder`, changing
 -- nothing; raises on a missing, truncated or altered file.
-local function read_checkpoint(acc, folder)
+local function read_checkpoint(c, folder)
   local manifest = ck.read_manifest(folder)
   ck.check_file_sizes(folder)
   local listed = {}
@@ -363,7 +369,7 @@ local function read_checkpoint(acc, folder)
   end
 
   local s = { manifest = manifest, saved = read_value(names.accelerator) }
-  local now = counts(acc)
+  local now = counts(c)
   check_count("model(s)", s.saved.counts.models, now.models, folder)
   check_count("optimizer(s)", s.saved.counts.optimizers, now.optimizers, folder)
   check_count("scheduler(s)", s.saved.counts.schedulers, now.schedulers, folder)
@@ -374,19 +380,20 @@ local function read_checkpoint(acc, folder)
   for i = 1, now.optimizers do s.optimizers[i] = read_tensors(names.optimizer(i)) end
   for i = 1, now.schedulers do s.schedulers[i] = read_value(names.scheduler(i)) end
   for i = 1, now.custom do s.customs[i] = read_value(names.custom(i)) end
-  s.scaler = acc._scaler and read_value(names.scaler)
-  s.same_world = manifest.world_size == acc.num_processes
+  s.scaler = c.gradient_state.scaler and read_value(names.scaler)
+  s.same_world = manifest.world_size == c.state.num_processes
   -- On another world size every rank continues from rank 0's position,
   -- which the loader re-shards over the current ranks.
-  s.loader_rank = s.same_world and acc.process_index or 0
+  s.loader_rank = s.same_world and c.state.process_index or 0
   for i = 1, now.dataloaders do s.loaders[i] = read_value(names.dataloader(i, s.loader_rank)) end
-  s.rng = listed[names.rng(acc.process_index)] and read_tensors(names.rng(acc.process_index))
+  local rank = c.state.process_index
+  s.rng = listed[names.rng(rank)] and read_tensors(names.rng(rank))
   -- Accumulated gradients are this rank's partial sums: they mean nothing
   -- on another world size.
   s.gradients = {}
   if s.same_world then
     for i = 1, now.models do
-      local name = names.gradients(i, acc.process_index)
+      local name = names.gradients(i, rank)
       s.gradients[i] = listed[name] and read_tensors(name)
     end
   end
@@ -394,29 +401,28 @@ local function read_checkpoint(acc, folder)
 end
 
 -- Gives this rank's objects the state `s` read from `folder`.
-local function restore(acc, folder, s)
+local function restore(c, folder, s)
   local saved = s.saved
   local function path(name) return folder .. "/" .. name end
-  for i, e in ipairs(acc._models) do apply(path(names.model(i)), e.model.load_state_dict, e.model, s.models[i]) end
-  for i, opt in ipairs(acc._optimizers) do
+  for i, model in ipairs(c.models) do apply(path(names.model(i)), model.load_state_dict, model, s.models[i]) end
+  for i, opt in ipairs(c.optimizers) do
     apply(path(names.optimizer(i)), opt.load_state_dict, opt, s.optimizers[i])
     opt.updates = saved.optimizer_updates[i]
   end
-  for i, sched in ipairs(acc._schedulers) do
+  for i, sched in ipairs(c.schedulers) do
     apply(path(names.scheduler(i)), sched.load_state_dict, sched, s.schedulers[i])
     sched.seen = saved.scheduler_seen[i]
   end
-  if s.scaler then acc._scaler:load(s.scaler.scale, s.scaler.growth_tracker) end
-  for i, obj in ipairs(acc._custom_objects) do
+  for i, obj in ipairs(c.custom_objects) do
     apply(path(names.custom(i)), obj.load_state_dict, obj, s.customs[i])
   end
-  acc._micro_step, acc._sync_steps, acc._items = saved.micro_step, saved.sync_steps, saved.items
-  acc.sync_gradients = saved.sync_gradients
-  for i, e in ipairs(acc._models) do
+  c.gradient_state:load_state_dict({ micro_step = saved.micro_step, sync_steps = saved.sync_steps, items = saved.items,
+                                     sync_gradients = saved.sync_gradients, scaler = s.scaler })
+  for i, model in ipairs(c.models) do
     local grads = s.gradients[i] or {}
-    for name, p in e.model:named_parameters() do p.grad = grads[name] end
+    for name, p in model:named_parameters() do p.grad = grads[name] end
   end
-  for i, loader in ipairs(acc._dataloaders) do
+  for i, loader in ipairs(c.dataloaders) do
     apply(path(names.dataloader(i, s.loader_rank)), loader.load_state_dict, loader, s.loaders[i])
   end
   if s.rng then
@@ -424,34 +430,35 @@ local function restore(acc, folder, s)
     core.set_math_random_state(s.rng.math_random)
     -- Saved on a GPU and resumed on the CPU (or the reverse): the CPU
     -- generators are restored, the GPU's stays as seeded.
-    if s.rng.cuda_generator and acc.device ~= "cpu" then core.cuda.set_rng_state(s.rng.cuda_generator) end
+    if s.rng.cuda_generator and c.state.device ~= "cpu" then core.cuda.set_rng_state(s.rng.cuda_generator) end
   end
 end
 
-function checkpointing.load_state(acc, dir)
+function checkpointing.load_state(c, dir)
   local where = "Accelerator:load_state"
-  local folder = load_folder(acc, dir)
+  local folder = load_folder(c, dir)
   -- Every rank reads and verifies its share; if any fails, all stop before
   -- changing anything.
-  local ok, s = pcall(read_checkpoint, acc, folder)
-  agree(acc, where, ok and {} or { failure = reason(s) })
+  local ok, s = pcall(read_checkpoint, c, folder)
+  agree(c, where, ok and {} or { failure = reason(s) })
   -- A state that one rank's object refuses (its loader's position, a
   -- registered object) fails every rank too; the objects restored before
   -- that one keep what they were given.
-  agree(acc, where, try(restore, acc, folder, s))
+  agree(c, where, try(restore, c, folder, s))
 
   local manifest = s.manifest
   if not s.same_world then
-    local notes = acc.num_processes > manifest.world_size
+    local world = c.state.num_processes
+    local notes = world > manifest.world_size
       and string.format(", ranks from %d on keep their own random state", manifest.world_size) or ""
     if not s.saved.sync_gradients then notes = notes .. ", gradients accumulated before the save are dropped" end
-    acc:print(string.format(
+    c.state:print(string.format(
       "accel: '%s' was saved on %d process(es) and is loaded on %d: models, optimizers and schedulers are "
         .. "restored as saved, data loaders continue their epoch re-sharded over %d process(es)%s",
-      folder, manifest.world_size, acc.num_processes, acc.num_processes, notes))
+      folder, manifest.world_size, world, world, notes))
   end
   -- The next automatic save follows the one loaded.
-  local config = automatic(acc)
+  local config = automatic(c)
   if config and folder == config:checkpoints_dir() .. "/checkpoint_" .. manifest.iteration then
     config.iteration = manifest.iteration + 1
   end
@@ -460,7 +467,8 @@ end
 
 -- Registered objects ---------------------------------------------------------
 
-function checkpointing.register(acc, ...)
+-- Appends to `custom_objects` (the Accelerator's list) each argument.
+function checkpointing.register(custom_objects, ...)
   for i = 1, select("#", ...) do
     local obj = select(i, ...)
     if type(obj) ~= "table" and type(obj) ~= "userdata" or type(obj.state_dict) ~= "function"
@@ -468,23 +476,24 @@ function checkpointing.register(acc, ...)
       args.error(string.format("Accelerator:register_for_checkpointing: argument %d (a %s) has no "
                                .. "state_dict and load_state_dict methods", i, type(obj)))
     end
-    acc._custom_objects[#acc._custom_objects + 1] = obj
+    custom_objects[#custom_objects + 1] = obj
   end
 end
 
 -- Weights for other tools ----------------------------------------------------
 
-function checkpointing.save_model(acc, model, dir, options)
+-- `state`: the PartialState; its main process writes.
+function checkpointing.save_model(state, model, dir, options)
   local o = args.options("Accelerator:save_model", options,
                          { safe_serialization = true, max_shard_size = "2GB" })
   if type(dir) ~= "string" then args.error("Accelerator:save_model: the folder must be a string, got a " .. type(dir)) end
   local files
-  if acc.is_main_process then files = ck.save_weights(dir, ordered_state(model), o) end
-  acc:wait_for_everyone()
+  if state.is_main_process then files = ck.save_weights(dir, ordered_state(model), o) end
+  state:wait_for_everyone()
   return files
 end
 
-function checkpointing.load_model(acc, model, dir, options)
+function checkpointing.load_model(model, dir, options)
   local o = args.options("Accelerator:load_model", options, { strict = true })
   if type(dir) ~= "string" then args.error("Accelerator:load_model: the folder must be a string, got a " .. type(dir)) end
   local weights = ck.load_weights(dir)

@@ -18,7 +18,7 @@ accel.float, accel.double, accel.half, accel.long = "float32", "float64", "float
 -- Torch7's typed constructors: the way to ask for integers, since a table of
 -- numbers is always the default float dtype (accel.LongTensor{1, 2, 3}). They
 -- take accel.tensor's options but the dtype, which their name fixes.
-local args = require("accel.nn.args")
+local args = require("accel.args")
 for name, dtype in pairs({ LongTensor = "int64", IntTensor = "int32", ByteTensor = "uint8",
                            BoolTensor = "bool", FloatTensor = "float32", DoubleTensor = "float64" }) do
   local where = "accel." .. name

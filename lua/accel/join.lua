@@ -20,7 +20,6 @@
 -- (even_batches false, given or the Accelerator's); `even_batches` given
 -- here overrides the prepared map-style loaders' value while fn runs.
 local core = require("accel.core")
-local gathering = require("accel.gathering")
 local logging = require("accel.logging")
 
 local dist = core.dist
@@ -29,8 +28,8 @@ local Join = {}
 Join.__index = Join
 
 -- An active rank's synchronising backward is about to run.
-function Join:notify(uses_items)
-  local flag = core.tensor({ 1, uses_items and 1 or 0 }, { dtype = "float32" })
+function Join:notify()
+  local flag = core.tensor({ 1 }, { dtype = "float32" })
   dist.all_reduce(flag, "sum")
   self.steps = self.steps + 1
 end
@@ -39,28 +38,20 @@ end
 function Join:shadow()
   local acc = self.acc
   while true do
-    local flag = core.tensor({ 0, 0 }, { dtype = "float32" })
+    local flag = core.tensor({ 0 }, { dtype = "float32" })
     dist.all_reduce(flag, "sum")
-    local active, uses_items = flag:totable()[1], flag:totable()[2]
-    if active == 0 then return end
+    if flag:item() == 0 then return end
     local zero
     for _, entry in ipairs(acc._models) do
-      if entry.reducer then
-        entry.reducer:set_sync(true)
-        for _, p in ipairs(entry.model:parameters()) do
-          if p.grad then p.grad:zero_() end
-          zero = zero and zero + p:sum() * 0 or p:sum() * 0
-        end
+      entry.reducer:set_sync(true)
+      for _, p in ipairs(entry.model:parameters()) do
+        if p.grad then p.grad:zero_() end
+        zero = zero and zero + p:sum() * 0 or p:sum() * 0
       end
     end
     if zero then zero:backward() end
-    local divisor = acc.num_processes
-    if uses_items > 0 then
-      divisor = gathering.reduce(acc._world, core.tensor({ 0 }, { dtype = "float64" })):item()
-    end
-    for _, entry in ipairs(acc._models) do
-      if entry.reducer then entry.reducer:finalize(divisor) end
-    end
+    -- No items of its own: the active ranks' items divide the sum.
+    for _, entry in ipairs(acc._models) do entry.reducer:finalize(0) end
   end
 end
 

@@ -4,7 +4,7 @@
 --   local mine = state:split_between_processes(prompts)
 -- The Accelerator is made on one and inherits these methods.
 local core = require("accel.core")
-local args = require("accel.nn.args")
+local args = require("accel.args")
 local gathering = require("accel.gathering")
 local guard = require("accel.collective_guard")
 local random_state = require("accel.random_state")

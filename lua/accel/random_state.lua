@@ -2,7 +2,7 @@
 -- randperm...) and Lua's math.random. Their states can be read, restored
 -- and copied from rank 0 to every rank.
 local core = require("accel.core")
-local args = require("accel.nn.args")
+local args = require("accel.args")
 
 local dist = core.dist
 local random_state = {}

@@ -120,7 +120,7 @@ TEST_CASE("the reducer averages gradients during backward; unused parameters sta
     if (rank == 1) loss = loss + (params[2] * 8.0).sum();
     int64_t before = comm.counts().all_reduce;
     loss.backward();
-    reducer.finalize(2);
+    reducer.finalize();
     CHILD_CHECK(comm.counts().all_reduce - before == 2);  // one per bucket
     CHILD_CHECK(params[0].grad().equal(at::full({4}, 2.0)));
     CHILD_CHECK(params[1].grad().equal(at::full({4}, 0.5)));
@@ -138,11 +138,43 @@ TEST_CASE("the reducer averages gradients during backward; unused parameters sta
     reducer.set_sync(false);
     before = comm.counts().all_reduce;
     (params[0] * 1.0).sum().backward();
-    reducer.finalize(2);
+    reducer.finalize();
     CHILD_CHECK(comm.counts().all_reduce == before);
     CHILD_CHECK(params[0].grad().equal(at::full({4}, 3.0)));
   });
   REQUIRE(codes == std::vector<int>{0, 0});
+}
+
+TEST_CASE("the reducer divides by the items of all ranks, counted in its last bucket") {
+  auto codes = run_ranks(2, [](int rank, accel::Communicator& comm) {
+    std::vector<at::Tensor> params;
+    for (int i = 0; i < 3; ++i) params.push_back(at::zeros({4}).requires_grad_());
+    accel::GradientReducer reducer(comm, params, 32);
+    CHILD_CHECK(reducer.num_buckets() == 2);
+    // Rank 0 counted 3 items, rank 1 one: the sum over ranks is divided by 4.
+    at::Tensor loss = (params[0] + params[1] + params[2]).sum() * (rank == 0 ? 3.0 : 1.0);
+    const int64_t before = comm.counts().all_reduce;
+    loss.backward();
+    reducer.finalize(rank == 0 ? 3 : 1);
+    CHILD_CHECK(comm.counts().all_reduce - before == 2);  // the buckets only
+    for (const at::Tensor& p : params) CHILD_CHECK(p.grad().equal(at::full({4}, 1.0)));
+  });
+  REQUIRE(codes == std::vector<int>{0, 0});
+}
+
+TEST_CASE("alone, the reducer copies nothing and divides by the items counted") {
+  accel::SingleProcessCommunicator comm;
+  at::Tensor weight = at::zeros({2}).requires_grad_();
+  at::Tensor unused = at::zeros({2}).requires_grad_();
+  accel::GradientReducer reducer(comm, {weight, unused});
+  REQUIRE(reducer.num_buckets() == 0);
+  (weight * 6.0).sum().backward();
+  reducer.finalize();
+  REQUIRE(weight.grad().equal(at::full({2}, 6.0)));
+  reducer.finalize(3);
+  REQUIRE(weight.grad().equal(at::full({2}, 2.0)));
+  REQUIRE(!unused.grad().defined());
+  REQUIRE(comm.counts().all_reduce == 0);
 }
 
 TEST_CASE("a world of one rank communicates nothing") {

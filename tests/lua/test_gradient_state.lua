@@ -109,4 +109,46 @@ do
                "state must be a GradientState")
 end
 
+-- The GradientState owns synchronisation: the Accelerator's sync_gradients
+-- and gradient_accumulation_steps read and write it, the prepared optimizer
+-- asks it, and its counters travel through state_dict.
+do
+  local acc = accel.Accelerator{ gradient_accumulation_steps = 3 }
+  local gs = acc.gradient_state
+  check.equal(gs.num_steps, 3, "gradient_accumulation_steps is the state's num_steps")
+  acc.gradient_accumulation_steps = 2
+  check.equal(gs.num_steps, 2, "setting gradient_accumulation_steps sets the state's")
+  check.equal(rawget(acc, "sync_gradients"), nil, "the Accelerator keeps no copy of sync_gradients")
+  local model = nn.Linear(2, 1)
+  local opt = optim.SGD(model:parameters(), { lr = 1 })
+  model, opt = acc:prepare(model, opt)
+  check.equal(opt.gradient_state, gs, "the prepared optimizer holds the GradientState")
+  local before = model.weight:clone()
+  acc:accumulate(model, function()
+    acc:backward(model(accel.ones(1, 2)):sum(), { num_items = 1 })
+    check.equal(acc.sync_gradients, false, "first of two micro-steps: no sync")
+    check.equal(gs.items, 1, "the state counts backward's items")
+    opt:step()
+  end)
+  check.near(model.weight, before, 0, "no update off a sync step")
+  local saved = gs:state_dict()
+  check.near({ saved.micro_step, saved.sync_steps, saved.items }, { 1, 0, 1 }, 0, "state_dict holds the counters")
+  check.equal(saved.sync_gradients, false, "state_dict holds sync_gradients")
+  local all_reduces = require("accel.core").dist.counts().all_reduce
+  acc:accumulate(model, function()
+    acc:backward(model(accel.ones(1, 2)):sum(), { num_items = 1 })
+    opt:step()
+  end)
+  check.equal(gs.sync_steps, 1, "a synchronised step is counted")
+  check.equal(gs.items, 0, "the items are counted anew after a sync")
+  -- Two items on each of two ranks: the summed gradient (4) over 4 items.
+  check.near(model.weight, before - accel.ones(1, 2), 1e-6, "the update divides by the items of all ranks")
+  check.equal(require("accel.core").dist.counts().all_reduce - all_reduces, 1,
+              "the items of all ranks ride in the gradient bucket: one all-reduce per sync")
+  gs:load_state_dict(saved)
+  check.near({ gs.micro_step, gs.sync_steps, gs.items }, { 1, 0, 1 }, 0, "load_state_dict restores the counters")
+  check.equal(acc.sync_gradients, false, "and sync_gradients")
+  check.raises(function() GradientState{ steps = 2 } end, "an unknown option", "unknown option 'steps'")
+end
+
 check.done("test_gradient_state")

@@ -8,7 +8,7 @@
 -- permutation of seed + epoch (engine/data/epoch_plan.h), as shuffling
 -- loaders do; seed defaults to accel.initial_seed() when an epoch starts.
 local core = require("accel.core")
-local args = require("accel.nn.args")
+local args = require("accel.args")
 local dataset_util = require("accel.data.dataset")
 
 local samplers = {}

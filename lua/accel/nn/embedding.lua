@@ -4,7 +4,7 @@
 -- weight starts N(0, 1) (the padding row at zero, and it gets no gradient).
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.nn.args")
+local args = require("accel.args")
 local init = require("accel.nn.initialization")
 
 local Embedding = Module:extend("Embedding")

@@ -4,7 +4,7 @@
 --   for _, layer in ipairs(self.layers) do x = layer(x) end
 -- `list[i]`, `#list` and `ipairs(list)` reach the modules.
 local Module = require("accel.nn.module")
-local args = require("accel.nn.args")
+local args = require("accel.args")
 
 local ModuleList = Module:extend("ModuleList")
 

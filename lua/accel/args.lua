@@ -1,4 +1,5 @@
--- Argument checks for the Lua side of the API (modules, nn.init, schedules).
+-- Argument checks for the Lua side of the API (the Accelerator and its
+-- parts, modules, nn.init, schedules).
 -- Errors point at the recipe line that made the call, not at library
 -- internals, and name the function, the argument and the offending value.
 local args = {}
