@@ -107,12 +107,13 @@ class DomBuilder : public nlohmann::json_sax<json> {
 
 }  // namespace
 
-std::string json_quote(const std::string& text, const std::string& what) {
+const std::string& json_utf8(const std::string& text, const std::string& what) {
   try {
-    return json(text).dump();
+    json(text).dump();
   } catch (const json::type_error&) {
     throw CheckpointError(what + " is not valid UTF-8, which JSON files cannot hold");
   }
+  return text;
 }
 
 json parse_json(const std::string& text, const std::string& source, uint64_t max_bytes) {

@@ -16,9 +16,10 @@ namespace accel::checkpoint {
 // Deeper than any file the engine reads needs (a safetensors header nests 3).
 constexpr int kMaxJsonDepth = 16;
 
-// `text` as a JSON string literal, quotes included; text that is not valid
-// UTF-8 is refused (no reader could load it), naming `what` it is.
-std::string json_quote(const std::string& text, const std::string& what);
+// `text`, refused when it is not valid UTF-8 (no reader could load it),
+// naming `what` it is; the writers pass every string through it before it
+// goes into a JSON value, whose dump would refuse it without that name.
+const std::string& json_utf8(const std::string& text, const std::string& what);
 
 // Parses `text` (from `source`, a file name) as one JSON object.
 nlohmann::json parse_json(const std::string& text, const std::string& source, uint64_t max_bytes);

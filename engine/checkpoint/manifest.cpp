@@ -36,23 +36,21 @@ const ManifestFile& Manifest::file(const std::string& name, const std::string& f
 }
 
 std::string manifest_to_json(const Manifest& m) {
-  std::string json = "{\n";
-  json += "  \"format\": " + json_quote(kManifestFormat, "the manifest format") + ",\n";
-  json += "  \"format_version\": " + std::to_string(m.format_version) + ",\n";
-  json += "  \"step\": " + std::to_string(m.step) + ",\n";
-  json += "  \"iteration\": " + std::to_string(m.iteration) + ",\n";
-  json += "  \"world_size\": " + std::to_string(m.world_size) + ",\n";
-  json += "  \"files\": [";
-  for (std::size_t i = 0; i < m.files.size(); ++i) {
-    const ManifestFile& f = m.files[i];
-    json += i ? ",\n    " : "\n    ";
-    json += "{\"name\": " + json_quote(f.name, "the checkpoint file name '" + f.name + "'") +
-            ", \"format\": " + json_quote(f.format, "the format of '" + f.name + "'") +
-            ", \"size\": " + std::to_string(f.digest.size) + ", \"crc32c\": \"" +
-            crc32c_hex(f.digest.crc32c) + "\"}";
+  // Keys in the order a reader expects them, as written before.
+  nlohmann::ordered_json root;
+  root["format"] = kManifestFormat;
+  root["format_version"] = m.format_version;
+  root["step"] = m.step;
+  root["iteration"] = m.iteration;
+  root["world_size"] = m.world_size;
+  nlohmann::ordered_json& files = root["files"] = nlohmann::ordered_json::array();
+  for (const ManifestFile& f : m.files) {
+    files.push_back({{"name", json_utf8(f.name, "the checkpoint file name '" + f.name + "'")},
+                     {"format", json_utf8(f.format, "the format of '" + f.name + "'")},
+                     {"size", f.digest.size},
+                     {"crc32c", crc32c_hex(f.digest.crc32c)}});
   }
-  json += m.files.empty() ? "]\n}\n" : "\n  ]\n}\n";
-  return json;
+  return root.dump(2) + "\n";
 }
 
 Manifest parse_manifest(const std::string& json, const std::string& source) {

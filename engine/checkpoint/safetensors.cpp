@@ -39,38 +39,24 @@ at::ScalarType parse_dtype(const std::string& name, const std::string& tensor, c
 }
 
 std::string header_json(const NamedTensors& tensors, const Metadata& metadata) {
-  std::string json = "{";
-  bool first = true;
-  auto comma = [&] {
-    if (!first) json += ',';
-    first = false;
-  };
+  // Tensors in the order given (readers list them so), metadata first.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
-    comma();
-    json += "\"__metadata__\":{";
-    bool first_entry = true;
+    nlohmann::ordered_json& entries = header["__metadata__"] = nlohmann::ordered_json::object();
     for (const auto& [key, value] : metadata) {
-      if (!first_entry) json += ',';
-      first_entry = false;
-      json += json_quote(key, "the metadata key '" + key + "'") + ":" +
-              json_quote(value, "the metadata value of '" + key + "'");
+      entries[json_utf8(key, "the metadata key '" + key + "'")] = json_utf8(value, "the metadata value of '" + key + "'");
     }
-    json += '}';
   }
   uint64_t offset = 0;
   for (const auto& [name, tensor] : tensors) {
-    uint64_t bytes = tensor.numel() * tensor.element_size();
-    comma();
-    json += json_quote(name, "the tensor name '" + name + "'") + ":{\"dtype\":\"" + safetensors_dtype(tensor.scalar_type(), name) +
-            "\",\"shape\":[";
-    for (int64_t d = 0; d < tensor.dim(); ++d) {
-      if (d) json += ',';
-      json += std::to_string(tensor.size(d));
-    }
-    json += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + bytes) + "]}";
+    const uint64_t bytes = tensor.numel() * tensor.element_size();
+    header[json_utf8(name, "the tensor name '" + name + "'")] = {
+        {"dtype", safetensors_dtype(tensor.scalar_type(), name)},
+        {"shape", tensor.sizes().vec()},
+        {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  json += '}';
+  std::string json = header.dump();
   json.append((8 - json.size() % 8) % 8, ' ');
   return json;
 }
@@ -95,6 +81,9 @@ FileDigest write_safetensors(const std::string& path, const NamedTensors& tensor
   std::set<std::string> names;
   for (const auto& [name, tensor] : tensors) {
     if (!tensor.defined()) throw CheckpointError("'" + path + "': tensor '" + name + "' is undefined");
+    if (name == "__metadata__") {
+      throw CheckpointError("'" + path + "': a tensor may not be named '__metadata__', the format's own key");
+    }
     if (!names.insert(name).second) {
       throw CheckpointError("'" + path + "': the tensor name '" + name + "' appears twice");
     }

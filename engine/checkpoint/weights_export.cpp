@@ -56,19 +56,16 @@ std::string index_json(const NamedTensors& tensors, const std::vector<std::vecto
                        const std::vector<std::string>& names) {
   uint64_t total = 0;
   for (const auto& [name, t] : tensors) total += tensor_bytes(t);
-  std::string json = "{\n  \"metadata\": {\n    \"total_size\": " + std::to_string(total) +
-                     "\n  },\n  \"weight_map\": {";
-  bool first = true;
+  nlohmann::ordered_json index;
+  index["metadata"] = {{"total_size", total}};
+  nlohmann::ordered_json& weight_map = index["weight_map"] = nlohmann::ordered_json::object();
   for (std::size_t s = 0; s < shards.size(); ++s) {
     for (std::size_t i : shards[s]) {
-      json += first ? "\n    " : ",\n    ";
-      first = false;
-      json += json_quote(tensors[i].first, "the tensor name '" + tensors[i].first + "'") + ": " +
-              json_quote(names[s], "the shard name '" + names[s] + "'");
+      weight_map[json_utf8(tensors[i].first, "the tensor name '" + tensors[i].first + "'")] =
+          json_utf8(names[s], "the shard name '" + names[s] + "'");
     }
   }
-  json += "\n  }\n}\n";
-  return json;
+  return index.dump(2) + "\n";
 }
 
 // Shard files and index of an earlier save in `layout` that `keep` does not list.

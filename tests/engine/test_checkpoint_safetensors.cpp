@@ -88,6 +88,9 @@ TEST_CASE("the file layout is the safetensors format byte for byte") {
   float a1 = 0;
   std::memcpy(&a1, bytes.data() + 8 + n + 4, 4);
   REQUIRE(a1 == 2.0f);
+  // The format's own key is no tensor name.
+  REQUIRE_THROWS_WITH(write_safetensors(path, {{"__metadata__", at::tensor({1.0f})}}),
+                      Catch::Contains("t.safetensors") && Catch::Contains("'__metadata__'"));
 }
 
 TEST_CASE("a damaged safetensors file is refused naming the file and the tensor") {

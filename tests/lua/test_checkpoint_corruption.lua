@@ -84,10 +84,10 @@ local function forged(bytes_of, try)
     for name, bytes in pairs(bytes_of) do
       saved[name] = read(folder .. name)
       local digest = ck.write_text(folder .. name, bytes)
-      local entry = '{"name": "' .. name .. '", "format": "lua", "size": %d+, "crc32c": "%x+"}'
+      local entry = '"name": "' .. name:gsub("[%.%-]", "%%%0") .. '",(%s*)"format": "lua",(%s*)"size": %d+,(%s*)"crc32c": "%x+"'
       local n
-      manifest, n = manifest:gsub(entry:gsub("[%.%-]", "%%%0"), string.format(
-          '{"name": "%s", "format": "lua", "size": %d, "crc32c": "%s"}', name, digest.size, digest.crc32c))
+      manifest, n = manifest:gsub(entry, string.format('"name": "%s",%%1"format": "lua",%%2"size": %d,%%3"crc32c": "%s"',
+                                                       name, digest.size, digest.crc32c))
       check.equal(n, 1, "the manifest lists " .. name)
     end
     write(folder .. "manifest.json", manifest)
