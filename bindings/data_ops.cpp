@@ -10,8 +10,8 @@
 #include "engine/data/csv_reader.h"
 #include "engine/data/epoch_plan.h"
 #include "engine/data/file_text.h"
+#include "engine/data/shuffled_order.h"
 #include "engine/data/vocabulary.h"
-#include "engine/distributed_sampler.h"
 
 namespace accel::lua {
 namespace {
@@ -288,7 +288,7 @@ std::vector<Binding> data_bindings() {
       }),
       // permutation(n, seed) -> the engine's shuffled order of 0..n-1.
       bind("permutation", [](int64_t n, int64_t seed) {
-        return DistributedSampler(n, 1, 0, /*shuffle=*/true, seed).shard().indices;
+        return data::shuffled_order(n, seed);
       }),
       bind("read_csv", read_csv),
       // The same reader under the name CSVDataset users see in errors.

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/distributed_sampler.h"
+#include "engine/data/shuffled_order.h"
 
 namespace accel::data {
 namespace {
@@ -53,9 +53,7 @@ at::Tensor EpochPlan::indices(int64_t first_batch) const {
                              .add_(start_ + layout_.rank)
                              .remainder_(n);
   if (!layout_.shuffle) return positions;
-  DistributedSampler order(n, 1, 0, /*shuffle=*/true, layout_.seed);
-  order.set_epoch(epoch_);
-  return order.shard().indices.index_select(0, positions);
+  return shuffled_order(n, layout_.seed, epoch_).index_select(0, positions);
 }
 
 std::vector<int64_t> EpochPlan::padding(int64_t batch) const {

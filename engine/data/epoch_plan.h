@@ -2,9 +2,8 @@
 // them are padding duplicates; pure index arithmetic, so a resumed epoch
 // skips the batches already read without loading them.
 //
-// The epoch's order L is the engine's DistributedSampler permutation for
-// (seed, epoch) over one rank (PyTorch's randperm for seed + epoch; 0..n-1
-// without shuffle). Positions p >= start of the list are shared out: rank r
+// The epoch's order L is shuffled_order(n, seed, epoch) (PyTorch's randperm
+// for seed + epoch, engine/data/shuffled_order.h; 0..n-1 without shuffle). Positions p >= start of the list are shared out: rank r
 // reads p = start + r, start + r + W, ..., and position p holds L[p mod n],
 // so positions past n repeat the order from its start (the padding). Rank
 // r's batch k is its positions k*B .. k*B + B - 1, so step k over all ranks
