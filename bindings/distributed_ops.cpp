@@ -7,7 +7,7 @@
 
 #include "bindings/error_log.h"
 #include "bindings/lua_support.h"
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "engine/gpu.h"
 #include "engine/gradient_reducer.h"
 #include "engine/process_state.h"

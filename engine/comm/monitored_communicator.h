@@ -7,8 +7,8 @@
 #include <chrono>
 #include <memory>
 
-#include "engine/collective_monitor.h"
-#include "engine/communicator.h"
+#include "engine/comm/collective_monitor.h"
+#include "engine/comm/communicator.h"
 
 namespace accel {
 

@@ -1,4 +1,4 @@
-#include "engine/monitored_communicator.h"
+#include "engine/comm/monitored_communicator.h"
 
 #include <ATen/ATen.h>
 

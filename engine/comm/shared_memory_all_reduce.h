@@ -20,7 +20,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 
 namespace at {
 class Tensor;

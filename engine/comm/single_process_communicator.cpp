@@ -1,4 +1,4 @@
-#include "engine/single_process_communicator.h"
+#include "engine/comm/single_process_communicator.h"
 
 #include <ATen/ATen.h>
 

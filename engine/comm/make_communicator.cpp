@@ -1,19 +1,19 @@
 #include <cstdlib>
 
-#include "engine/checked_communicator.h"
-#include "engine/collective_monitor.h"
-#include "engine/communicator.h"
+#include "engine/comm/checked_communicator.h"
+#include "engine/comm/collective_monitor.h"
+#include "engine/comm/communicator.h"
 #ifdef ACCEL_WITH_CUDA
-#include "engine/cuda/nccl_communicator.h"
+#include "engine/comm/nccl_communicator.h"
 #endif
-#include "engine/device_routed_communicator.h"
-#include "engine/gloo_communicator.h"
-#include "engine/monitored_communicator.h"
+#include "engine/comm/device_routed_communicator.h"
+#include "engine/comm/gloo_communicator.h"
+#include "engine/comm/monitored_communicator.h"
 #ifdef ACCEL_WITH_MPI
-#include "engine/mpi_communicator.h"
+#include "engine/comm/mpi_communicator.h"
 #endif
 #include "engine/process_state.h"
-#include "engine/single_process_communicator.h"
+#include "engine/comm/single_process_communicator.h"
 
 namespace accel {
 

@@ -1,4 +1,4 @@
-#include "engine/device_routed_communicator.h"
+#include "engine/comm/device_routed_communicator.h"
 
 #include <ATen/core/Tensor.h>
 

@@ -1,4 +1,4 @@
-#include "engine/checked_communicator.h"
+#include "engine/comm/checked_communicator.h"
 
 #include <ATen/ATen.h>
 

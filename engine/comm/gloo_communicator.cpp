@@ -1,4 +1,4 @@
-#include "engine/gloo_communicator.h"
+#include "engine/comm/gloo_communicator.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -9,12 +9,12 @@
 #include <cstdlib>
 #include <random>
 
-#include "engine/c10d_all_gather.h"
+#include "engine/comm/c10d_all_gather.h"
 #include "engine/checkpoint/fault_injection.h"
 #include "engine/launch/run_guardian.h"
 #include "engine/process_state.h"
-#include "engine/shared_memory_all_reduce.h"
-#include "engine/store_client.h"
+#include "engine/comm/shared_memory_all_reduce.h"
+#include "engine/store/c10d_store.h"
 
 namespace accel {
 namespace {
@@ -120,7 +120,7 @@ GlooCommunicator::GlooCommunicator(const ProcessState& state, const Communicator
     : impl_(std::make_unique<Impl>()) {
   TORCH_CHECK(state.master_port > 0,
               "the gloo backend needs MASTER_PORT: start the run with accel-run");
-  auto store = c10::make_intrusive<StoreClient>(state.store_address(), options.timeout);
+  auto store = c10::make_intrusive<C10dStore>(state.store_address(), options.timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", store);
   auto gloo_options = c10d::ProcessGroupGloo::Options::create();
   gloo_options->timeout = options.timeout;

@@ -105,7 +105,7 @@ struct CommunicatorOptions {
   bool debug = false;
   // Gloo only: when every rank runs on this machine, all_reduce of CPU
   // tensors goes through a shared memory segment instead of loopback TCP
-  // (engine/shared_memory_all_reduce.h). make_communicator also turns it
+  // (engine/comm/shared_memory_all_reduce.h). make_communicator also turns it
   // off when the environment sets ACCEL_SHARED_MEMORY=0.
   bool shared_memory = true;
 };
@@ -126,8 +126,8 @@ std::string compiled_backends();
 // rank, else the requested backend joined through the launcher's store,
 // wrapped so that every collective is published to that store for stall
 // reports and times out with a message naming the ranks that did not
-// arrive (engine/monitored_communicator.h), and, with options.debug,
-// checked across ranks first (engine/checked_communicator.h).
+// arrive (engine/comm/monitored_communicator.h), and, with options.debug,
+// checked across ranks first (engine/comm/checked_communicator.h).
 std::unique_ptr<Communicator> make_communicator(const ProcessState& state,
                                                 const CommunicatorOptions& options);
 
