@@ -41,16 +41,6 @@ const char* op_name(int8_t op) {
   return "an unknown collective";
 }
 
-const char* reduce_name(int8_t reduce) {
-  switch (static_cast<ReduceOp>(reduce)) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Average: return "mean";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-  }
-  return "?";
-}
-
 Descriptor describe(Op op, const at::Tensor* t, int8_t reduce, int32_t root) {
   Descriptor d;
   d.op = static_cast<int8_t>(op);
@@ -78,7 +68,7 @@ std::string signature(const Descriptor& d) {
     if (d.ndim > kMaxDims) text += ", ...";
     text += "]";
   }
-  if (static_cast<Op>(d.op) == Op::all_reduce) text += std::string(" (") + reduce_name(d.reduce) + ")";
+  if (static_cast<Op>(d.op) == Op::all_reduce) text += std::string(" (") + reduce_op_name(static_cast<ReduceOp>(d.reduce)) + ")";
   if (static_cast<Op>(d.op) == Op::broadcast) text += " from rank " + std::to_string(d.root);
   return text;
 }

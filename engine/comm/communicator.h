@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/comm/reduce_op.h"
+
 namespace at {
 class Tensor;
 }
@@ -17,8 +19,6 @@ class Tensor;
 namespace accel {
 
 struct ProcessState;
-
-enum class ReduceOp { Sum, Average, Max, Min };
 
 // A collective that could not complete: a peer closed its connection (it
 // died or failed), or the operation timed out. Usually the consequence of

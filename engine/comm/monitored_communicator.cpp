@@ -7,16 +7,6 @@
 namespace accel {
 namespace {
 
-const char* reduce_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Average: return "mean";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-  }
-  return "?";
-}
-
 // A backend failure this close to the timeout is the timeout, whatever words
 // the backend used (Gloo may report a peer that timed out first as closed).
 constexpr double kTimeoutShare = 0.9;
@@ -77,7 +67,7 @@ auto MonitoredCommunicator::monitored(const char* op, const std::string& detail,
 }
 
 void MonitoredCommunicator::all_reduce(at::Tensor& t, ReduceOp op) {
-  monitored("all_reduce", describe_tensor(t) + " (" + reduce_name(op) + ")",
+  monitored("all_reduce", describe_tensor(t) + " (" + reduce_op_name(op) + ")",
             [&] { inner_->all_reduce(t, op); });
 }
 
@@ -85,7 +75,7 @@ std::unique_ptr<PendingOp> MonitoredCommunicator::all_reduce_async(at::Tensor& t
   auto span = std::make_unique<MonitoredSpan>(
       *monitor_,
       monitor_->enter("all_reduce", current_call_site(),
-                      describe_tensor(t) + " (" + reduce_name(op) + ")"),
+                      describe_tensor(t) + " (" + reduce_op_name(op) + ")"),
       timeout_);
   std::unique_ptr<PendingOp> pending = inner_->all_reduce_async(t, op);
   counts_ = inner_->counts();
