@@ -62,6 +62,21 @@ struct CollectiveCounts {
   int64_t barrier = 0;
 };
 
+// Field by field, for communicators that wrap others: they add what they
+// carry themselves and take away what they sent only for their own sake.
+inline CollectiveCounts operator+(CollectiveCounts a, const CollectiveCounts& b) {
+  a.all_reduce += b.all_reduce;
+  a.all_reduce_shared_memory += b.all_reduce_shared_memory;
+  a.broadcast += b.broadcast;
+  a.all_gather += b.all_gather;
+  a.barrier += b.barrier;
+  return a;
+}
+inline CollectiveCounts operator-(const CollectiveCounts& a, const CollectiveCounts& b) {
+  return a + CollectiveCounts{-b.all_reduce, -b.all_reduce_shared_memory, -b.broadcast,
+                              -b.all_gather, -b.barrier};
+}
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -83,7 +98,9 @@ class Communicator {
   // (MonitoredCommunicator: through the launcher's store).
   virtual void finish() { barrier(); }
 
-  const CollectiveCounts& counts() const { return counts_; }
+  // The collectives the caller asked for. A backend counts them in counts_;
+  // a communicator that wraps others answers from theirs.
+  virtual CollectiveCounts counts() const { return counts_; }
 
  protected:
   CollectiveCounts counts_;

@@ -52,14 +52,7 @@ template <class Body>
 auto MonitoredCommunicator::monitored(const char* op, const std::string& detail, Body&& body) {
   MonitoredSpan span(*monitor_, monitor_->enter(op, current_call_site(), detail), timeout_);
   try {
-    if constexpr (std::is_void_v<decltype(body())>) {
-      body();
-      counts_ = inner_->counts();
-    } else {
-      auto result = body();
-      counts_ = inner_->counts();
-      return result;
-    }
+    return body();
   } catch (const CollectiveError&) {
     span.throw_if_timed_out();
     throw;
@@ -78,7 +71,6 @@ std::unique_ptr<PendingOp> MonitoredCommunicator::all_reduce_async(at::Tensor& t
                       describe_tensor(t) + " (" + reduce_op_name(op) + ")"),
       timeout_);
   std::unique_ptr<PendingOp> pending = inner_->all_reduce_async(t, op);
-  counts_ = inner_->counts();
   return std::make_unique<MonitoredPendingOp>(std::move(pending), std::move(span));
 }
 
