@@ -52,6 +52,12 @@ class PendingOp {
   virtual void wait() = 0;
 };
 
+// An operation that was complete before the call that started it returned.
+class CompletedOp final : public PendingOp {
+ public:
+  void wait() override {}
+};
+
 // How many collectives ran, by kind: tests use it to prove that a step did
 // (or did not) communicate.
 struct CollectiveCounts {
@@ -122,8 +128,8 @@ struct CommunicatorOptions {
   bool debug = false;
   // Gloo only: when every rank runs on this machine, all_reduce of CPU
   // tensors goes through a shared memory segment instead of loopback TCP
-  // (engine/comm/shared_memory_all_reduce.h). make_communicator also turns it
-  // off when the environment sets ACCEL_SHARED_MEMORY=0.
+  // (engine/comm/shared_memory_communicator.h). make_communicator also turns
+  // it off when the environment sets ACCEL_SHARED_MEMORY=0.
   bool shared_memory = true;
 };
 
@@ -140,8 +146,9 @@ std::string current_call_site();
 std::string compiled_backends();
 
 // The communicator for this process: a no-op one when the world has one
-// rank, else the requested backend joined through the launcher's store,
-// wrapped so that every collective is published to that store for stall
+// rank, else the requested backend joined through the launcher's store (Gloo
+// behind shared memory when every rank is on this machine,
+// engine/comm/shared_memory_communicator.h), wrapped so that every collective is published to that store for stall
 // reports and times out with a message naming the ranks that did not
 // arrive (engine/comm/monitored_communicator.h), and, with options.debug,
 // checked across ranks first (engine/comm/checked_communicator.h).

@@ -3,11 +3,6 @@
 #include <ATen/ATen.h>
 
 namespace accel {
-namespace {
-struct CompletedOp final : PendingOp {
-  void wait() override {}
-};
-}  // namespace
 
 void SingleProcessCommunicator::all_reduce(at::Tensor&, ReduceOp) { ++counts_.all_reduce; }
 
