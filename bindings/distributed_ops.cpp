@@ -4,10 +4,12 @@
 #include "bindings/distributed_ops.h"
 
 #include <memory>
+#include <optional>
 
 #include "bindings/error_log.h"
 #include "bindings/lua_support.h"
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
+#include "engine/comm/reduce_op.h"
 #include "engine/gpu.h"
 #include "engine/gradient_reducer.h"
 #include "engine/process_state.h"
@@ -57,10 +59,7 @@ void choose_device(DistContext& ctx, const c10::Device& device) {
 }
 
 ReduceOp parse_reduce_op(const std::string& name) {
-  if (name == "sum") return ReduceOp::Sum;
-  if (name == "mean") return ReduceOp::Average;
-  if (name == "max") return ReduceOp::Max;
-  if (name == "min") return ReduceOp::Min;
+  if (std::optional<ReduceOp> op = reduce_op_from_name(name)) return *op;
   throw ArgError("reduce op must be 'sum', 'mean', 'max' or 'min', got '" + name + "'");
 }
 

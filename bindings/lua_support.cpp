@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "bindings/error_log.h"
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "engine/gpu.h"
 
 namespace accel::lua {

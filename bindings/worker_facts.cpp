@@ -21,7 +21,7 @@ extern "C" {
 #include <mpi.h>
 #endif
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "engine/gpu.h"
 
 namespace {

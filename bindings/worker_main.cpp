@@ -22,7 +22,7 @@ extern "C" {
 #include "bindings/error_log.h"
 #include "bindings/lua_random.h"
 #include "bindings/lua_support.h"
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "engine/launch/launch_options.h"
 #include "engine/launch/worker_variables.h"
 #include "engine/caching_cpu_allocator.h"

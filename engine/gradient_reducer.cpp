@@ -7,7 +7,7 @@
 
 #include <mutex>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 
 namespace accel {
 

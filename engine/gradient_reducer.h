@@ -8,7 +8,7 @@
 // parameter's gradient accumulator copies the gradient into its bucket as
 // soon as autograd has produced it; a full bucket's all-reduce starts at
 // once, asynchronously, so communication overlaps the rest of backward
-// (through shared memory, engine/shared_memory_all_reduce.h, it completes
+// (through shared memory, engine/comm/shared_memory_all_reduce.h, it completes
 // there and then: it takes microseconds, not a network's milliseconds).
 // Buckets start in the same order on every rank. finalize() waits for all of
 // them and writes the results back into the gradients.

@@ -16,7 +16,7 @@
 #include <cstdio>
 
 #include "bench/cpp/bench_common.h"
-#include "engine/store_client.h"
+#include "engine/store/c10d_store.h"
 
 namespace {
 
@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
     return 2;
   }
 
-  auto store = c10::make_intrusive<accel::StoreClient>(world.state.store_address(), std::chrono::minutes(5));
+  auto store = c10::make_intrusive<accel::C10dStore>(world.state.store_address(), std::chrono::minutes(5));
   auto options = c10d::ProcessGroupGloo::Options::create();
   options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
   c10d::ProcessGroupGloo raw(c10::make_intrusive<c10d::PrefixStore>("raw", store), world.rank(),

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 #include "engine/data/epoch_plan.h"
 #include "engine/gradient_reducer.h"
 #include "engine/optim/adam.h"

@@ -2,7 +2,7 @@
 // is in, so the launcher can tell, while a collective stalls, who waits
 // where and who has not arrived; and a timed-out rank can name the missing.
 // One key per rank, overwritten as the rank moves on (a cheap SET, made by a
-// background thread in the worker: engine/collective_monitor.h).
+// background thread in the worker: engine/comm/collective_monitor.h).
 #pragma once
 #include <cstdint>
 #include <optional>

@@ -17,9 +17,9 @@
 #include "engine/launch/node_rendezvous.h"
 #include "engine/launch/run_guardian.h"
 #include "engine/launch/stall_inspector.h"
-#include "engine/launch/store_server.h"
 #include "engine/launch/supervisor.h"
 #include "engine/launch/worker_variables.h"
+#include "engine/store/store_server.h"
 
 namespace accel {
 namespace {

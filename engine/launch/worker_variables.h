@@ -12,7 +12,7 @@
 //   ACCEL_RESTART_COUNT                 0 on the first start, k after the k-th restart
 //   ACCEL_MAX_RESTARTS                  the --max-restarts in force
 //   ACCEL_RDZV_TOKEN                    the secret the launcher's store wants
-//                                       (engine/launch/store_protocol.h)
+//                                       (engine/store/store_protocol.h)
 //   ACCEL_SHM_PREFIX                    the run's shared memory names
 //                                       (engine/launch/run_guardian.h)
 #pragma once

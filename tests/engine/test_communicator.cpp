@@ -8,12 +8,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/communicator.h"
-#include "engine/device_routed_communicator.h"
+#include "engine/comm/communicator.h"
+#include "engine/comm/device_routed_communicator.h"
+#include "engine/comm/single_process_communicator.h"
 #include "engine/gradient_reducer.h"
-#include "engine/launch/store_server.h"
 #include "engine/process_state.h"
-#include "engine/single_process_communicator.h"
+#include "engine/store/store_server.h"
 #include "tests/engine/forked_ranks.h"
 
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <thread>
 
-#include "engine/shared_memory_all_reduce.h"
+#include "engine/comm/shared_memory_all_reduce.h"
 #include "tests/engine/forked_ranks.h"
 
 namespace {

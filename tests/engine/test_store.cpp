@@ -1,4 +1,4 @@
-// The rendezvous store: StoreServer and StoreClient over real sockets on
+// The rendezvous store: StoreServer and C10dStore over real sockets on
 // 127.0.0.1, and a Gloo process group rendezvousing through them.
 #include <catch2/catch.hpp>
 
@@ -20,13 +20,13 @@
 #endif
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "engine/launch/store_protocol.h"
-#include "engine/launch/store_server.h"
-#include "engine/store_client.h"
+#include "engine/store/c10d_store.h"
+#include "engine/store/store_protocol.h"
+#include "engine/store/store_server.h"
 
 namespace {
 
-using accel::StoreClient;
+using accel::C10dStore;
 using accel::StoreServer;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -60,7 +60,7 @@ int raw_connect(uint16_t port) {
 
 TEST_CASE("store: set, get, check, delete and count keys") {
   StoreServer server(kHost, 0, kToken);
-  StoreClient client(address(server.port()), kTimeout);
+  C10dStore client(address(server.port()), kTimeout);
 
   const std::string binary("x\0y", 3);
   client.set("a", bytes(binary));
@@ -87,7 +87,7 @@ TEST_CASE("store: set, get, check, delete and count keys") {
 
 TEST_CASE("store: add from many threads keeps an exact count") {
   StoreServer server(kHost, 0, kToken);
-  StoreClient shared(address(server.port()), kTimeout);
+  C10dStore shared(address(server.port()), kTimeout);
   constexpr int kThreads = 8;
   constexpr int kAdds = 200;
 
@@ -95,9 +95,9 @@ TEST_CASE("store: add from many threads keeps an exact count") {
   for (int t = 0; t < kThreads; ++t) {
     // Half the threads share one connection (its mutex), half have their own.
     threads.emplace_back([&, t] {
-      std::unique_ptr<StoreClient> own;
-      if (t % 2) own = std::make_unique<StoreClient>(address(server.port()), kTimeout);
-      StoreClient& client = own ? *own : shared;
+      std::unique_ptr<C10dStore> own;
+      if (t % 2) own = std::make_unique<C10dStore>(address(server.port()), kTimeout);
+      C10dStore& client = own ? *own : shared;
       for (int i = 0; i < kAdds; ++i) client.add("counter", 1);
     });
   }
@@ -111,8 +111,8 @@ TEST_CASE("store: add from many threads keeps an exact count") {
 
 TEST_CASE("store: wait and get block until another client sets the key") {
   StoreServer server(kHost, 0, kToken);
-  StoreClient waiter(address(server.port()), kTimeout);
-  StoreClient setter(address(server.port()), kTimeout);
+  C10dStore waiter(address(server.port()), kTimeout);
+  C10dStore setter(address(server.port()), kTimeout);
 
   const auto start = Clock::now();
   std::thread later([&] {
@@ -132,7 +132,7 @@ TEST_CASE("store: wait and get block until another client sets the key") {
 
 TEST_CASE("store: a wait that times out names the keys still missing") {
   StoreServer server(kHost, 0, kToken);
-  StoreClient client(address(server.port()), milliseconds(150));
+  C10dStore client(address(server.port()), milliseconds(150));
   client.set("here", bytes("1"));
 
   const auto start = Clock::now();
@@ -157,7 +157,7 @@ TEST_CASE("store: a wait that times out names the keys still missing") {
 
 TEST_CASE("store: compareSet follows c10d semantics") {
   StoreServer server(kHost, 0, kToken);
-  StoreClient client(address(server.port()), kTimeout);
+  C10dStore client(address(server.port()), kTimeout);
 
   // Missing key, non-empty expected: nothing is set, expected comes back.
   CHECK(text(client.compareSet("k", bytes("old"), bytes("new"))) == "old");
@@ -196,7 +196,7 @@ TEST_CASE("store: a client retries connecting until the server appears") {
 
   SECTION("nothing ever listens: the error names host and port") {
     const auto start = Clock::now();
-    CHECK_THROWS_WITH(StoreClient(address(port), milliseconds(300)),
+    CHECK_THROWS_WITH(C10dStore(address(port), milliseconds(300)),
                       Catch::Contains("cannot reach the rendezvous store at " + kHost + ":" +
                                       std::to_string(port)));
     CHECK(elapsed_ms(start) >= 290);
@@ -209,7 +209,7 @@ TEST_CASE("store: a client retries connecting until the server appears") {
       server = std::make_unique<StoreServer>(kHost, port, kToken);
     });
     const auto start = Clock::now();
-    StoreClient client(address(port), kTimeout);
+    C10dStore client(address(port), kTimeout);
     starter.join();
     CHECK(elapsed_ms(start) >= 190);
     client.set("hello", bytes("world"));
@@ -238,7 +238,7 @@ TEST_CASE("store: broken connections are dropped and others keep being served") 
   CHECK(::recv(oversized, &byte, 1, 0) == 0);
   ::close(oversized);
 
-  StoreClient client(address(server.port()), kTimeout);
+  C10dStore client(address(server.port()), kTimeout);
   client.set("whole", bytes("value"));
   CHECK(text(client.get("whole")) == "value");
   CHECK_FALSE(client.check({"half"}));
@@ -276,11 +276,11 @@ TEST_CASE("store: only a connection that presents the run's token may use it") {
   }
 
   SECTION("a wrong token is named as such") {
-    CHECK_THROWS_WITH(StoreClient(accel::StoreAddress{kHost, server.port(), "guess"}, kTimeout),
+    CHECK_THROWS_WITH(C10dStore(accel::StoreAddress{kHost, server.port(), "guess"}, kTimeout),
                       Catch::Contains("wrong rendezvous token"));
-    CHECK_THROWS_WITH(StoreClient(accel::StoreAddress{kHost, server.port(), ""}, kTimeout),
+    CHECK_THROWS_WITH(C10dStore(accel::StoreAddress{kHost, server.port(), ""}, kTimeout),
                       Catch::Contains("wrong rendezvous token"));
-    StoreClient right(address(server.port()), kTimeout);
+    C10dStore right(address(server.port()), kTimeout);
     right.set("k", bytes("v"));
     CHECK(server.peek("k") == std::string("v"));
   }
@@ -313,7 +313,7 @@ TEST_CASE("store: strangers that never greet are dropped, and few may wait at on
 
   // The fifth waits in the listen backlog until the idle ones expire.
   const auto start = Clock::now();
-  StoreClient client(address(server.port()), kTimeout);
+  C10dStore client(address(server.port()), kTimeout);
   CHECK(elapsed_ms(start) >= 300);
   client.set("in", bytes("yes"));
   for (int fd : idle) {
@@ -341,7 +341,7 @@ TEST_CASE("store: what the store holds and what one frame carries are bounded") 
   accel::StoreLimits limits;
   limits.max_stored_bytes = 1000;
   StoreServer server(kHost, 0, kToken, limits);
-  StoreClient client(address(server.port()), kTimeout);
+  C10dStore client(address(server.port()), kTimeout);
   client.set("a", std::vector<uint8_t>(600, 1));
   CHECK_THROWS_WITH(client.set("b", std::vector<uint8_t>(600, 2)), Catch::Contains("the store is full"));
   CHECK_FALSE(client.check({"b"}));
@@ -352,7 +352,7 @@ TEST_CASE("store: what the store holds and what one frame carries are bounded") 
   CHECK(client.add("counter", 5) == 5);
 
   // A frame over the protocol's limit ends the connection that sent it.
-  StoreClient greedy(address(server.port()), kTimeout);
+  C10dStore greedy(address(server.port()), kTimeout);
   CHECK_THROWS_WITH(greedy.set("huge", std::vector<uint8_t>(accel::store_protocol::kMaxFrameBytes, 0)),
                     Catch::StartsWith("lost the rendezvous store"));
   CHECK(client.getNumKeys() == 2);
@@ -360,14 +360,14 @@ TEST_CASE("store: what the store holds and what one frame carries are bounded") 
 
 TEST_CASE("store: destroying the server ends a parked wait at once") {
   auto server = std::make_unique<StoreServer>(kHost, 0, kToken);
-  StoreClient client(address(server->port()), kTimeout);
+  C10dStore client(address(server->port()), kTimeout);
   const std::string where = kHost + ":" + std::to_string(server->port());
 
   std::string error;
   std::atomic<bool> returned{false};
   std::thread waiter([&] {
     try {
-      client.wait({"never"}, StoreClient::kNoTimeout);
+      client.wait({"never"}, C10dStore::kNoTimeout);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -385,7 +385,7 @@ TEST_CASE("store: destroying the server ends a parked wait at once") {
   CHECK_THROWS_WITH(client.getNumKeys(), Catch::StartsWith("lost the rendezvous store"));
 }
 
-TEST_CASE("store: a Gloo process group of two ranks allreduces over StoreClient") {
+TEST_CASE("store: a Gloo process group of two ranks allreduces over C10dStore") {
   StoreServer server(kHost, 0, kToken);
   constexpr int kWorld = 2;
   std::vector<at::Tensor> results(kWorld);
@@ -394,7 +394,7 @@ TEST_CASE("store: a Gloo process group of two ranks allreduces over StoreClient"
   // Catch2 assertions are not thread-safe: ranks record, the main thread checks.
   const auto rank_main = [&](int rank) {
     try {
-      auto store = c10::make_intrusive<StoreClient>(address(server.port()), kTimeout);
+      auto store = c10::make_intrusive<C10dStore>(address(server.port()), kTimeout);
       auto options = c10d::ProcessGroupGloo::Options::create(kTimeout);
       options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(kHost));
       c10d::ProcessGroupGloo group(store, rank, kWorld, options);
@@ -415,6 +415,6 @@ TEST_CASE("store: a Gloo process group of two ranks allreduces over StoreClient"
     CHECK(at::equal(results[r], at::full({4}, 3.0f)));
   }
   // The rendezvous really went through this store.
-  StoreClient observer(address(server.port()), kTimeout);
+  C10dStore observer(address(server.port()), kTimeout);
   CHECK(observer.getNumKeys() > 0);
 }

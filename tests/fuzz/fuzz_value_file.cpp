@@ -23,7 +23,7 @@ extern "C" {
 }
 
 #include "bindings/accel_core.h"
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 
 namespace {
 

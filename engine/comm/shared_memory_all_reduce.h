@@ -1,8 +1,9 @@
 // All-reduce between the processes of one machine through a shared memory
-// segment, for the Gloo communicator when every rank is local: Gloo's TCP
-// path over loopback costs several thread wake-ups per message (about
-// 0.2 ms for one float, 2 ms for 340 KB on a 2-core machine), while ranks
-// that poll a shared counter meet in about a microsecond.
+// segment, for SharedMemoryCommunicator (engine/comm/shared_memory_communicator.h)
+// over Gloo when every rank is local: Gloo's TCP path over loopback costs
+// several thread wake-ups per message (about 0.2 ms for one float, 2 ms for
+// 340 KB on a 2-core machine), while ranks that poll a shared counter meet
+// in about a microsecond.
 //
 // The tensor goes through the segment in chunks. Per chunk, each rank
 // copies its part into its own slot, reduces one slice of the chunk across
@@ -20,7 +21,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 
 namespace at {
 class Tensor;

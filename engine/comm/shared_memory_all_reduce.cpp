@@ -1,4 +1,4 @@
-#include "engine/shared_memory_all_reduce.h"
+#include "engine/comm/shared_memory_all_reduce.h"
 
 #include <ATen/ATen.h>
 #include <fcntl.h>

@@ -1,12 +1,12 @@
-#include "engine/cuda/nccl_communicator.h"
+#include "engine/comm/nccl_communicator.h"
 
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
-#include "engine/c10d_all_gather.h"
+#include "engine/comm/c10d_all_gather.h"
 #include "engine/process_state.h"
-#include "engine/store_client.h"
+#include "engine/store/c10d_store.h"
 
 namespace accel {
 namespace {
@@ -68,7 +68,7 @@ NcclCommunicator::NcclCommunicator(const ProcessState& state, const Communicator
     : impl_(std::make_unique<Impl>()) {
   TORCH_CHECK(state.master_port > 0, "the nccl backend needs MASTER_PORT: start the run with accel-run");
   c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
-  auto store = c10::make_intrusive<StoreClient>(state.store_address(), options.timeout);
+  auto store = c10::make_intrusive<C10dStore>(state.store_address(), options.timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("nccl", store);
   auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
   nccl_options->timeout = options.timeout;

@@ -1,7 +1,7 @@
 // The communicator of a one-rank world: every collective is the identity, so
 // a recipe runs unchanged with --nproc 1 and pays nothing for it.
 #pragma once
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 
 namespace accel {
 

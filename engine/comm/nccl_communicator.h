@@ -2,7 +2,7 @@
 // ProcessGroupNCCL, joined by rendezvous on the launcher's store. Built only
 // against a CUDA LibTorch (ACCEL_WITH_CUDA). Host tensors are not its job:
 // make_communicator pairs it with a Gloo communicator for those
-// (engine/device_routed_communicator.h).
+// (engine/comm/device_routed_communicator.h).
 //
 // NCCL runs on its own CUDA stream: an all-reduce started here waits for
 // the work already queued on the current stream, and PendingOp::wait()
@@ -13,7 +13,7 @@
 #pragma once
 #include <memory>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 
 namespace accel {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <memory>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 
 namespace accel {
 

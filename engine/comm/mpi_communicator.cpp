@@ -1,4 +1,4 @@
-#include "engine/mpi_communicator.h"
+#include "engine/comm/mpi_communicator.h"
 
 #include <ATen/ATen.h>
 

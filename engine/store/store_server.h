@@ -2,11 +2,11 @@
 //
 // The launcher binds the port before it spawns anyone (port 0 picks a free
 // one), so two runs started at once never race for a port. Workers reach it
-// through StoreClient (engine/store_client.h), a c10d::Store, so Gloo's
+// through C10dStore (engine/store/c10d_store.h), a c10d::Store, so Gloo's
 // rendezvous runs over it. No LibTorch here: the launcher must stay small.
 //
 // It may listen beyond loopback, so it trusts no peer: only connections that
-// present the run's token may use it (engine/launch/store_protocol.h), and
+// present the run's token may use it (engine/store/store_protocol.h), and
 // what any one peer can make it hold is bounded (StoreLimits).
 #pragma once
 #include <chrono>

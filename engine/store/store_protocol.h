@@ -1,5 +1,5 @@
 // Wire format of the rendezvous store, shared by StoreServer (launcher) and
-// StoreClient (workers). No LibTorch: the launcher includes it.
+// StoreConnection, its one client. No LibTorch: the launcher includes it.
 //
 // Every message is a frame: a 4-byte body length, then the body. A request
 // body is a Command byte then its arguments; a response body is a Status byte

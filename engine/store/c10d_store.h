@@ -1,6 +1,8 @@
 // A worker's connection to the launcher's rendezvous store (StoreServer), as a
 // c10d::Store so that LibTorch's process groups rendezvous over it: an
-// adapter over the one client, StoreConnection (engine/launch/store_connection.h).
+// adapter over the one client, StoreConnection (engine/store/store_connection.h).
+// The one file of engine/store/ that needs LibTorch: it is built into
+// accel_engine, the rest into the launcher's accel_launch.
 #pragma once
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -10,19 +12,19 @@
 #include <string>
 #include <vector>
 
-#include "engine/launch/store_connection.h"
+#include "engine/store/store_connection.h"
 
 namespace accel {
 
-class StoreClient : public c10d::Store {
+class C10dStore : public c10d::Store {
  public:
   // Connects to the address, retrying until `timeout` passes (a remote
   // node's launcher may come up after this worker), and presents its token.
   // `timeout` is also the store timeout for get() and wait(keys); zero means
   // no limit, as in c10d. Throws std::runtime_error naming host:port when no
   // connection is made in time or the token is refused.
-  StoreClient(const StoreAddress& address, std::chrono::milliseconds timeout);
-  ~StoreClient() override;
+  C10dStore(const StoreAddress& address, std::chrono::milliseconds timeout);
+  ~C10dStore() override;
 
   void set(const std::string& key, const std::vector<uint8_t>& value) override;
   std::vector<uint8_t> compareSet(const std::string& key,

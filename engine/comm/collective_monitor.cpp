@@ -1,4 +1,4 @@
-#include "engine/collective_monitor.h"
+#include "engine/comm/collective_monitor.h"
 
 #include <unistd.h>
 
@@ -7,7 +7,7 @@
 #include <cstdlib>
 
 #include "engine/launch/error_file.h"
-#include "engine/launch/store_connection.h"
+#include "engine/store/store_connection.h"
 
 namespace accel {
 namespace {

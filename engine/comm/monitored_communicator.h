@@ -7,8 +7,8 @@
 #include <chrono>
 #include <memory>
 
-#include "engine/collective_monitor.h"
-#include "engine/communicator.h"
+#include "engine/comm/collective_monitor.h"
+#include "engine/comm/communicator.h"
 
 namespace accel {
 
@@ -29,6 +29,7 @@ class MonitoredCommunicator final : public Communicator {
   // Through the store (CollectiveMonitor::finish_together), recorded as
   // collective "finish"; a barrier when the monitor has no store.
   void finish() override;
+  CollectiveCounts counts() const override { return inner_->counts(); }
 
  private:
   // Runs `body` as collective `op`, recorded from start to end.

@@ -1,13 +1,8 @@
-#include "engine/single_process_communicator.h"
+#include "engine/comm/single_process_communicator.h"
 
 #include <ATen/ATen.h>
 
 namespace accel {
-namespace {
-struct CompletedOp final : PendingOp {
-  void wait() override {}
-};
-}  // namespace
 
 void SingleProcessCommunicator::all_reduce(at::Tensor&, ReduceOp) { ++counts_.all_reduce; }
 

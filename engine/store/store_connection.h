@@ -1,9 +1,9 @@
 // The one client of the rendezvous store (StoreServer): a blocking
 // connection, without LibTorch, for the launchers of other nodes (which meet
 // on node 0's store), the worker's collective monitor (which publishes where
-// each rank is) and, wrapped as a c10d::Store by StoreClient
-// (engine/store_client.h), the workers' process groups. The wire format is
-// engine/launch/store_protocol.h.
+// each rank is) and, wrapped as a c10d::Store by C10dStore
+// (engine/store/c10d_store.h), the workers' process groups. The wire format is
+// engine/store/store_protocol.h.
 //
 // Not thread-safe: one thread talks on a connection at a time.
 #pragma once

@@ -2,7 +2,7 @@
 #include <thread>
 #include <utility>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 
 namespace accel {
 namespace {

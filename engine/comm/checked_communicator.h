@@ -6,7 +6,7 @@
 #pragma once
 #include <memory>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 
 namespace accel {
 
@@ -22,9 +22,12 @@ class CheckedCommunicator final : public Communicator {
   void broadcast(at::Tensor& t, int root) override;
   std::vector<at::Tensor> all_gather(const at::Tensor& t) override;
   void barrier() override;
+  // The inner one's, less the checks' own all_gathers.
+  CollectiveCounts counts() const override { return inner_->counts() - checks_; }
 
  private:
   std::unique_ptr<Communicator> inner_;
+  CollectiveCounts checks_;
 };
 
 }  // namespace accel

@@ -1,11 +1,11 @@
 // Collectives over Gloo through LibTorch's c10d, joined by rendezvous on the
-// launcher's store (engine/store_client.h). When every rank runs on this
-// machine, all-reduces of CPU tensors take a shared memory segment instead
-// (engine/shared_memory_all_reduce.h); Gloo carries the rest.
+// launcher's store (engine/store/c10d_store.h). When every rank runs on this
+// machine, make_communicator puts it behind shared memory for all-reduces
+// (engine/comm/shared_memory_communicator.h).
 #pragma once
 #include <memory>
 
-#include "engine/communicator.h"
+#include "engine/comm/communicator.h"
 
 namespace accel {
 

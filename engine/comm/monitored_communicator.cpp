@@ -1,4 +1,4 @@
-#include "engine/monitored_communicator.h"
+#include "engine/comm/monitored_communicator.h"
 
 #include <ATen/ATen.h>
 
@@ -6,16 +6,6 @@
 
 namespace accel {
 namespace {
-
-const char* reduce_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Average: return "mean";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-  }
-  return "?";
-}
 
 // A backend failure this close to the timeout is the timeout, whatever words
 // the backend used (Gloo may report a peer that timed out first as closed).
@@ -62,14 +52,7 @@ template <class Body>
 auto MonitoredCommunicator::monitored(const char* op, const std::string& detail, Body&& body) {
   MonitoredSpan span(*monitor_, monitor_->enter(op, current_call_site(), detail), timeout_);
   try {
-    if constexpr (std::is_void_v<decltype(body())>) {
-      body();
-      counts_ = inner_->counts();
-    } else {
-      auto result = body();
-      counts_ = inner_->counts();
-      return result;
-    }
+    return body();
   } catch (const CollectiveError&) {
     span.throw_if_timed_out();
     throw;
@@ -77,7 +60,7 @@ auto MonitoredCommunicator::monitored(const char* op, const std::string& detail,
 }
 
 void MonitoredCommunicator::all_reduce(at::Tensor& t, ReduceOp op) {
-  monitored("all_reduce", describe_tensor(t) + " (" + reduce_name(op) + ")",
+  monitored("all_reduce", describe_tensor(t) + " (" + reduce_op_name(op) + ")",
             [&] { inner_->all_reduce(t, op); });
 }
 
@@ -85,10 +68,9 @@ std::unique_ptr<PendingOp> MonitoredCommunicator::all_reduce_async(at::Tensor& t
   auto span = std::make_unique<MonitoredSpan>(
       *monitor_,
       monitor_->enter("all_reduce", current_call_site(),
-                      describe_tensor(t) + " (" + reduce_name(op) + ")"),
+                      describe_tensor(t) + " (" + reduce_op_name(op) + ")"),
       timeout_);
   std::unique_ptr<PendingOp> pending = inner_->all_reduce_async(t, op);
-  counts_ = inner_->counts();
   return std::make_unique<MonitoredPendingOp>(std::move(pending), std::move(span));
 }
 

@@ -1,4 +1,4 @@
-#include "engine/checked_communicator.h"
+#include "engine/comm/checked_communicator.h"
 
 #include <ATen/ATen.h>
 
@@ -41,16 +41,6 @@ const char* op_name(int8_t op) {
   return "an unknown collective";
 }
 
-const char* reduce_name(int8_t reduce) {
-  switch (static_cast<ReduceOp>(reduce)) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Average: return "mean";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Min: return "min";
-  }
-  return "?";
-}
-
 Descriptor describe(Op op, const at::Tensor* t, int8_t reduce, int32_t root) {
   Descriptor d;
   d.op = static_cast<int8_t>(op);
@@ -78,7 +68,7 @@ std::string signature(const Descriptor& d) {
     if (d.ndim > kMaxDims) text += ", ...";
     text += "]";
   }
-  if (static_cast<Op>(d.op) == Op::all_reduce) text += std::string(" (") + reduce_name(d.reduce) + ")";
+  if (static_cast<Op>(d.op) == Op::all_reduce) text += std::string(" (") + reduce_op_name(static_cast<ReduceOp>(d.reduce)) + ")";
   if (static_cast<Op>(d.op) == Op::broadcast) text += " from rank " + std::to_string(d.root);
   return text;
 }
@@ -89,11 +79,13 @@ std::string rank_list(const std::vector<int>& ranks) {
   return text;
 }
 
-// Exchanges `mine` with every rank and throws CollectiveMismatch when any
-// rank's call differs in what matters for the operation.
-void check_agreement(Communicator& inner, const Descriptor& mine) {
+// Exchanges `mine` with every rank, counting the exchange in `checks`, and
+// throws CollectiveMismatch when any rank's call differs in what matters for
+// the operation.
+void check_agreement(Communicator& inner, CollectiveCounts& checks, const Descriptor& mine) {
   at::Tensor bytes = at::empty({static_cast<int64_t>(sizeof(Descriptor))}, at::kByte);
   std::memcpy(bytes.data_ptr(), &mine, sizeof(Descriptor));
+  ++checks.all_gather;
   std::vector<at::Tensor> parts = inner.all_gather(bytes);
   std::vector<Descriptor> all(parts.size());
   for (size_t r = 0; r < parts.size(); ++r) {
@@ -129,35 +121,27 @@ CheckedCommunicator::CheckedCommunicator(std::unique_ptr<Communicator> inner)
     : inner_(std::move(inner)) {}
 
 void CheckedCommunicator::all_reduce(at::Tensor& t, ReduceOp op) {
-  check_agreement(*inner_, describe(Op::all_reduce, &t, static_cast<int8_t>(op), -1));
-  ++counts_.all_reduce;
+  check_agreement(*inner_, checks_, describe(Op::all_reduce, &t, static_cast<int8_t>(op), -1));
   inner_->all_reduce(t, op);
-  counts_.all_reduce_shared_memory = inner_->counts().all_reduce_shared_memory;
 }
 
 std::unique_ptr<PendingOp> CheckedCommunicator::all_reduce_async(at::Tensor& t, ReduceOp op) {
-  check_agreement(*inner_, describe(Op::all_reduce, &t, static_cast<int8_t>(op), -1));
-  ++counts_.all_reduce;
-  auto pending = inner_->all_reduce_async(t, op);
-  counts_.all_reduce_shared_memory = inner_->counts().all_reduce_shared_memory;
-  return pending;
+  check_agreement(*inner_, checks_, describe(Op::all_reduce, &t, static_cast<int8_t>(op), -1));
+  return inner_->all_reduce_async(t, op);
 }
 
 void CheckedCommunicator::broadcast(at::Tensor& t, int root) {
-  check_agreement(*inner_, describe(Op::broadcast, &t, -1, root));
-  ++counts_.broadcast;
+  check_agreement(*inner_, checks_, describe(Op::broadcast, &t, -1, root));
   inner_->broadcast(t, root);
 }
 
 std::vector<at::Tensor> CheckedCommunicator::all_gather(const at::Tensor& t) {
-  check_agreement(*inner_, describe(Op::all_gather, &t, -1, -1));
-  ++counts_.all_gather;
+  check_agreement(*inner_, checks_, describe(Op::all_gather, &t, -1, -1));
   return inner_->all_gather(t);
 }
 
 void CheckedCommunicator::barrier() {
-  check_agreement(*inner_, describe(Op::barrier, nullptr, -1, -1));
-  ++counts_.barrier;
+  check_agreement(*inner_, checks_, describe(Op::barrier, nullptr, -1, -1));
   inner_->barrier();
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "engine/comm/reduce_op.h"
+
 namespace at {
 class Tensor;
 }
@@ -17,8 +19,6 @@ class Tensor;
 namespace accel {
 
 struct ProcessState;
-
-enum class ReduceOp { Sum, Average, Max, Min };
 
 // A collective that could not complete: a peer closed its connection (it
 // died or failed), or the operation timed out. Usually the consequence of
@@ -52,6 +52,12 @@ class PendingOp {
   virtual void wait() = 0;
 };
 
+// An operation that was complete before the call that started it returned.
+class CompletedOp final : public PendingOp {
+ public:
+  void wait() override {}
+};
+
 // How many collectives ran, by kind: tests use it to prove that a step did
 // (or did not) communicate.
 struct CollectiveCounts {
@@ -61,6 +67,21 @@ struct CollectiveCounts {
   int64_t all_gather = 0;
   int64_t barrier = 0;
 };
+
+// Field by field, for communicators that wrap others: they add what they
+// carry themselves and take away what they sent only for their own sake.
+inline CollectiveCounts operator+(CollectiveCounts a, const CollectiveCounts& b) {
+  a.all_reduce += b.all_reduce;
+  a.all_reduce_shared_memory += b.all_reduce_shared_memory;
+  a.broadcast += b.broadcast;
+  a.all_gather += b.all_gather;
+  a.barrier += b.barrier;
+  return a;
+}
+inline CollectiveCounts operator-(const CollectiveCounts& a, const CollectiveCounts& b) {
+  return a + CollectiveCounts{-b.all_reduce, -b.all_reduce_shared_memory, -b.broadcast,
+                              -b.all_gather, -b.barrier};
+}
 
 class Communicator {
  public:
@@ -83,7 +104,9 @@ class Communicator {
   // (MonitoredCommunicator: through the launcher's store).
   virtual void finish() { barrier(); }
 
-  const CollectiveCounts& counts() const { return counts_; }
+  // The collectives the caller asked for. A backend counts them in counts_;
+  // a communicator that wraps others answers from theirs.
+  virtual CollectiveCounts counts() const { return counts_; }
 
  protected:
   CollectiveCounts counts_;
@@ -105,8 +128,8 @@ struct CommunicatorOptions {
   bool debug = false;
   // Gloo only: when every rank runs on this machine, all_reduce of CPU
   // tensors goes through a shared memory segment instead of loopback TCP
-  // (engine/shared_memory_all_reduce.h). make_communicator also turns it
-  // off when the environment sets ACCEL_SHARED_MEMORY=0.
+  // (engine/comm/shared_memory_communicator.h). make_communicator also turns
+  // it off when the environment sets ACCEL_SHARED_MEMORY=0.
   bool shared_memory = true;
 };
 
@@ -123,11 +146,12 @@ std::string current_call_site();
 std::string compiled_backends();
 
 // The communicator for this process: a no-op one when the world has one
-// rank, else the requested backend joined through the launcher's store,
-// wrapped so that every collective is published to that store for stall
+// rank, else the requested backend joined through the launcher's store (Gloo
+// behind shared memory when every rank is on this machine,
+// engine/comm/shared_memory_communicator.h), wrapped so that every collective is published to that store for stall
 // reports and times out with a message naming the ranks that did not
-// arrive (engine/monitored_communicator.h), and, with options.debug,
-// checked across ranks first (engine/checked_communicator.h).
+// arrive (engine/comm/monitored_communicator.h), and, with options.debug,
+// checked across ranks first (engine/comm/checked_communicator.h).
 std::unique_ptr<Communicator> make_communicator(const ProcessState& state,
                                                 const CommunicatorOptions& options);
 

@@ -1,4 +1,4 @@
-#include "engine/launch/store_connection.h"
+#include "engine/store/store_connection.h"
 
 #include <fcntl.h>
 #include <netdb.h>
@@ -15,7 +15,7 @@
 #include <memory>
 #include <thread>
 
-#include "engine/launch/store_protocol.h"
+#include "engine/store/store_protocol.h"
 
 namespace accel {
 namespace {

@@ -1,20 +1,11 @@
-#include "engine/gloo_communicator.h"
+#include "engine/comm/gloo_communicator.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include <sched.h>
-
-#include <cstdio>
-#include <cstdlib>
-#include <random>
-
-#include "engine/c10d_all_gather.h"
-#include "engine/checkpoint/fault_injection.h"
-#include "engine/launch/run_guardian.h"
+#include "engine/comm/c10d_all_gather.h"
 #include "engine/process_state.h"
-#include "engine/shared_memory_all_reduce.h"
-#include "engine/store_client.h"
+#include "engine/store/c10d_store.h"
 
 namespace accel {
 namespace {
@@ -47,12 +38,6 @@ void wait_for(const Work& work, const char* operation) {
   }
 }
 
-// An all-reduce that completed before all_reduce_async returned.
-class CompletedOp final : public PendingOp {
- public:
-  void wait() override {}
-};
-
 class GlooPendingOp final : public PendingOp {
  public:
   GlooPendingOp(Work work, at::Tensor tensor, int average_over)
@@ -72,55 +57,15 @@ class GlooPendingOp final : public PendingOp {
 
 struct GlooCommunicator::Impl {
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group;
-  std::unique_ptr<SharedMemoryAllReduce> shared_memory;  // null: Gloo does every all-reduce
   int rank = 0;
   int size = 1;
-
-  // Every rank gets the segment or none does; a rank that cannot create or
-  // open it (no /dev/shm, another machine's) says why on stderr and answers
-  // zero.
-  void join_shared_memory(const CommunicatorOptions& options) {
-    auto attempt = [&](auto&& make) {
-      try {
-        shared_memory = make();
-      } catch (const std::runtime_error& e) {
-        std::fprintf(stderr, "accel: rank %d: %s; all-reduces take Gloo's TCP path\n", rank, e.what());
-      }
-    };
-    SharedMemoryAllReduce::Options segment_options;
-    segment_options.timeout = options.timeout;
-    cpu_set_t cpus;
-    segment_options.spin = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= size;
-    if (const char* prefix = std::getenv(kShmPrefixVariable)) segment_options.name_prefix = prefix;
-
-    at::Tensor token = at::zeros({2}, at::kLong);  // {created, token}
-    if (rank == 0) {
-      const uint64_t value = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
-      attempt([&] { return SharedMemoryAllReduce::create(size, value, segment_options); });
-      checkpoint::fault_point("shared-memory-created");
-      token[0] = shared_memory ? 1 : 0;
-      token[1] = static_cast<int64_t>(value);
-    }
-    std::vector<at::Tensor> broadcast{token};
-    wait_for(group->broadcast(broadcast), "broadcast");
-    if (rank != 0 && token[0].item<int64_t>() == 1) {
-      const auto value = static_cast<uint64_t>(token[1].item<int64_t>());
-      attempt([&] { return SharedMemoryAllReduce::open(rank, size, value, segment_options); });
-    }
-    std::vector<at::Tensor> joined{at::full({1}, shared_memory ? 1 : 0, at::kLong)};
-    c10d::AllreduceOptions min;
-    min.reduceOp = c10d::ReduceOp::MIN;
-    wait_for(group->allreduce(joined, min), "all_reduce");
-    if (shared_memory) shared_memory->unlink_name();
-    if (joined[0].item<int64_t>() == 0) shared_memory.reset();
-  }
 };
 
 GlooCommunicator::GlooCommunicator(const ProcessState& state, const CommunicatorOptions& options)
     : impl_(std::make_unique<Impl>()) {
   TORCH_CHECK(state.master_port > 0,
               "the gloo backend needs MASTER_PORT: start the run with accel-run");
-  auto store = c10::make_intrusive<StoreClient>(state.store_address(), options.timeout);
+  auto store = c10::make_intrusive<C10dStore>(state.store_address(), options.timeout);
   auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", store);
   auto gloo_options = c10d::ProcessGroupGloo::Options::create();
   gloo_options->timeout = options.timeout;
@@ -133,9 +78,6 @@ GlooCommunicator::GlooCommunicator(const ProcessState& state, const Communicator
                                                              state.world_size, gloo_options);
   impl_->rank = state.rank;
   impl_->size = state.world_size;
-  if (options.shared_memory && state.local_world_size == state.world_size) {
-    impl_->join_shared_memory(options);
-  }
 }
 
 GlooCommunicator::~GlooCommunicator() = default;
@@ -144,7 +86,7 @@ int GlooCommunicator::rank() const { return impl_->rank; }
 int GlooCommunicator::size() const { return impl_->size; }
 
 // CUDA tensors (ranks sharing one GPU, which NCCL refuses) go through host
-// copies: the shared memory path then serves them too.
+// copies.
 std::unique_ptr<PendingOp> GlooCommunicator::all_reduce_async(at::Tensor& t, ReduceOp op) {
   if (t.is_cuda()) {
     at::Tensor host = t.cpu();
@@ -153,11 +95,6 @@ std::unique_ptr<PendingOp> GlooCommunicator::all_reduce_async(at::Tensor& t, Red
     return std::make_unique<CompletedOp>();
   }
   ++counts_.all_reduce;
-  if (impl_->shared_memory && SharedMemoryAllReduce::supports(t)) {
-    impl_->shared_memory->all_reduce(t, op);
-    ++counts_.all_reduce_shared_memory;
-    return std::make_unique<CompletedOp>();
-  }
   std::vector<at::Tensor> tensors{t};
   c10d::AllreduceOptions opts;
   opts.reduceOp = to_c10d(op);

@@ -1,4 +1,4 @@
-#include "engine/launch/store_server.h"
+#include "engine/store/store_server.h"
 
 #include <netdb.h>
 #include <netinet/in.h>
@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/launch/store_protocol.h"
+#include "engine/store/store_protocol.h"
 
 namespace accel {
 namespace {

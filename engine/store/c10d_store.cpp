@@ -1,4 +1,4 @@
-#include "engine/store_client.h"
+#include "engine/store/c10d_store.h"
 
 #include <algorithm>
 #include <optional>
@@ -36,24 +36,24 @@ std::runtime_error timed_out(const std::string& where, milliseconds timeout,
 
 // Requests that do not wait are bounded by the store timeout too: the
 // store answers them at once unless its host is in trouble.
-StoreClient::StoreClient(const StoreAddress& address, milliseconds timeout)
+C10dStore::C10dStore(const StoreAddress& address, milliseconds timeout)
     : c10d::Store(timeout), connection_(address, deadline_of(timeout), limit_of(timeout)) {}
 
-StoreClient::~StoreClient() = default;
+C10dStore::~C10dStore() = default;
 
-void StoreClient::set(const std::string& key, const std::vector<uint8_t>& value) {
+void C10dStore::set(const std::string& key, const std::vector<uint8_t>& value) {
   std::lock_guard<std::mutex> lock(mutex_);
   connection_.set(key, as_string(value));
 }
 
-std::vector<uint8_t> StoreClient::compareSet(const std::string& key,
+std::vector<uint8_t> C10dStore::compareSet(const std::string& key,
                                              const std::vector<uint8_t>& expected,
                                              const std::vector<uint8_t>& desired) {
   std::lock_guard<std::mutex> lock(mutex_);
   return as_bytes(connection_.compare_set(key, as_string(expected), as_string(desired)));
 }
 
-std::vector<uint8_t> StoreClient::get(const std::string& key) {
+std::vector<uint8_t> C10dStore::get(const std::string& key) {
   const auto deadline = deadline_of(timeout_);
   std::lock_guard<std::mutex> lock(mutex_);
   for (;;) {
@@ -68,36 +68,36 @@ std::vector<uint8_t> StoreClient::get(const std::string& key) {
   }
 }
 
-int64_t StoreClient::add(const std::string& key, int64_t value) {
+int64_t C10dStore::add(const std::string& key, int64_t value) {
   std::lock_guard<std::mutex> lock(mutex_);
   return connection_.add(key, value);
 }
 
-bool StoreClient::deleteKey(const std::string& key) {
+bool C10dStore::deleteKey(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   return connection_.remove(key);
 }
 
-bool StoreClient::check(const std::vector<std::string>& keys) {
+bool C10dStore::check(const std::vector<std::string>& keys) {
   std::lock_guard<std::mutex> lock(mutex_);
   return connection_.check(keys);
 }
 
-int64_t StoreClient::getNumKeys() {
+int64_t C10dStore::getNumKeys() {
   std::lock_guard<std::mutex> lock(mutex_);
   return connection_.num_keys();
 }
 
-void StoreClient::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
+void C10dStore::wait(const std::vector<std::string>& keys) { wait(keys, timeout_); }
 
-void StoreClient::wait(const std::vector<std::string>& keys, const milliseconds& timeout) {
+void C10dStore::wait(const std::vector<std::string>& keys, const milliseconds& timeout) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto absent = connection_.wait(keys, limit_of(timeout));
   if (!absent.empty()) throw timed_out(connection_.address().where(), timeout, absent);
 }
 
-c10::intrusive_ptr<c10d::Store> StoreClient::clone() {
-  return c10::make_intrusive<StoreClient>(connection_.address(), timeout_);
+c10::intrusive_ptr<c10d::Store> C10dStore::clone() {
+  return c10::make_intrusive<C10dStore>(connection_.address(), timeout_);
 }
 
 }  // namespace accel

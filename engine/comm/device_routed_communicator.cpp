@@ -1,0 +1,29 @@
+#include "engine/comm/device_routed_communicator.h"
+
+#include <ATen/core/Tensor.h>
+
+namespace accel {
+
+DeviceRoutedCommunicator::DeviceRoutedCommunicator(std::unique_ptr<Communicator> host,
+                                                   std::unique_ptr<Communicator> device)
+    : host_(std::move(host)), device_(std::move(device)) {}
+
+Communicator& DeviceRoutedCommunicator::route(const at::Tensor& t) {
+  return t.is_cuda() ? *device_ : *host_;
+}
+
+void DeviceRoutedCommunicator::all_reduce(at::Tensor& t, ReduceOp op) { route(t).all_reduce(t, op); }
+
+std::unique_ptr<PendingOp> DeviceRoutedCommunicator::all_reduce_async(at::Tensor& t, ReduceOp op) {
+  return route(t).all_reduce_async(t, op);
+}
+
+void DeviceRoutedCommunicator::broadcast(at::Tensor& t, int root) { route(t).broadcast(t, root); }
+
+std::vector<at::Tensor> DeviceRoutedCommunicator::all_gather(const at::Tensor& t) {
+  return route(t).all_gather(t);
+}
+
+void DeviceRoutedCommunicator::barrier() { host_->barrier(); }
+
+}  // namespace accel
