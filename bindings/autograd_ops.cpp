@@ -1,6 +1,7 @@
 // Autograd from Lua: backward, detach, grad modes. Lua never runs inside
 // LibTorch's backward: no Lua hooks are registered on the graph.
 #include "bindings/op_tables.h"
+#include "engine/comm/communicator.h"
 
 namespace accel::lua {
 namespace {
@@ -32,6 +33,8 @@ std::vector<Binding> autograd_method_bindings() {
         TORCH_CHECK(gradient || t.numel() == 1,
                     "backward() without a gradient needs a one-element tensor, got shape ",
                     t.sizes());
+        // The recipe line of this backward, for the gradient buckets it starts.
+        PinnedCallSite site(current_call_site());
         t.backward(gradient.value_or(Tensor()), retain_graph);
       }),
       bind("detach", [](T t) { return t.detach(); }),

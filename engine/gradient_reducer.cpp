@@ -210,6 +210,8 @@ void GradientReducer::finalize(int64_t num_items) {
   if (!s.sync) return;
   if (s.alone) return s.finalize_alone(num_items);
   if (s.buckets.empty()) return;
+  // One recipe line for every bucket started here, read once.
+  PinnedCallSite site(current_call_site());
   // No gradient arrived at all (nothing of this model was used): still take
   // part, so every rank issues the same all-reduces.
   if (!s.in_backward) s.begin_backward();

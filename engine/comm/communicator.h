@@ -142,6 +142,22 @@ using CallSiteProvider = std::function<std::string()>;
 void set_call_site_provider(CallSiteProvider provider);
 std::string current_call_site();
 
+// While one lives, current_call_site() answers the site it was given on
+// every thread, without asking the provider: a backward pins its recipe
+// line once, and the gradient buckets it starts (from autograd's hooks, on
+// any thread) report that line without walking the Lua stack each.
+class PinnedCallSite {
+ public:
+  explicit PinnedCallSite(std::string site);
+  ~PinnedCallSite();
+  PinnedCallSite(const PinnedCallSite&) = delete;
+  PinnedCallSite& operator=(const PinnedCallSite&) = delete;
+
+ private:
+  std::string previous_;
+  bool was_pinned_;
+};
+
 // The backends this build can use, e.g. "gloo, mpi".
 std::string compiled_backends();
 

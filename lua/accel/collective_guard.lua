@@ -25,7 +25,7 @@ function guard.raise_together(message)
   args.error(message)
 end
 
--- The engine's --debug check (engine/checked_communicator.cpp) compares
+-- The engine's --debug check (engine/comm/checked_communicator.cpp) compares
 -- every rank's call and fails all of them at once, with this suffix.
 local debug_mismatch = "(checked because of --debug)"
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/comm/communicator.h"
@@ -175,6 +176,31 @@ TEST_CASE("alone, the reducer copies nothing and divides by the items counted") 
   REQUIRE(weight.grad().equal(at::full({2}, 2.0)));
   REQUIRE(!unused.grad().defined());
   REQUIRE(comm.counts().all_reduce == 0);
+}
+
+TEST_CASE("a pinned call site answers on every thread without asking the provider") {
+  int asked = 0;
+  accel::set_call_site_provider([&] {
+    ++asked;
+    return std::string("recipe.lua:7");
+  });
+  REQUIRE(accel::current_call_site() == "recipe.lua:7");
+  {
+    accel::PinnedCallSite site(accel::current_call_site());
+    {
+      accel::PinnedCallSite inner("recipe.lua:9");
+      REQUIRE(accel::current_call_site() == "recipe.lua:9");
+    }
+    std::string elsewhere;
+    std::thread([&] { elsewhere = accel::current_call_site(); }).join();
+    REQUIRE(elsewhere == "recipe.lua:7");
+    REQUIRE(accel::current_call_site() == "recipe.lua:7");
+  }
+  REQUIRE(asked == 2);  // once unpinned, once for the pin
+  std::string unpinned = "-";
+  std::thread([&] { unpinned = accel::current_call_site(); }).join();
+  REQUIRE(unpinned.empty());  // the provider answers only its own thread
+  accel::set_call_site_provider(nullptr);
 }
 
 TEST_CASE("a world of one rank communicates nothing") {
