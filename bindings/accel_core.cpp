@@ -55,7 +55,6 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
   lua_getfield(L, core, "functional");
   register_bindings(L, -1, "accel.nn.functional.", nn_layer_bindings());
   lua_pop(L, 1);
-  open_optimizer_metatable(L);
   add_table(L, "optim", "accel.optim.", optim_bindings());
   add_table(L, "data", "accel.data.", data_bindings());
   add_table(L, "checkpoint", "accel.checkpoint.", checkpoint_bindings());

@@ -23,11 +23,6 @@ int64_t reduction_of(lua_State* L, const Options& o, bool batchmean_allowed = fa
                  (batchmean_allowed ? " or 'batchmean'" : "") + ", got '" + r + "'");
 }
 
-c10::optional<Tensor> optional_tensor_option(lua_State* L, const Options& o, const char* name) {
-  Tensor t = tensor_option(L, o, name);
-  return t.defined() ? c10::optional<Tensor>(t) : c10::nullopt;
-}
-
 // 1-based class targets (and ignore_index) as LibTorch's 0-based ones,
 // checked against the number of classes (dim 2 of the input, or dim 1 of
 // an unbatched one) so no 0-based "out of bounds" message reaches the user.
@@ -52,7 +47,7 @@ Tensor cross_entropy(lua_State* L, T input, T target, Options o) {
   double smoothing = option_number(L, o, "label_smoothing", 0.0);
   TORCH_CHECK(smoothing >= 0.0 && smoothing <= 1.0,
               "label_smoothing must be between 0 and 1, got ", smoothing);
-  auto weight = optional_tensor_option(L, o, "weight");
+  auto weight = option_tensor(L, o, "weight");
   // A float target of the input's shape holds class probabilities; of any
   // other shape it was meant as class ids.
   if (target.is_floating_point() && target.sizes() == input.sizes()) {
@@ -66,7 +61,7 @@ Tensor nll_loss(lua_State* L, T input, T target, Options o) {
   check_option_names(L, o, {"reduction", "ignore_index", "weight"});
   int64_t reduction = reduction_of(L, o);
   auto [zero_based, ignore] = zero_based_targets(L, input, target, o);
-  return at::nll_loss_nd(input, zero_based, optional_tensor_option(L, o, "weight"), reduction, ignore);
+  return at::nll_loss_nd(input, zero_based, option_tensor(L, o, "weight"), reduction, ignore);
 }
 
 // kl_div(input, target): input holds log-probabilities; target holds
@@ -89,8 +84,8 @@ Tensor kl_div(lua_State* L, T input, T target, Options o) {
 
 Tensor binary_cross_entropy_with_logits(lua_State* L, T input, T target, Options o) {
   check_option_names(L, o, {"reduction", "weight", "pos_weight"});
-  return at::binary_cross_entropy_with_logits(input, target, optional_tensor_option(L, o, "weight"),
-                                              optional_tensor_option(L, o, "pos_weight"),
+  return at::binary_cross_entropy_with_logits(input, target, option_tensor(L, o, "weight"),
+                                              option_tensor(L, o, "pos_weight"),
                                               reduction_of(L, o));
 }
 
@@ -158,7 +153,7 @@ std::vector<Binding> nn_functional_bindings() {
       }),
       bind("binary_cross_entropy", [](lua_State* L, T input, T target, Options o) {
         check_option_names(L, o, {"reduction", "weight"});
-        return at::binary_cross_entropy(input, target, optional_tensor_option(L, o, "weight"),
+        return at::binary_cross_entropy(input, target, option_tensor(L, o, "weight"),
                                         reduction_of(L, o));
       }),
       bind("binary_cross_entropy_with_logits", binary_cross_entropy_with_logits),

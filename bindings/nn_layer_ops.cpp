@@ -15,73 +15,13 @@ using T = const at::Tensor&;
 using at::Tensor;
 using OptTensor = c10::optional<Tensor>;
 
-bool option_bool(lua_State* L, const Options& o, const char* name, bool fallback) {
-  if (!option_present(L, o, name)) return fallback;
-  lua_getfield(L, o.index, name);
-  int type = lua_type(L, -1);
-  bool value = lua_toboolean(L, -1) != 0;
-  lua_pop(L, 1);
-  if (type != LUA_TBOOLEAN) throw ArgError(std::string("option '") + name + "' must be a boolean");
-  return value;
-}
-
-int64_t option_int(lua_State* L, const Options& o, const char* name, int64_t fallback) {
-  double v = option_number(L, o, name, static_cast<double>(fallback));
-  if (v != std::floor(v)) {
-    throw ArgError(std::string("option '") + name + "' must be an integer, got " + std::to_string(v));
-  }
-  return static_cast<int64_t>(v);
-}
-
-OptTensor option_tensor(lua_State* L, const Options& o, const char* name) {
-  if (!option_present(L, o, name)) return c10::nullopt;
-  lua_getfield(L, o.index, name);
-  at::Tensor* t = to_tensor(L, -1);
-  std::string got = type_name_at(L, -1);
-  Tensor value = t ? *t : Tensor();
-  lua_pop(L, 1);
-  if (!t) throw ArgError(std::string("option '") + name + "' must be a tensor, got " + got);
-  return value;
-}
-
-// One integer per spatial dim: a number (the same for every dim) or a table.
-std::vector<int64_t> option_ints(lua_State* L, const Options& o, const char* name,
-                                 std::vector<int64_t> fallback) {
-  if (!option_present(L, o, name)) return fallback;
-  lua_getfield(L, o.index, name);
-  std::vector<int64_t> out;
-  bool ok = true;
-  if (lua_type(L, -1) == LUA_TNUMBER) {
-    out.push_back(static_cast<int64_t>(lua_tonumber(L, -1)));
-  } else if (lua_type(L, -1) == LUA_TTABLE) {
-    size_t n = lua_objlen(L, -1);
-    for (size_t i = 1; i <= n && ok; ++i) {
-      lua_rawgeti(L, -1, static_cast<int>(i));
-      ok = lua_type(L, -1) == LUA_TNUMBER;
-      if (ok) out.push_back(static_cast<int64_t>(lua_tonumber(L, -1)));
-      lua_pop(L, 1);
-    }
-  }
-  lua_pop(L, 1);
-  if (!ok || out.empty()) {
-    throw ArgError(std::string("option '") + name + "' must be an integer or a table of integers");
-  }
-  return out;
-}
-
-std::string shape_of(T t) {
-  std::string s;
-  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? "x" : "") + std::to_string(t.size(d));
-  return "[" + s + "]";
-}
-
 // ---- convolution ------------------------------------------------------------
 template <int Spatial>
 Tensor conv(lua_State* L, T x, T weight, const OptTensor& bias, const Options& o) {
   check_option_names(L, o, {"stride", "padding", "dilation", "groups"});
-  std::vector<int64_t> stride = option_ints(L, o, "stride", {1});
-  std::vector<int64_t> dilation = option_ints(L, o, "dilation", {1});
-  int64_t groups = option_int(L, o, "groups", 1);
+  std::vector<int64_t> stride = option_integers(L, o, "stride", {1});
+  std::vector<int64_t> dilation = option_integers(L, o, "dilation", {1});
+  int64_t groups = option_integer(L, o, "groups", 1);
   TORCH_CHECK(x.dim() == Spatial + 1 || x.dim() == Spatial + 2, "expected a ",
               Spatial + 1, "-D (unbatched) or ", Spatial + 2, "-D (batched) input, got shape ",
               shape_of(x));
@@ -100,7 +40,7 @@ Tensor conv(lua_State* L, T x, T weight, const OptTensor& bias, const Options& o
                           : at::conv2d(x, weight, bias, stride, mode, dilation, groups);
     }
   }
-  std::vector<int64_t> padding = option_ints(L, o, "padding", {0});
+  std::vector<int64_t> padding = option_integers(L, o, "padding", {0});
   return Spatial == 1 ? at::conv1d(x, weight, bias, stride, padding, dilation, groups)
                       : at::conv2d(x, weight, bias, stride, padding, dilation, groups);
 }
@@ -110,11 +50,11 @@ template <int Spatial>
 Pushed max_pool(lua_State* L, T x, Sizes kernel, Options o) {
   check_option_names(L, o, {"stride", "padding", "dilation", "ceil_mode", "return_indices"});
   // PyTorch's default stride is the kernel size.
-  std::vector<int64_t> stride = option_ints(L, o, "stride", kernel.value);
-  std::vector<int64_t> padding = option_ints(L, o, "padding", {0});
-  std::vector<int64_t> dilation = option_ints(L, o, "dilation", {1});
-  bool ceil_mode = option_bool(L, o, "ceil_mode", false);
-  if (!option_bool(L, o, "return_indices", false)) {
+  std::vector<int64_t> stride = option_integers(L, o, "stride", kernel.value);
+  std::vector<int64_t> padding = option_integers(L, o, "padding", {0});
+  std::vector<int64_t> dilation = option_integers(L, o, "dilation", {1});
+  bool ceil_mode = option_boolean(L, o, "ceil_mode", false);
+  if (!option_boolean(L, o, "return_indices", false)) {
     return Pushed{push(L, Spatial == 1 ? at::max_pool1d(x, kernel.value, stride, padding, dilation, ceil_mode)
                                        : at::max_pool2d(x, kernel.value, stride, padding, dilation, ceil_mode))};
   }
@@ -132,15 +72,15 @@ Tensor avg_pool(lua_State* L, T x, Sizes kernel, Options o) {
   } else {
     check_option_names(L, o, {"stride", "padding", "ceil_mode", "count_include_pad", "divisor_override"});
   }
-  std::vector<int64_t> stride = option_ints(L, o, "stride", kernel.value);
-  std::vector<int64_t> padding = option_ints(L, o, "padding", {0});
-  bool ceil_mode = option_bool(L, o, "ceil_mode", false);
-  bool count_include_pad = option_bool(L, o, "count_include_pad", true);
+  std::vector<int64_t> stride = option_integers(L, o, "stride", kernel.value);
+  std::vector<int64_t> padding = option_integers(L, o, "padding", {0});
+  bool ceil_mode = option_boolean(L, o, "ceil_mode", false);
+  bool count_include_pad = option_boolean(L, o, "count_include_pad", true);
   if (Spatial == 1) {
     return at::avg_pool1d(x, kernel.value, stride, padding, ceil_mode, count_include_pad);
   }
   c10::optional<int64_t> divisor;
-  if (option_present(L, o, "divisor_override")) divisor = option_int(L, o, "divisor_override", 1);
+  if (option_present(L, o, "divisor_override")) divisor = option_integer(L, o, "divisor_override", 1);
   return at::avg_pool2d(x, kernel.value, stride, padding, ceil_mode, count_include_pad, divisor);
 }
 
@@ -152,7 +92,7 @@ Tensor avg_pool(lua_State* L, T x, Sizes kernel, Options o) {
 Tensor batch_norm(lua_State* L, T x, OptTensor running_mean, OptTensor running_var,
                   OptTensor weight, OptTensor bias, Options o) {
   check_option_names(L, o, {"training", "momentum", "eps"});
-  bool training = option_bool(L, o, "training", false);
+  bool training = option_boolean(L, o, "training", false);
   TORCH_CHECK(x.dim() >= 2, "expected an input of at least 2 dims (N, C, ...), got shape ",
               shape_of(x));
   TORCH_CHECK(training || (running_mean && running_var),
@@ -187,7 +127,7 @@ Tensor group_norm(lua_State* L, T x, int64_t num_groups, OptTensor weight, OptTe
 Tensor normalize(lua_State* L, T x, Options o) {
   check_option_names(L, o, {"p", "dim", "eps"});
   double p = option_number(L, o, "p", 2.0);
-  int64_t dim = to_zero_based_dim(option_int(L, o, "dim", 2), "dim");
+  int64_t dim = to_zero_based_dim(option_integer(L, o, "dim", 2), "dim");
   double eps = option_number(L, o, "eps", 1e-12);
   Tensor norm = at::norm(x, at::Scalar(p), {dim}, true).clamp_min(eps);
   return x / norm.expand_as(x);
@@ -216,7 +156,7 @@ Tensor embedding(lua_State* L, T ids, Tensor weight, Options o) {
   Tensor zero_based = zero_based_ids(ids, n);
   int64_t padding = -1;
   if (option_present(L, o, "padding_idx")) {
-    int64_t p = option_int(L, o, "padding_idx", 0);
+    int64_t p = option_integer(L, o, "padding_idx", 0);
     TORCH_CHECK(p != 0 && p >= -n && p <= n, "padding_idx ", p,
                 " is out of range (1-based: 1 to ", n, ", or -1 to -", n, " from the end)");
     padding = p > 0 ? p - 1 : n + p;
@@ -227,7 +167,7 @@ Tensor embedding(lua_State* L, T ids, Tensor weight, Options o) {
     at::embedding_renorm_(weight, zero_based.reshape(-1), option_number(L, o, "max_norm", 0),
                           option_number(L, o, "norm_type", 2.0));
   }
-  return at::embedding(weight, zero_based, padding, option_bool(L, o, "scale_grad_by_freq", false));
+  return at::embedding(weight, zero_based, padding, option_boolean(L, o, "scale_grad_by_freq", false));
 }
 
 // one_hot(ids, num_classes): classes 1..C set position 1..C; C defaults to the largest id.
@@ -281,7 +221,7 @@ Tensor scaled_dot_product_attention(lua_State* L, T q, T k, T v, Options o) {
   TORCH_CHECK(q.size(-1) == k.size(-1), "q has ", q.size(-1),
               " features per position but k has ", k.size(-1));
   OptTensor mask = option_tensor(L, o, "attn_mask");
-  bool causal = option_bool(L, o, "is_causal", false);
+  bool causal = option_boolean(L, o, "is_causal", false);
   TORCH_CHECK(!(mask && causal), "give attn_mask or is_causal, not both");
   Tensor bias, blocked;
   if (mask && mask->scalar_type() == at::kBool) {
@@ -290,7 +230,7 @@ Tensor scaled_dot_product_attention(lua_State* L, T q, T k, T v, Options o) {
     bias = *mask;
   }
   if (causal) blocked = causal_mask(q.size(-2), k.size(-2), q.options());
-  double dropout_p = option_bool(L, o, "training", true) ? option_number(L, o, "dropout_p", 0.0) : 0.0;
+  double dropout_p = option_boolean(L, o, "training", true) ? option_number(L, o, "dropout_p", 0.0) : 0.0;
   double scale = option_number(L, o, "scale", 1.0 / std::sqrt(static_cast<double>(q.size(-1))));
   return std::get<0>(attend(q, k, v, bias, blocked, dropout_p, scale));
 }
@@ -391,7 +331,7 @@ Pushed multi_head_attention(lua_State* L, Tensor query, Tensor key, Tensor value
     }
     add_mask(m);
   }
-  if (option_bool(L, o, "is_causal", false)) add_mask(causal_mask(tgt, src, q.options()));
+  if (option_boolean(L, o, "is_causal", false)) add_mask(causal_mask(tgt, src, q.options()));
   if (key_padding) {
     Tensor m = *key_padding;
     TORCH_CHECK(m.dim() == 2 && m.size(0) == n && m.size(1) == src,
@@ -399,13 +339,13 @@ Pushed multi_head_attention(lua_State* L, Tensor query, Tensor key, Tensor value
     add_mask(m.view({n, 1, 1, src}));
   }
 
-  double dropout_p = option_bool(L, o, "training", true) ? option_number(L, o, "dropout_p", 0.0) : 0.0;
+  double dropout_p = option_boolean(L, o, "training", true) ? option_number(L, o, "dropout_p", 0.0) : 0.0;
   auto [attended, weights] =
       attend(q, k, v, bias, blocked, dropout_p, 1.0 / std::sqrt(static_cast<double>(head_dim)));
   Tensor out = at::linear(attended.transpose(1, 2).reshape({n, tgt, embed}), out_proj_weight, out_proj_bias);
   if (!batched) out = out.squeeze(0);
-  if (!option_bool(L, o, "need_weights", true)) return Pushed{push(L, out)};
-  if (option_bool(L, o, "average_attn_weights", true)) weights = weights.mean(1);
+  if (!option_boolean(L, o, "need_weights", true)) return Pushed{push(L, out)};
+  if (option_boolean(L, o, "average_attn_weights", true)) weights = weights.mean(1);
   if (!batched) weights = weights.squeeze(0);
   return Pushed{push(L, std::make_tuple(out, weights))};
 }

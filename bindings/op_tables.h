@@ -1,6 +1,6 @@
 // The declarative tables of bound functions, one per area; luaopen_accel_core
 // installs them. Each entry is a name and a plain C++ function whose
-// parameter types define the argument checks (see lua_support.h).
+// parameter types define the argument checks (see registration.h).
 #pragma once
 #include <vector>
 
@@ -38,9 +38,6 @@ std::vector<Binding> cuda_bindings();
 
 // Fills the table at `table_index` with autocast and LossScaler.
 void open_amp(lua_State* L, int table_index);
-
-// The metatable optimizer values share; made once when the module opens.
-void open_optimizer_metatable(lua_State* L);
 
 // no_grad(fn) and enable_grad(fn) call back into Lua, so they are written
 // by hand rather than bound.
