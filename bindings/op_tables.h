@@ -24,9 +24,13 @@ std::vector<Binding> autograd_method_bindings();
 // Module functions only.
 std::vector<Binding> tensor_creation_bindings();
 std::vector<Binding> nn_functional_bindings();
-// Layers as functions (conv, pooling, norms, attention...), installed into the
-// same accel.nn.functional table.
-std::vector<Binding> nn_layer_bindings();
+// Layers as functions, one family a table, installed into the same
+// accel.nn.functional table.
+std::vector<Binding> nn_conv_bindings();
+std::vector<Binding> nn_pooling_bindings();
+std::vector<Binding> nn_normalization_bindings();
+std::vector<Binding> nn_embedding_bindings();
+std::vector<Binding> nn_attention_bindings();
 std::vector<Binding> runtime_bindings();
 std::vector<Binding> grad_clipping_bindings();
 std::vector<Binding> optim_bindings();
