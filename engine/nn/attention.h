@@ -1,6 +1,6 @@
-// Scaled dot-product attention, as PyTorch 2's
-// torch.nn.functional.scaled_dot_product_attention computes it, and the
-// pieces multi-head attention shares with it.
+// Attention: scaled dot-product attention, as PyTorch 2's
+// torch.nn.functional.scaled_dot_product_attention computes it, and
+// multi-head attention, as PyTorch 1.13's multi_head_attention_forward.
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
@@ -32,5 +32,37 @@ struct AttentionOptions {
 // q (..., L, E), k (..., S, E), v (..., S, Ev) -> (..., L, Ev).
 at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k,
                                         const at::Tensor& v, const AttentionOptions& options);
+
+// The parameters of multi-head attention, as nn.MultiheadAttention holds
+// them: one packed in-projection [3E, E], or separate q/k/v projections
+// when keys and values have other widths (kdim, vdim).
+struct MultiHeadAttentionWeights {
+  c10::optional<at::Tensor> in_proj_weight;
+  c10::optional<at::Tensor> in_proj_bias;  // [3E], for either form
+  c10::optional<at::Tensor> q_proj_weight, k_proj_weight, v_proj_weight;
+  at::Tensor out_proj_weight;
+  c10::optional<at::Tensor> out_proj_bias;
+};
+
+// Masks follow nn.MultiheadAttention: a boolean key_padding_mask (N, S) or
+// attn_mask (L, S) / (N * heads, L, S) is true where attention is NOT
+// allowed; float masks are added to the scores.
+struct MultiHeadAttentionOptions {
+  c10::optional<at::Tensor> key_padding_mask;
+  c10::optional<at::Tensor> attn_mask;
+  bool is_causal = false;
+  double dropout_p = 0.0;
+  bool need_weights = true;
+  bool average_attn_weights = true;  // over heads
+};
+
+// PyTorch 1.13's multi_head_attention_forward on batch-first inputs
+// (N, L, E), or unbatched (L, E). Returns the output and the attention
+// weights, undefined when need_weights is false. Self-attention (query, key
+// and value the same tensor) projects once.
+std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Tensor key,
+                                                        at::Tensor value, int64_t num_heads,
+                                                        const MultiHeadAttentionWeights& weights,
+                                                        const MultiHeadAttentionOptions& options);
 
 }  // namespace accel::nn

@@ -1,6 +1,8 @@
-// Scaled dot-product attention against a plain reference: for each query
-// position, scores by explicit dot products, a softmax written out, and the
-// weighted sum of values, in double precision.
+// Attention in the engine. Scaled dot-product attention against a plain
+// reference: for each query position, scores by explicit dot products, a
+// softmax written out, and the weighted sum of values, in double precision.
+// Multi-head attention is compared with PyTorch's numbers in
+// tests/lua/test_nn_layers.lua; here, with the attention it is built on.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -97,4 +99,16 @@ TEST_CASE("scaled dot-product attention refuses a mask together with is_causal")
   options.is_causal = true;
   REQUIRE_THROWS_WITH(accel::nn::scaled_dot_product_attention(x, x, x, options),
                       Catch::Contains("give attn_mask or is_causal, not both"));
+}
+
+TEST_CASE("one-head attention with identity projections is scaled dot-product attention") {
+  at::manual_seed(11);
+  at::Tensor x = at::randn({2, 4, 3}, at::kDouble), memory = at::randn({2, 5, 3}, at::kDouble);
+  accel::nn::MultiHeadAttentionWeights weights;
+  weights.in_proj_weight = at::eye(3, at::kDouble).repeat({3, 1});
+  weights.out_proj_weight = at::eye(3, at::kDouble);
+  auto [out, attention] = accel::nn::multi_head_attention(x, memory, memory, 1, weights, {});
+  REQUIRE(at::allclose(out, accel::nn::scaled_dot_product_attention(x, memory, memory, {})));
+  REQUIRE(attention.sizes() == at::IntArrayRef({2, 4, 5}));
+  REQUIRE(at::allclose(attention.sum(-1), at::ones({2, 4}, at::kDouble)));
 }
