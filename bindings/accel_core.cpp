@@ -51,11 +51,13 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
   register_bindings(L, core, "accel.", runtime_bindings());
   register_bindings(L, core, "accel.", grad_clipping_bindings());
   register_grad_mode_functions(L, core);
-  add_table(L, "functional", "accel.nn.functional.", nn_functional_bindings());
-  lua_getfield(L, core, "functional");
-  register_bindings(L, -1, "accel.nn.functional.", nn_layer_bindings());
-  lua_pop(L, 1);
-  open_optimizer_metatable(L);
+  lua_newtable(L);  // functional
+  for (const auto& table : {nn_functional_bindings(), nn_conv_bindings(), nn_pooling_bindings(),
+                            nn_normalization_bindings(), nn_embedding_bindings(),
+                            nn_attention_bindings()}) {
+    register_bindings(L, -1, "accel.nn.functional.", table);
+  }
+  lua_setfield(L, core, "functional");
   add_table(L, "optim", "accel.optim.", optim_bindings());
   add_table(L, "data", "accel.data.", data_bindings());
   add_table(L, "checkpoint", "accel.checkpoint.", checkpoint_bindings());

@@ -20,61 +20,18 @@ using data::BatchPrefetcher;
 using data::EpochPlan;
 using data::Vocabulary;
 
-const char* const kEpochPlanType = "accel.data.EpochPlan";
-const char* const kPrefetcherType = "accel.data.BatchPrefetcher";
-const char* const kVocabularyType = "accel.data.Vocabulary";
+std::vector<Binding> epoch_plan_methods();
+std::vector<Binding> prefetcher_methods();
+std::vector<Binding> vocabulary_methods();
 
-template <class T>
-int destroy(lua_State* L) {
-  static_cast<T*>(lua_touserdata(L, 1))->~T();
-  return 0;
-}
-
-// Pushes `value` as a userdata of `type`, whose methods are `methods`;
-// the metatable is made on first use.
-template <class T>
-void push_object(lua_State* L, const char* type, T value, std::vector<Binding> (*methods)()) {
-  new (lua_newuserdata(L, sizeof(T))) T(std::move(value));
-  if (luaL_newmetatable(L, type)) {
-    lua_newtable(L);
-    register_bindings(L, -1, (std::string(type) + ":").c_str(), methods());
-    lua_setfield(L, -2, "__index");
-    lua_pushcfunction(L, destroy<T>);
-    lua_setfield(L, -2, "__gc");
-  }
-  lua_setmetatable(L, -2);
-}
-
-template <class T>
-T& object_at(lua_State* L, int idx, const char* type) {
-  void* p = luaL_testudata(L, idx, type);
-  if (!p) {
-    throw ArgError("argument " + std::to_string(idx) + ": expected a " + type + ", got a " +
-                   type_name_at(L, idx));
-  }
-  return *static_cast<T*>(p);
-}
-
-bool option_flag(lua_State* L, const Options& opts, const char* name, bool fallback) {
-  if (!option_present(L, opts, name)) return fallback;
-  lua_getfield(L, opts.index, name);
-  const bool ok = lua_type(L, -1) == LUA_TBOOLEAN, value = lua_toboolean(L, -1) != 0;
-  lua_pop(L, 1);
-  if (!ok) throw ArgError(std::string("option '") + name + "' must be a boolean");
-  return value;
-}
-
-int64_t option_integer(lua_State* L, const Options& opts, const char* name, int64_t fallback) {
-  const double v = option_number(L, opts, name, static_cast<double>(fallback));
-  if (v != static_cast<double>(static_cast<int64_t>(v))) {
-    throw ArgError(std::string("option '") + name + "' must be an integer, got " + std::to_string(v));
-  }
-  return static_cast<int64_t>(v);
-}
+const HandleType kEpochPlan{"accel.data.EpochPlan", "accel.data.EpochPlan:", epoch_plan_methods};
+const HandleType kPrefetcher{"accel.data.BatchPrefetcher", "accel.data.BatchPrefetcher:",
+                             prefetcher_methods};
+const HandleType kVocabulary{"accel.data.Vocabulary", "accel.data.Vocabulary:", vocabulary_methods};
 
 // ---- epoch plans ---------------------------------------------------------
 
-EpochPlan& plan_at(lua_State* L) { return object_at<EpochPlan>(L, 1, kEpochPlanType); }
+EpochPlan& plan_at(lua_State* L) { return check_handle<EpochPlan>(L, 1, kEpochPlan); }
 
 std::vector<Binding> epoch_plan_methods() {
   return {
@@ -108,12 +65,12 @@ Pushed make_epoch_plan(lua_State* L, Options o) {
   layout.world_size = option_integer(L, o, "world_size", 1);
   layout.rank = option_integer(L, o, "rank", 0);
   layout.batch_size = option_integer(L, o, "batch_size", 1);
-  layout.shuffle = option_flag(L, o, "shuffle", false);
+  layout.shuffle = option_boolean(L, o, "shuffle", false);
   layout.seed = option_integer(L, o, "seed", 0);
-  layout.drop_last = option_flag(L, o, "drop_last", false);
-  layout.even_batches = option_flag(L, o, "even_batches", true);
+  layout.drop_last = option_boolean(L, o, "drop_last", false);
+  layout.even_batches = option_boolean(L, o, "even_batches", true);
   EpochPlan plan(layout, option_integer(L, o, "epoch", 0), option_integer(L, o, "start", 0));
-  push_object(L, kEpochPlanType, std::move(plan), epoch_plan_methods);
+  push_handle(L, kEpochPlan, std::move(plan));
   return Pushed{1};
 }
 
@@ -122,7 +79,7 @@ Pushed make_epoch_plan(lua_State* L, Options o) {
 using PrefetcherPtr = std::unique_ptr<BatchPrefetcher>;
 
 BatchPrefetcher& prefetcher_at(lua_State* L) {
-  PrefetcherPtr& p = object_at<PrefetcherPtr>(L, 1, kPrefetcherType);
+  PrefetcherPtr& p = check_handle<PrefetcherPtr>(L, 1, kPrefetcher);
   TORCH_CHECK(p, "the batch prefetcher is closed");
   return *p;
 }
@@ -140,7 +97,7 @@ std::vector<Binding> prefetcher_methods() {
       }),
       // Stops the threads now rather than when the collector gets to it.
       bind("close", [](lua_State* L, Receiver) {
-        object_at<PrefetcherPtr>(L, 1, kPrefetcherType).reset();
+        check_handle<PrefetcherPtr>(L, 1, kPrefetcher).reset();
       }),
   };
 }
@@ -167,7 +124,7 @@ int64_t column_at(lua_State* L, int idx, const data::CsvTable& table, const char
 // Without `columns`, every column but the target.
 Pushed read_csv(lua_State* L, std::string path, Options o) {
   data::CsvFormat format;
-  format.header = option_flag(L, o, "header", false);
+  format.header = option_boolean(L, o, "header", false);
   const std::string delimiter = option_string(L, o, "delimiter", ",");
   if (delimiter.size() != 1) {
     throw ArgError("option 'delimiter' must be one character, got '" + delimiter + "'");
@@ -219,7 +176,7 @@ Pushed read_csv(lua_State* L, std::string path, Options o) {
 
 // ---- text --------------------------------------------------------------------
 
-Vocabulary& vocabulary_at(lua_State* L) { return object_at<Vocabulary>(L, 1, kVocabularyType); }
+Vocabulary& vocabulary_at(lua_State* L) { return check_handle<Vocabulary>(L, 1, kVocabulary); }
 
 std::vector<Binding> vocabulary_methods() {
   return {
@@ -253,7 +210,7 @@ Pushed text_corpus(lua_State* L, std::string path, std::string level_name) {
   const data::TokenLevel level = data::parse_token_level(level_name);
   const std::string text = data::read_file_text(path);
   if (!lua_isnoneornil(L, 3)) {
-    const Vocabulary& vocab = object_at<Vocabulary>(L, 3, kVocabularyType);
+    const Vocabulary& vocab = check_handle<Vocabulary>(L, 3, kVocabulary);
     TORCH_CHECK(vocab.level() == level, "the vocabulary is ", data::token_level_name(vocab.level()),
                 " level, but level = \"", level_name, "\" was asked for");
     push_tensor(L, vocab.encode(text, path));
@@ -263,7 +220,7 @@ Pushed text_corpus(lua_State* L, std::string path, std::string level_name) {
   Vocabulary vocab = level == data::TokenLevel::Byte ? Vocabulary::bytes()
                                                      : Vocabulary::chars_of(text, path);
   push_tensor(L, vocab.encode(text, path));
-  push_object(L, kVocabularyType, std::move(vocab), vocabulary_methods);
+  push_handle(L, kVocabulary, std::move(vocab));
   return Pushed{2};
 }
 
@@ -283,7 +240,7 @@ std::vector<Binding> data_bindings() {
         // Two batches in flight per worker, as PyTorch's prefetch_factor.
         auto prefetcher = std::make_unique<BatchPrefetcher>(std::move(tensors.value), std::move(rows),
                                                             batch_size, num_workers, 2 * num_workers);
-        push_object(L, kPrefetcherType, PrefetcherPtr(std::move(prefetcher)), prefetcher_methods);
+        push_handle(L, kPrefetcher, PrefetcherPtr(std::move(prefetcher)));
         return Pushed{1};
       }),
       // permutation(n, seed) -> the engine's shuffled order of 0..n-1.

@@ -31,7 +31,9 @@ struct ReducerHandle {
 };
 
 const char kContextKey = 0;
-const char* const kReducerType = "accel.GradientReducer";
+
+std::vector<Binding> reducer_methods();
+const HandleType kReducer{"accel.GradientReducer", "GradientReducer:", reducer_methods};
 
 DistContext& context(lua_State* L) {
   lua_pushlightuserdata(L, const_cast<char*>(&kContextKey));
@@ -86,13 +88,8 @@ std::string recipe_location(lua_State* L) {
   return where;
 }
 
-int reducer_gc(lua_State* L) {
-  static_cast<ReducerHandle*>(lua_touserdata(L, 1))->~ReducerHandle();
-  return 0;
-}
-
 GradientReducer& reducer_at(lua_State* L) {
-  auto* handle = static_cast<ReducerHandle*>(luaL_testudata(L, 1, kReducerType));
+  auto* handle = test_handle<ReducerHandle>(L, 1, kReducer);
   if (!handle) throw ArgError("expected a GradientReducer as argument 1 (use r:method(...))");
   return *handle->reducer;
 }
@@ -180,10 +177,7 @@ std::vector<Binding> dist_bindings() {
         auto reducer = std::make_unique<GradientReducer>(
             comm, params.value, bucket_bytes.value_or(GradientReducer::kDefaultBucketBytes),
             overlap.value_or(true));
-        void* memory = lua_newuserdata(L, sizeof(ReducerHandle));
-        new (memory) ReducerHandle{context(L).comm, std::move(reducer)};
-        luaL_getmetatable(L, kReducerType);
-        lua_setmetatable(L, -2);
+        push_handle(L, kReducer, ReducerHandle{context(L).comm, std::move(reducer)});
         return Pushed{1};
       }),
   };
@@ -227,14 +221,6 @@ void open_distributed(lua_State* L, const CommunicatorOptions& options) {
   lua_setfield(L, -2, "__gc");
   lua_setmetatable(L, -2);
   lua_rawset(L, LUA_REGISTRYINDEX);
-
-  luaL_newmetatable(L, kReducerType);
-  lua_newtable(L);
-  register_bindings(L, -1, "GradientReducer:", reducer_methods());
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, reducer_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pop(L, 1);
 
   lua_newtable(L);
   register_bindings(L, -1, "accel.dist.", dist_bindings());

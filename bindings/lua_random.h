@@ -16,7 +16,7 @@ extern "C" {
 
 #include <vector>
 
-#include "bindings/lua_support.h"
+#include "bindings/registration.h"
 
 namespace accel::lua {
 

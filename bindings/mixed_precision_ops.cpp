@@ -1,8 +1,6 @@
 // accel.core.amp: autocast regions and the fp16 loss scaler.
 #include <ATen/autocast_mode.h>
 
-#include <memory>
-
 #include "bindings/op_tables.h"
 #include "engine/compat.h"
 #include "engine/loss_scaler.h"
@@ -10,7 +8,9 @@
 namespace accel::lua {
 namespace {
 
-const char* const kScalerType = "accel.LossScaler";
+std::vector<Binding> scaler_methods();
+
+const HandleType kScaler{"accel.LossScaler", "LossScaler:", scaler_methods};
 
 // Autocast on for `device` with `dtype` while it lives; the previous state
 // comes back on exit, including when a Lua error unwinds through it
@@ -61,19 +61,10 @@ int autocast(lua_State* L) {
   return lua_gettop(L);
 }
 
-struct ScalerHandle {
-  std::unique_ptr<DynamicLossScaler> scaler;
-};
-
 DynamicLossScaler& scaler_at(lua_State* L) {
-  auto* handle = static_cast<ScalerHandle*>(luaL_testudata(L, 1, kScalerType));
-  if (!handle) throw ArgError("expected a LossScaler as argument 1 (use s:method(...))");
-  return *handle->scaler;
-}
-
-int scaler_gc(lua_State* L) {
-  static_cast<ScalerHandle*>(lua_touserdata(L, 1))->~ScalerHandle();
-  return 0;
+  auto* scaler = test_handle<DynamicLossScaler>(L, 1, kScaler);
+  if (!scaler) throw ArgError("expected a LossScaler as argument 1 (use s:method(...))");
+  return *scaler;
 }
 
 std::vector<Binding> scaler_methods() {
@@ -103,11 +94,7 @@ std::vector<Binding> amp_bindings() {
         options.backoff_factor = option_number(L, o, "backoff_factor", options.backoff_factor);
         options.growth_interval = static_cast<int64_t>(
             option_number(L, o, "growth_interval", static_cast<double>(options.growth_interval)));
-        auto scaler = std::make_unique<DynamicLossScaler>(options);
-        void* memory = lua_newuserdata(L, sizeof(ScalerHandle));
-        new (memory) ScalerHandle{std::move(scaler)};
-        luaL_getmetatable(L, kScalerType);
-        lua_setmetatable(L, -2);
+        push_handle(L, kScaler, DynamicLossScaler(options));
         return Pushed{1};
       }),
   };
@@ -115,13 +102,6 @@ std::vector<Binding> amp_bindings() {
 
 void open_amp(lua_State* L, int table_index) {
   table_index = table_index < 0 ? lua_gettop(L) + table_index + 1 : table_index;
-  luaL_newmetatable(L, kScalerType);
-  lua_newtable(L);
-  register_bindings(L, -1, "LossScaler:", scaler_methods());
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, scaler_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pop(L, 1);
   register_bindings(L, table_index, "accel.amp.", amp_bindings());
   lua_pushcfunction(L, autocast);
   lua_setfield(L, table_index, "autocast");

@@ -1,4 +1,4 @@
-// accel.nn.functional: activations and losses as functions. Keyword
+// accel.nn.functional: activations, linear maps, dropout and losses as functions. Keyword
 // arguments of PyTorch come in an options table named as in PyTorch
 // (`cross_entropy(x, y, {label_smoothing = 0.1})`); an unknown option is an
 // error naming it. Class targets (and ignore_index) are 1-based, like every
@@ -21,11 +21,6 @@ int64_t reduction_of(lua_State* L, const Options& o, bool batchmean_allowed = fa
   if (r == "batchmean" && batchmean_allowed) return kBatchMean;
   throw ArgError(std::string("option 'reduction' must be 'mean', 'sum', 'none'") +
                  (batchmean_allowed ? " or 'batchmean'" : "") + ", got '" + r + "'");
-}
-
-c10::optional<Tensor> optional_tensor_option(lua_State* L, const Options& o, const char* name) {
-  Tensor t = tensor_option(L, o, name);
-  return t.defined() ? c10::optional<Tensor>(t) : c10::nullopt;
 }
 
 // 1-based class targets (and ignore_index) as LibTorch's 0-based ones,
@@ -52,7 +47,7 @@ Tensor cross_entropy(lua_State* L, T input, T target, Options o) {
   double smoothing = option_number(L, o, "label_smoothing", 0.0);
   TORCH_CHECK(smoothing >= 0.0 && smoothing <= 1.0,
               "label_smoothing must be between 0 and 1, got ", smoothing);
-  auto weight = optional_tensor_option(L, o, "weight");
+  auto weight = option_tensor(L, o, "weight");
   // A float target of the input's shape holds class probabilities; of any
   // other shape it was meant as class ids.
   if (target.is_floating_point() && target.sizes() == input.sizes()) {
@@ -66,7 +61,7 @@ Tensor nll_loss(lua_State* L, T input, T target, Options o) {
   check_option_names(L, o, {"reduction", "ignore_index", "weight"});
   int64_t reduction = reduction_of(L, o);
   auto [zero_based, ignore] = zero_based_targets(L, input, target, o);
-  return at::nll_loss_nd(input, zero_based, optional_tensor_option(L, o, "weight"), reduction, ignore);
+  return at::nll_loss_nd(input, zero_based, option_tensor(L, o, "weight"), reduction, ignore);
 }
 
 // kl_div(input, target): input holds log-probabilities; target holds
@@ -89,8 +84,8 @@ Tensor kl_div(lua_State* L, T input, T target, Options o) {
 
 Tensor binary_cross_entropy_with_logits(lua_State* L, T input, T target, Options o) {
   check_option_names(L, o, {"reduction", "weight", "pos_weight"});
-  return at::binary_cross_entropy_with_logits(input, target, optional_tensor_option(L, o, "weight"),
-                                              optional_tensor_option(L, o, "pos_weight"),
+  return at::binary_cross_entropy_with_logits(input, target, option_tensor(L, o, "weight"),
+                                              option_tensor(L, o, "pos_weight"),
                                               reduction_of(L, o));
 }
 
@@ -108,6 +103,9 @@ std::vector<Binding> nn_functional_bindings() {
       bind("linear", [](T x, T weight, c10::optional<Tensor> bias) {
         return at::linear(x, weight, bias);
       }),
+      bind("bilinear", [](T x1, T x2, T weight, c10::optional<Tensor> bias) {
+        return at::bilinear(x1, x2, weight, bias);
+      }),
       bind("relu", [](T x) { return at::relu(x); }),
       // gelu(x [, {approximate = 'tanh'}]): the exact (erf) form by default.
       bind("gelu", [](lua_State* L, T x, Options o) {
@@ -120,6 +118,25 @@ std::vector<Binding> nn_functional_bindings() {
       bind("silu", [](T x) { return at::silu(x); }),
       bind("tanh", [](T x) { return at::tanh(x); }),
       bind("sigmoid", [](T x) { return at::sigmoid(x); }),
+      bind("leaky_relu", [](T x, c10::optional<double> slope) {
+        return at::leaky_relu(x, slope.value_or(0.01));
+      }),
+      bind("elu", [](T x, c10::optional<double> alpha) { return at::elu(x, alpha.value_or(1.0)); }),
+      bind("celu", [](T x, c10::optional<double> alpha) { return at::celu(x, alpha.value_or(1.0)); }),
+      bind("selu", [](T x) { return at::selu(x); }),
+      bind("softplus", [](T x, c10::optional<double> beta, c10::optional<double> threshold) {
+        return at::softplus(x, beta.value_or(1.0), threshold.value_or(20.0));
+      }),
+      bind("hardtanh", [](T x, c10::optional<double> lo, c10::optional<double> hi) {
+        return at::hardtanh(x, lo.value_or(-1.0), hi.value_or(1.0));
+      }),
+      bind("relu6", [](T x) { return at::hardtanh(x, 0.0, 6.0); }),
+      bind("mish", [](T x) { return at::mish(x); }),
+      bind("hardswish", [](T x) { return at::hardswish(x); }),
+      bind("hardsigmoid", [](T x) { return at::hardsigmoid(x); }),
+      bind("logsigmoid", [](T x) { return at::log_sigmoid(x); }),
+      bind("softsign", [](T x) { return x / (x.abs() + 1); }),
+      bind("prelu", [](T x, T weight) { return at::prelu(x, weight); }),
       bind("softmax", [](lua_State* L, T x, Dim dim, Options o) {
         return at::softmax(x, dim.value, softmax_dtype(L, o));
       }),
@@ -129,6 +146,10 @@ std::vector<Binding> nn_functional_bindings() {
       // dropout(x [, p = 0.5] [, training = true]).
       bind("dropout", [](T x, c10::optional<double> p, c10::optional<bool> training) {
         return at::dropout(x, p.value_or(0.5), training.value_or(true));
+      }),
+      // dropout2d(x, p [, training = true]): whole channels at a time.
+      bind("dropout2d", [](T x, double p, c10::optional<bool> training) {
+        return at::feature_dropout(x, p, training.value_or(true));
       }),
 
       // cross_entropy(logits, targets [, {reduction, label_smoothing,
@@ -158,7 +179,7 @@ std::vector<Binding> nn_functional_bindings() {
       }),
       bind("binary_cross_entropy", [](lua_State* L, T input, T target, Options o) {
         check_option_names(L, o, {"reduction", "weight"});
-        return at::binary_cross_entropy(input, target, optional_tensor_option(L, o, "weight"),
+        return at::binary_cross_entropy(input, target, option_tensor(L, o, "weight"),
                                         reduction_of(L, o));
       }),
       bind("binary_cross_entropy_with_logits", binary_cross_entropy_with_logits),

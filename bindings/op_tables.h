@@ -1,6 +1,6 @@
 // The declarative tables of bound functions, one per area; luaopen_accel_core
 // installs them. Each entry is a name and a plain C++ function whose
-// parameter types define the argument checks (see lua_support.h).
+// parameter types define the argument checks (see registration.h).
 #pragma once
 #include <vector>
 
@@ -24,9 +24,13 @@ std::vector<Binding> autograd_method_bindings();
 // Module functions only.
 std::vector<Binding> tensor_creation_bindings();
 std::vector<Binding> nn_functional_bindings();
-// Layers as functions (conv, pooling, norms, attention...), installed into the
-// same accel.nn.functional table.
-std::vector<Binding> nn_layer_bindings();
+// Layers as functions, one family a table, installed into the same
+// accel.nn.functional table.
+std::vector<Binding> nn_conv_bindings();
+std::vector<Binding> nn_pooling_bindings();
+std::vector<Binding> nn_normalization_bindings();
+std::vector<Binding> nn_embedding_bindings();
+std::vector<Binding> nn_attention_bindings();
 std::vector<Binding> runtime_bindings();
 std::vector<Binding> grad_clipping_bindings();
 std::vector<Binding> optim_bindings();
@@ -38,9 +42,6 @@ std::vector<Binding> cuda_bindings();
 
 // Fills the table at `table_index` with autocast and LossScaler.
 void open_amp(lua_State* L, int table_index);
-
-// The metatable optimizer values share; made once when the module opens.
-void open_optimizer_metatable(lua_State* L);
 
 // no_grad(fn) and enable_grad(fn) call back into Lua, so they are written
 // by hand rather than bound.

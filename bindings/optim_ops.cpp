@@ -17,11 +17,9 @@ using optim::OptionMap;
 using optim::Optimizer;
 using optim::ParamGroup;
 
-const char* const kOptimizerType = "accel.Optimizer";
+std::vector<Binding> optimizer_methods();
 
-struct OptimizerHandle {
-  std::unique_ptr<Optimizer> optimizer;
-};
+const HandleType kOptimizer{"accel.Optimizer", "Optimizer:", optimizer_methods};
 
 // Hyper-parameters from a Lua table: numbers, booleans (flags) and
 // betas = {beta1, beta2}. Keys other than `params` are options; the
@@ -97,18 +95,15 @@ std::vector<ParamGroup> read_groups(lua_State* L, int idx) {
 
 template <class Kind>
 Pushed make_optimizer(lua_State* L) {
-  auto optimizer = std::make_unique<Kind>(read_groups(L, 1), read_options(L, 2));
-  void* memory = lua_newuserdata(L, sizeof(OptimizerHandle));
-  new (memory) OptimizerHandle{std::move(optimizer)};
-  luaL_getmetatable(L, kOptimizerType);
-  lua_setmetatable(L, -2);
+  push_handle<std::unique_ptr<Optimizer>>(L, kOptimizer,
+                                          std::make_unique<Kind>(read_groups(L, 1), read_options(L, 2)));
   return Pushed{1};
 }
 
 Optimizer& self(lua_State* L) {
-  auto* handle = static_cast<OptimizerHandle*>(luaL_testudata(L, 1, kOptimizerType));
+  auto* handle = test_handle<std::unique_ptr<Optimizer>>(L, 1, kOptimizer);
   if (!handle) throw ArgError("expected an optimizer as argument 1 (use opt:method(...))");
-  return *handle->optimizer;
+  return **handle;
 }
 
 size_t group_index(const Optimizer& opt, int64_t group) {
@@ -177,11 +172,6 @@ std::vector<Binding> optimizer_methods() {
   };
 }
 
-int optimizer_gc(lua_State* L) {
-  static_cast<OptimizerHandle*>(lua_touserdata(L, 1))->~OptimizerHandle();
-  return 0;
-}
-
 }  // namespace
 
 std::vector<Binding> optim_bindings() {
@@ -192,16 +182,6 @@ std::vector<Binding> optim_bindings() {
       bind("RMSprop", make_optimizer<optim::RMSprop>),
       bind("Adagrad", make_optimizer<optim::Adagrad>),
   };
-}
-
-void open_optimizer_metatable(lua_State* L) {
-  luaL_newmetatable(L, kOptimizerType);
-  lua_newtable(L);
-  register_bindings(L, -1, "Optimizer:", optimizer_methods());
-  lua_setfield(L, -2, "__index");
-  lua_pushcfunction(L, optimizer_gc);
-  lua_setfield(L, -2, "__gc");
-  lua_pop(L, 1);
 }
 
 }  // namespace accel::lua

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "bindings/lua_support.h"
+#include "bindings/value_conversion.h"
 #include "bindings/tensor_indexing.h"
 
 namespace accel::lua {

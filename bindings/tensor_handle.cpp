@@ -1,11 +1,14 @@
 #include "bindings/tensor_handle.h"
 
+extern "C" {
+#include <lauxlib.h>
+}
+
 #include <ATen/ATen.h>
 
 #include <algorithm>
 #include <new>
-
-#include "bindings/lua_support.h"
+#include <string>
 
 namespace accel::lua {
 namespace {

@@ -13,7 +13,17 @@ extern "C" {
 
 #include <cstdint>
 
+namespace at {
+class Tensor;
+}
+
 namespace accel::lua {
+
+void push_tensor(lua_State* L, at::Tensor t);
+// The tensor at `idx`, or nullptr when the value is not a tensor.
+at::Tensor* to_tensor(lua_State* L, int idx);
+// "tensor" for a tensor handle, else Lua's name of the value's type.
+const char* type_name_at(lua_State* L, int idx);
 
 struct TensorStats {
   int64_t live_handles = 0;  // tensor handles Lua has not collected yet

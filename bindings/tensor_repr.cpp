@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "bindings/lua_support.h"
+#include "bindings/value_conversion.h"
 
 namespace accel::lua {
 namespace {

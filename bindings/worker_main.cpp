@@ -21,7 +21,7 @@ extern "C" {
 #include "bindings/accel_core.h"
 #include "bindings/error_log.h"
 #include "bindings/lua_random.h"
-#include "bindings/lua_support.h"
+#include "bindings/error_boundary.h"
 #include "engine/comm/communicator.h"
 #include "engine/launch/launch_options.h"
 #include "engine/launch/worker_variables.h"

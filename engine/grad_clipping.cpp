@@ -1,11 +1,18 @@
 #include "engine/grad_clipping.h"
 
 #include <ATen/ATen.h>
+#include <torch/types.h>  // first: clip_grad.h uses torch::Tensor without including it
+
+#include <torch/nn/utils/clip_grad.h>
 
 #include <cmath>
 
 namespace accel {
 
+// Not LibTorch's clip_grad_norm_: it returns the norm as a host double, a
+// device sync on every GPU step, where this returns a 0-dim tensor on the
+// gradients' device as PyTorch does; and its norms of type 0 and -inf are
+// other numbers than this function's.
 at::Tensor clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
                           double norm_type) {
   at::NoGradGuard no_grad;
@@ -23,11 +30,8 @@ at::Tensor clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm
 }
 
 void clip_grad_value(const std::vector<at::Tensor>& params, double clip_value) {
-  at::NoGradGuard no_grad;
   TORCH_CHECK(clip_value >= 0, "clip_grad_value: clip value must be non-negative, got ", clip_value);
-  for (const at::Tensor& p : params) {
-    if (p.grad().defined()) const_cast<at::Tensor&>(p.grad()).clamp_(-clip_value, clip_value);
-  }
+  torch::nn::utils::clip_grad_value_(params, clip_value);
 }
 
 }  // namespace accel

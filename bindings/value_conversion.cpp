@@ -1,13 +1,7 @@
-#include "bindings/lua_support.h"
+#include "bindings/value_conversion.h"
 
-#include <c10/util/Exception.h>
-
-#include <cstdio>
-#include <cstring>
 #include <sstream>
 
-#include "bindings/error_log.h"
-#include "engine/comm/communicator.h"
 #include "engine/gpu.h"
 
 namespace accel::lua {
@@ -118,6 +112,12 @@ const char* dtype_name(at::ScalarType type) {
     if (d.type == type) return d.name;
   }
   return c10::toString(type);
+}
+
+std::string shape_of(const at::Tensor& t) {
+  std::string s;
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? "x" : "") + std::to_string(t.size(d));
+  return "[" + s + "]";
 }
 
 Operand Arg<Operand>::get(Cursor& c) {
@@ -291,95 +291,6 @@ TensorList Arg<TensorList>::get(Cursor& c) {
   return list;
 }
 
-at::TensorOptions tensor_options(lua_State* L, const Options& opts, at::TensorOptions base) {
-  if (opts.index == 0) return base;
-  lua_getfield(L, opts.index, "dtype");
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TSTRING) throw ArgError("option 'dtype' must be a dtype");
-    base = base.dtype(parse_dtype(lua_tostring(L, -1)));
-  }
-  lua_getfield(L, opts.index, "device");
-  if (!lua_isnil(L, -1)) {
-    if (lua_type(L, -1) != LUA_TSTRING) throw ArgError("option 'device' must be a string");
-    base = base.device(usable_device(lua_tostring(L, -1), "option 'device'"));
-  }
-  lua_pop(L, 2);
-  return base;
-}
-
-at::Tensor with_requires_grad(lua_State* L, const Options& opts, at::Tensor t) {
-  if (option_present(L, opts, "requires_grad")) {
-    lua_getfield(L, opts.index, "requires_grad");
-    t.requires_grad_(lua_toboolean(L, -1) != 0);
-    lua_pop(L, 1);
-  }
-  return t;
-}
-
-at::Tensor tensor_option(lua_State* L, const Options& opts, const char* name) {
-  if (!option_present(L, opts, name)) return at::Tensor();
-  lua_getfield(L, opts.index, name);
-  at::Tensor* t = to_tensor(L, -1);
-  std::string got = type_name_at(L, -1);
-  lua_pop(L, 1);  // the table still holds the tensor
-  if (!t) throw ArgError(std::string("option '") + name + "' must be a tensor, got " + got);
-  return *t;
-}
-
-void check_option_names(lua_State* L, const Options& opts, std::initializer_list<const char*> known) {
-  if (opts.index == 0) return;
-  lua_pushnil(L);
-  while (lua_next(L, opts.index) != 0) {
-    lua_pop(L, 1);
-    bool found = false;
-    if (lua_type(L, -1) == LUA_TSTRING) {
-      for (const char* name : known) found = found || std::strcmp(lua_tostring(L, -1), name) == 0;
-    }
-    if (!found) {
-      std::string key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : type_name_at(L, -1);
-      lua_pop(L, 1);
-      std::string list;
-      for (const char* name : known) list += std::string(list.empty() ? "" : ", ") + name;
-      throw ArgError("unknown option '" + key + "' (known: " + list + ")");
-    }
-  }
-}
-
-bool option_present(lua_State* L, const Options& opts, const char* name) {
-  if (opts.index == 0) return false;
-  lua_getfield(L, opts.index, name);
-  bool present = !lua_isnil(L, -1);
-  lua_pop(L, 1);
-  return present;
-}
-
-double option_number(lua_State* L, const Options& opts, const char* name, double fallback) {
-  if (!option_present(L, opts, name)) return fallback;
-  lua_getfield(L, opts.index, name);
-  if (lua_type(L, -1) != LUA_TNUMBER) {
-    std::string got = type_name_at(L, -1);
-    lua_pop(L, 1);
-    throw ArgError(std::string("option '") + name + "' must be a number, got " + got);
-  }
-  double v = lua_tonumber(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-
-std::string option_string(lua_State* L, const Options& opts, const char* name,
-                          const std::string& fallback) {
-  if (!option_present(L, opts, name)) return fallback;
-  lua_getfield(L, opts.index, name);
-  if (lua_type(L, -1) != LUA_TSTRING) {
-    std::string got = type_name_at(L, -1);
-    lua_pop(L, 1);
-    throw ArgError(std::string("option '") + name + "' must be a string, got " + got);
-  }
-  std::string v = lua_tostring(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-
 int push(lua_State* L, const std::vector<at::Tensor>& list) {
   lua_createtable(L, static_cast<int>(list.size()), 0);
   for (size_t i = 0; i < list.size(); ++i) {
@@ -396,111 +307,6 @@ int push(lua_State* L, const std::vector<int64_t>& list) {
     lua_rawseti(L, -2, static_cast<int>(i + 1));
   }
   return 1;
-}
-
-namespace {
-
-// LibTorch reports a bad dim 0-based ("expected to be in range of [-2, 1],
-// but got 4"); the user wrote it 1-based, so say it their way.
-std::string with_one_based_dims(const std::string& message) {
-  const char* found = std::strstr(message.c_str(), "Dimension out of range (expected to be in range of [");
-  long long low = 0, high = 0, got = 0;
-  if (!found || std::sscanf(found, "Dimension out of range (expected to be in range of [%lld, %lld], but got %lld)",
-                            &low, &high, &got) != 3) {
-    return message;
-  }
-  long long dims = high + 1;
-  std::ostringstream out;
-  out << "dim " << (got >= 0 ? got + 1 : got) << " is out of range for a tensor with " << dims
-      << (dims == 1 ? " dim" : " dims") << " (dims are 1-based: 1 to " << dims << ", or " << -dims
-      << " to -1 from the end)";
-  return out.str();
-}
-
-}  // namespace
-
-std::string describe_exception(const std::exception& e) {
-  if (dynamic_cast<const CollectiveError*>(&e)) on_collective_failure(e.what());
-  if (const auto* torch_error = dynamic_cast<const c10::Error*>(&e)) {
-    log_cpp_backtrace(torch_error->what());
-    return with_one_based_dims(torch_error->what_without_backtrace());
-  }
-  return e.what();
-}
-
-namespace {
-
-// Describes the call's arguments so shape errors always show the shapes.
-std::string describe_arguments(lua_State* L) {
-  std::ostringstream out;
-  int top = lua_gettop(L);
-  for (int i = 1; i <= top; ++i) {
-    if (i > 1) out << ", ";
-    if (at::Tensor* t = to_tensor(L, i)) {
-      if (!t->defined()) {
-        out << "undefined tensor";
-        continue;
-      }
-      out << dtype_name(t->scalar_type()) << "[";
-      for (int64_t d = 0; d < t->dim(); ++d) out << (d ? "x" : "") << t->size(d);
-      out << "]";
-    } else if (lua_type(L, i) == LUA_TNUMBER) {
-      out << lua_tonumber(L, i);
-    } else if (lua_type(L, i) == LUA_TSTRING) {
-      out << "'" << lua_tostring(L, i) << "'";
-    } else {
-      out << type_name_at(L, i);
-    }
-  }
-  return out.str();
-}
-
-}  // namespace
-
-namespace {
-std::string& library_source_prefix() {
-  static std::string prefix;
-  return prefix;
-}
-}  // namespace
-
-void set_library_source_prefix(const std::string& lua_dir) {
-  library_source_prefix() = "@" + lua_dir;
-}
-
-void push_caller_location(lua_State* L) {
-  const std::string& library = library_source_prefix();
-  lua_Debug ar;
-  for (int level = 1; lua_getstack(L, level, &ar); ++level) {
-    lua_getinfo(L, "Sl", &ar);
-    if (ar.currentline <= 0) continue;  // a C function
-    if (!library.empty() && std::strncmp(ar.source, library.data(), library.size()) == 0) continue;
-    lua_pushfstring(L, "%s:%d: ", ar.short_src, ar.currentline);
-    return;
-  }
-  luaL_where(L, 1);
-}
-
-void push_error(lua_State* L, const char* name, const std::string& message) {
-  std::string text = std::string(name) + ": " + message;
-  // LibTorch messages often end in a newline; keep the Lua message tidy.
-  while (!text.empty() && text.back() == '\n') text.pop_back();
-  if (lua_gettop(L) > 0) text += " (called with: " + describe_arguments(L) + ")";
-  push_caller_location(L);
-  lua_pushlstring(L, text.data(), text.size());
-  lua_concat(L, 2);
-}
-
-void register_bindings(lua_State* L, int table_index, const char* prefix,
-                       const std::vector<Binding>& bindings) {
-  table_index = table_index < 0 ? lua_gettop(L) + table_index + 1 : table_index;
-  for (const Binding& b : bindings) {
-    lua_pushlightuserdata(L, b.function);
-    std::string qualified = std::string(prefix) + b.name;
-    lua_pushlstring(L, qualified.data(), qualified.size());
-    lua_pushcclosure(L, b.trampoline, 2);
-    lua_setfield(L, table_index, b.name);
-  }
 }
 
 }  // namespace accel::lua

@@ -1,0 +1,185 @@
+#include "engine/nn/attention.h"
+
+#include <ATen/ATen.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "engine/tensor_description.h"
+
+namespace accel::nn {
+namespace {
+
+using at::Tensor;
+using OptTensor = c10::optional<Tensor>;
+
+// Whether `other` broadcasts to `target`'s shape, so it can be applied in place.
+bool fits(const at::Tensor& target, const at::Tensor& other) {
+  return at::infer_size(target.sizes(), other.sizes()) == target.sizes().vec();
+}
+
+std::string shape_of(const at::Tensor& t) {
+  std::string s;
+  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? "x" : "") + std::to_string(t.size(d));
+  return "[" + s + "]";
+}
+
+// The union of two boolean masks (either may be undefined), broadcast.
+Tensor either(const Tensor& a, const Tensor& b) {
+  if (!a.defined()) return b;
+  return b.defined() ? at::logical_or(a, b) : a;
+}
+
+}  // namespace
+
+// The scores are updated in place where they can be: matmul saves its
+// inputs for backward, not its output.
+std::tuple<at::Tensor, at::Tensor> attend(const at::Tensor& q, const at::Tensor& k,
+                                          const at::Tensor& v, const at::Tensor& bias,
+                                          const at::Tensor& blocked, double dropout_p,
+                                          double scale) {
+  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(scale);
+  const double inf = std::numeric_limits<double>::infinity();
+  if (bias.defined()) scores = fits(scores, bias) ? scores.add_(bias) : scores + bias;
+  if (blocked.defined()) {
+    scores = fits(scores, blocked) ? scores.masked_fill_(blocked, -inf) : scores.masked_fill(blocked, -inf);
+  }
+  at::Tensor weights = at::softmax(scores, -1);
+  if (dropout_p > 0.0) weights = at::dropout(weights, dropout_p, true);
+  return {at::matmul(weights, v), weights};
+}
+
+at::Tensor causal_mask(int64_t l, int64_t s, const at::TensorOptions& options) {
+  return at::ones({l, s}, options.dtype(at::kBool)).triu(1);
+}
+
+at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k,
+                                        const at::Tensor& v, const AttentionOptions& options) {
+  TORCH_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2,
+              "q, k and v need at least 2 dims (..., L, E), got shapes ",
+              shape_of(q), ", ", shape_of(k), ", ", shape_of(v));
+  TORCH_CHECK(q.size(-1) == k.size(-1), "q has ", q.size(-1),
+              " features per position but k has ", k.size(-1));
+  const c10::optional<at::Tensor>& mask = options.attn_mask;
+  TORCH_CHECK(!(mask && options.is_causal), "give attn_mask or is_causal, not both");
+  at::Tensor bias, blocked;
+  if (mask && mask->scalar_type() == at::kBool) {
+    blocked = mask->logical_not();
+  } else if (mask) {
+    bias = *mask;
+  }
+  if (options.is_causal) blocked = causal_mask(q.size(-2), k.size(-2), q.options());
+  const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  return std::get<0>(attend(q, k, v, bias, blocked, options.dropout_p, scale));
+}
+
+std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Tensor key,
+                                                        at::Tensor value, int64_t num_heads,
+                                                        const MultiHeadAttentionWeights& weights,
+                                                        const MultiHeadAttentionOptions& options) {
+  bool batched = query.dim() == 3;
+  const bool self_attention = query.is_same(key) && key.is_same(value);
+  TORCH_CHECK(query.dim() == 2 || batched,
+              "expected query of shape (N, L, E) or unbatched (L, E), got ", shape_of(query));
+  TORCH_CHECK(key.dim() == query.dim() && value.dim() == query.dim(),
+              "query, key and value must all be batched or all unbatched, got shapes ",
+              shape_of(query), ", ", shape_of(key), ", ", shape_of(value));
+  OptTensor key_padding = options.key_padding_mask;
+  if (!batched) {
+    query = query.unsqueeze(0);
+    key = key.unsqueeze(0);
+    value = value.unsqueeze(0);
+    if (key_padding) key_padding = key_padding->unsqueeze(0);
+  }
+  const int64_t n = query.size(0), tgt = query.size(1), embed = query.size(2), src = key.size(1);
+  TORCH_CHECK(num_heads >= 1 && embed % num_heads == 0, "embed_dim ", embed,
+              " is not divisible by num_heads ", num_heads);
+  TORCH_CHECK(key.size(0) == n && value.size(0) == n && value.size(1) == src,
+              "key and value must have query's batch size and the same length, got shapes ",
+              shape_of(query), ", ", shape_of(key), ", ", shape_of(value));
+  const int64_t head_dim = embed / num_heads;
+
+  Tensor q, k, v;
+  const OptTensor& in_proj_weight = weights.in_proj_weight;
+  const OptTensor& in_proj_bias = weights.in_proj_bias;
+  if (const OptTensor& wq = weights.q_proj_weight) {
+    const OptTensor &wk = weights.k_proj_weight, &wv = weights.v_proj_weight;
+    TORCH_CHECK(wk && wv, "q_proj_weight needs k_proj_weight and v_proj_weight");
+    std::vector<Tensor> b(3);
+    if (in_proj_bias) b = in_proj_bias->chunk(3);
+    q = at::linear(query, *wq, in_proj_bias ? OptTensor(b[0]) : c10::nullopt);
+    k = at::linear(key, *wk, in_proj_bias ? OptTensor(b[1]) : c10::nullopt);
+    v = at::linear(value, *wv, in_proj_bias ? OptTensor(b[2]) : c10::nullopt);
+  } else {
+    TORCH_CHECK(in_proj_weight && in_proj_weight->dim() == 2 && in_proj_weight->size(0) == 3 * embed &&
+                    in_proj_weight->size(1) == embed,
+                "in_proj_weight must have shape [", 3 * embed, "x", embed, "], got ",
+                in_proj_weight ? shape_of(*in_proj_weight) : "nil");
+    TORCH_CHECK(key.size(2) == embed && value.size(2) == embed,
+                "key and value must have embed_dim ", embed, " features, got shapes ",
+                shape_of(key), ", ", shape_of(value));
+    if (self_attention) {  // one projection serves q, k and v
+      auto parts = at::linear(query, *in_proj_weight, in_proj_bias).chunk(3, -1);
+      q = parts[0], k = parts[1], v = parts[2];
+    } else {
+      auto w = in_proj_weight->chunk(3);
+      std::vector<Tensor> b(3);
+      if (in_proj_bias) b = in_proj_bias->chunk(3);
+      q = at::linear(query, w[0], in_proj_bias ? OptTensor(b[0]) : c10::nullopt);
+      k = at::linear(key, w[1], in_proj_bias ? OptTensor(b[1]) : c10::nullopt);
+      v = at::linear(value, w[2], in_proj_bias ? OptTensor(b[2]) : c10::nullopt);
+    }
+  }
+  // (N, L, H * D) -> (N, H, L, D)
+  auto heads = [&](const Tensor& t, int64_t len) {
+    return t.reshape({n, len, num_heads, head_dim}).transpose(1, 2);
+  };
+  q = heads(q, tgt), k = heads(k, src), v = heads(v, src);
+
+  // Float masks add up to one bias and boolean ones to one blocked mask, both
+  // broadcastable to the scores (N, H, L, S).
+  Tensor bias, blocked;
+  auto add_mask = [&](const Tensor& m) {
+    if (m.scalar_type() == at::kBool) {
+      blocked = either(blocked, m);
+    } else {
+      bias = bias.defined() ? bias + m : m;
+    }
+  };
+  const OptTensor& attn_mask = options.attn_mask;
+  if (attn_mask) {
+    Tensor m = *attn_mask;
+    TORCH_CHECK(m.scalar_type() == at::kBool || m.is_floating_point(),
+                "attn_mask must be bool or floating point, got ", dtype_text(m.scalar_type()));
+    if (m.dim() == 2) {
+      TORCH_CHECK(m.size(0) == tgt && m.size(1) == src, "the 2-D attn_mask has shape ",
+                  shape_of(m), ", but should be [", tgt, "x", src, "]");
+    } else {
+      TORCH_CHECK(m.dim() == 3 && m.size(0) == n * num_heads && m.size(1) == tgt && m.size(2) == src,
+                  "the attn_mask has shape ", shape_of(m), ", but should be [", tgt, "x",
+                  src, "] or [", n * num_heads, "x", tgt, "x", src, "]");
+      m = m.view({n, num_heads, tgt, src});
+    }
+    add_mask(m);
+  }
+  if (options.is_causal) add_mask(causal_mask(tgt, src, q.options()));
+  if (key_padding) {
+    Tensor m = *key_padding;
+    TORCH_CHECK(m.dim() == 2 && m.size(0) == n && m.size(1) == src,
+                "key_padding_mask has shape ", shape_of(m), ", but should be [", n, "x", src, "]");
+    add_mask(m.view({n, 1, 1, src}));
+  }
+
+  auto [attended, attention] =
+      attend(q, k, v, bias, blocked, options.dropout_p, 1.0 / std::sqrt(static_cast<double>(head_dim)));
+  Tensor out = at::linear(attended.transpose(1, 2).reshape({n, tgt, embed}), weights.out_proj_weight,
+                          weights.out_proj_bias);
+  if (!batched) out = out.squeeze(0);
+  if (!options.need_weights) return {out, Tensor()};
+  if (options.average_attn_weights) attention = attention.mean(1);
+  if (!batched) attention = attention.squeeze(0);
+  return {out, attention};
+}
+
+}  // namespace accel::nn
