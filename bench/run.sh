@@ -4,6 +4,7 @@
 # and prints markdown tables on stdout (progress goes to stderr).
 #   bench/run.sh [--repeats N] [--only digits-mlp|cnn|char-lm] [--no-allreduce]
 #                [--quiet-load 1.5] [--wait 1200] [--output bench/RESULTS.md]
+#   bench/run.sh --allocators [--repeats N] [--only ...]
 # The build folder is $ACCEL_BENCH_BUILD, else build-bench.
 set -eu
 cd "$(dirname "$0")/.."
@@ -11,4 +12,10 @@ build=${ACCEL_BENCH_BUILD:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >&2
 cmake --build "$build" -j2 --target accel-run bench_launch bench_digits_mlp bench_cnn bench_char_lm \
   bench_allreduce >&2
-exec /usr/bin/python3 bench/python/harness.py --build "$build" "$@"
+# --allocators: the CPU allocator comparison (bench/python/allocators.py) instead.
+script=harness.py
+if [ "${1:-}" = "--allocators" ]; then
+  script=allocators.py
+  shift
+fi
+exec /usr/bin/python3 "bench/python/$script" --build "$build" "$@"

@@ -223,7 +223,17 @@ extern "C" int accel_worker_main(int argc, char** argv) {
   // without fast bins, small tensor ops from Lua run ~40% faster
   // (bench/op_overhead).
   ::mallopt(M_MXFAST, 0);
-  install_caching_cpu_allocator();
+  // ACCEL_CPU_ALLOCATOR=system leaves LibTorch's own CPU allocator, over
+  // whatever malloc the process has (bench/python/allocators.py compares
+  // the engine's with glibc, jemalloc and tcmalloc so).
+  const char* allocator = std::getenv("ACCEL_CPU_ALLOCATOR");
+  const std::string allocator_name = allocator ? allocator : "caching";
+  if (allocator_name == "caching") {
+    install_caching_cpu_allocator();
+  } else if (allocator_name != "system") {
+    lua::report_fatal("accel-run: ACCEL_CPU_ALLOCATOR is '" + allocator_name + "'; expected 'caching' or 'system'");
+    return 2;
+  }
   // Lines reach the launcher as they are printed, and none is lost when
   // the worker is stopped.
   std::setvbuf(stdout, nullptr, _IOLBF, 0);

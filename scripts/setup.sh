@@ -15,6 +15,7 @@ packages=(
   libopenblas0-openmp               # fast BLAS for LibTorch (the reference one is ~18x slower)
   python3-sklearn                   # ships the digits data set recipes/digits.lua reads
   python3-torch                     # the interop test and bench/ compare with Python PyTorch
+  libjemalloc2 libtcmalloc-minimal4 # bench/run.sh --allocators compares the CPU allocator with them
   gzip procps                       # .gz files in the data tests; pgrep in the launch tests
 )
 

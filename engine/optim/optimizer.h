@@ -4,6 +4,15 @@
 // The math of every optimizer follows PyTorch 1.13's single-tensor ("foreach=False")
 // implementations exactly, so a run here and the same run in PyTorch produce the
 // same parameters.
+//
+// Why the engine keeps its own optimizers rather than torch::optim's: LibTorch
+// 1.13's C++ optimizers lack options recipes use (maximize, for one), keep
+// per-parameter state keyed by each tensor's address (no stable names to write a
+// state dict as safetensors and read it back in another process or on another
+// world size), and save only through torch::save's archives. Checkpoints need the
+// flat, ordered state dict below, schedulers need hyper-parameters addressed by
+// name, and sharded data parallel needs to step a slice of each parameter; each
+// optimizer here is a small layer over the same ATen arithmetic.
 #pragma once
 #include <ATen/ATen.h>
 
