@@ -143,6 +143,7 @@ function GradientState:_finish_sync()
   local items = self.items
   self.items = 0
   self.sync_steps = self.sync_steps + 1
+  self._unscaled_at = nil
   return items
 end
 
@@ -184,6 +185,8 @@ end
 function GradientState:load_state_dict(state)
   self.micro_step, self.sync_steps, self.items = state.micro_step, state.sync_steps, state.items
   self.sync_gradients = state.sync_gradients
+  -- Counters may go back in time: the next step unscales and updates anew.
+  self._unscaled_at, self._scaled_at = nil, nil
   if self.scaler and state.scaler then self.scaler:load(state.scaler.scale, state.scaler.growth_tracker) end
 end
 
