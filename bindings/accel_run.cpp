@@ -24,6 +24,7 @@
 #include "engine/launch/config_command.h"
 #include "engine/launch/config_file.h"
 #include "engine/launch/env_command.h"
+#include "engine/plot/plot_command.h"
 #include "engine/launch/error_file.h"
 #include "engine/launch/launch_options.h"
 #include "engine/launch/mpi_launch.h"
@@ -156,5 +157,6 @@ int main(int argc, char** argv) {
     return accel::run_env_command(rest, context, std::cout, std::cerr);
   }
   if (verb == "test") return accel::run_test_command(rest, run_context(), lua_directory());
+  if (verb == "plot") return accel::run_plot_command(rest, std::cout, std::cerr);
   return run_launcher(args);
 }

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "engine/launch/error_file.h"
+#include "engine/tracking/open_trackers.h"
 
 namespace accel::lua {
 namespace {
@@ -29,6 +30,8 @@ void report_fatal(const std::string& text) {
 }
 
 void exit_with_error(const std::string& text) {
+  // What the trackers buffered is the run's last data: keep it, marked failed.
+  tracking::close_open_trackers(tracking::RunOutcome::failure);
   report_fatal(text);
   std::fflush(nullptr);
   std::_Exit(1);

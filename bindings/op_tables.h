@@ -37,6 +37,8 @@ std::vector<Binding> optim_bindings();
 std::vector<Binding> data_bindings();
 // accel.core.checkpoint: checkpoint and weight file I/O (checkpoint_ops.cpp).
 std::vector<Binding> checkpoint_bindings();
+// accel.core.tracking: metrics.jsonl and TensorBoard event files (tracking_ops.cpp).
+std::vector<Binding> tracking_bindings();
 // accel.cuda: GPUs, their memory and generators (cuda_ops.cpp).
 std::vector<Binding> cuda_bindings();
 

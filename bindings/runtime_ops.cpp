@@ -1,6 +1,9 @@
-// Process-level switches: seeding, threads, and the tensor accounting that
-// tests read to prove memory is released.
+// Process-level switches: seeding, threads, the tensor accounting that
+// tests read to prove memory is released, and the facts about stdout that
+// accel.progress needs.
 #include <ATen/Parallel.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
 
 #include <chrono>
 
@@ -28,6 +31,14 @@ std::vector<Binding> runtime_bindings() {
       bind("tensor_collections", []() { return tensor_stats().collections; }),
       bind("release_tensor", [](lua_State* L) { release_tensor(L, 1); }),
       bind("release_pooled_blocks", []() { release_pooled_blocks(); }),
+      // Rank 0 writes to accel-run's own stdout (a terminal when the user
+      // watches); other ranks, and rank 0 under --log-dir, write to a pipe.
+      bind("stdout_is_terminal", []() { return ::isatty(STDOUT_FILENO) == 1; }),
+      // The terminal's width in columns, 0 when stdout is no terminal.
+      bind("terminal_columns", []() -> int64_t {
+        winsize size{};
+        return ::ioctl(STDOUT_FILENO, TIOCGWINSZ, &size) == 0 ? size.ws_col : 0;
+      }),
   };
 }
 

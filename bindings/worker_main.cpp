@@ -25,6 +25,7 @@ extern "C" {
 #include "engine/comm/communicator.h"
 #include "engine/launch/launch_options.h"
 #include "engine/launch/worker_variables.h"
+#include "engine/tracking/open_trackers.h"
 #include "engine/caching_cpu_allocator.h"
 
 namespace accel::lua {
@@ -91,6 +92,8 @@ int exit_worker(lua_State* L) {
   } else if (!lua_isnoneornil(L, 1)) {
     code = static_cast<int>(luaL_checkinteger(L, 1));
   }
+  tracking::close_open_trackers(code == EXIT_SUCCESS ? tracking::RunOutcome::success
+                                                     : tracking::RunOutcome::failure);
   std::fflush(nullptr);
   std::_Exit(code);
 }

@@ -31,7 +31,8 @@ local opt = optim.AdamW(model:parameters(), { lr = 3e-3, weight_decay = 0.01 })
 local sched = optim.lr_scheduler.cosine(opt, { total = epochs * train:num_batches() })
 model, opt, sched = acc:prepare(model, opt, sched)
 
-for epoch = 1, epochs do
+local bar = accel.progress(epochs, { desc = "epochs" })
+for epoch in bar do
   model:train()
   local total = 0
   for xb, yb in train:iter() do
@@ -42,9 +43,7 @@ for epoch = 1, epochs do
     opt:zero_grad()
     total = total + loss:item()
   end
-  if epoch % 5 == 0 then
-    acc:print(string.format("epoch %2d  loss %.4f  lr %.2e", epoch, total / train:num_batches(), sched:get_last_lr()[1]))
-  end
+  bar:set_postfix{ loss = total / train:num_batches(), lr = sched:get_last_lr()[1] }
 end
 
 model:eval()

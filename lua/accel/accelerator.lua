@@ -13,8 +13,10 @@ local ProjectConfiguration = require("accel.project_configuration")
 local PartialState = require("accel.partial_state")
 local GradientAccumulationPlugin = require("accel.gradient_accumulation_plugin")
 local GradientState = require("accel.gradient_state")
+local tracking = require("accel.tracking")
 
 local dist = core.dist
+local args_error = require("accel.args").error
 
 local Accelerator = {}
 
@@ -54,6 +56,7 @@ local defaults = {
   gradient_accumulation_plugin = false,  -- accel.GradientAccumulationPlugin
   sync_each_batch = false,  -- all-reduce gradients on every micro-step (see gradient_accumulation_plugin.lua)
   project_dir = false,  -- the project folder; project_config's project_dir defaults to it
+  log_with = false,  -- trackers: "jsonl", "tensorboard", "all" or a list (tracking.lua)
 }
 
 local function fail(message)
@@ -88,6 +91,14 @@ local function check_options(options)
   end
   if options.project_dir ~= nil and type(options.project_dir) ~= "string" then
     fail("project_dir must be a string, got a " .. type(options.project_dir))
+  end
+  if options.log_with ~= nil and options.log_with ~= false then
+    local _, problem = tracking.kinds(options.log_with)
+    if problem then fail(problem) end
+    local config = options.project_config
+    if not options.project_dir and not (config and config.project_dir) then
+      fail("log_with needs a folder for the runs: give project_dir (or a project_config with one)")
+    end
   end
   local steps = options.gradient_accumulation_steps
   if steps ~= nil and (type(steps) ~= "number" or steps < 1 or steps % 1 ~= 0) then
@@ -140,6 +151,9 @@ local function new(_, options)
     _custom_objects = {},
     project_configuration = option("project_config") or ProjectConfiguration{},
     _trigger = false,
+    log_with = options.log_with and tracking.kinds(options.log_with) or {},
+    trackers = {},  -- init_trackers fills it
+    _log_calls = 0,  -- the step of a log call that gives none
   }, Accelerator)
   for _, name in ipairs(PartialState.FACTS) do self[name] = state[name] end
   -- As Accelerate: the configuration's own project_dir wins; the
@@ -507,7 +521,56 @@ function Accelerator:load_model(model, dir, options)
   checkpointing.load_model(model, dir, options)
 end
 
+-- Trackers (lua/accel/tracking.lua) -------------------------------------------
+
+-- Starts the trackers log_with named, writing under <project_dir>/<name>/,
+-- and records `config` (a table of hyperparameters) in them.
+function Accelerator:init_trackers(name, config)
+  if type(name) ~= "string" or name == "" then
+    args_error("Accelerator:init_trackers: the run name must be a non-empty string, got " .. tostring(name))
+  end
+  if #self.trackers > 0 then
+    args_error("Accelerator:init_trackers: trackers for run '" .. self.trackers[1].run_name
+               .. "' are open; end_training() closes them")
+  end
+  local flat = tracking.config(config, "Accelerator:init_trackers")
+  local run_dir = self.project_dir and (self.project_dir .. "/" .. name)
+  for i, kind in ipairs(self.log_with) do
+    local tracker = self.is_main_process and tracking.open(kind, run_dir) or tracking.blank(kind)
+    tracker.run_name = name
+    tracker:store_init_configuration(flat)
+    self.trackers[i] = tracker
+  end
+  self._log_calls = 0
+end
+
+-- Logs {name = number} (one-element tensors and nested tables allowed) at
+-- `step`, or, without one, at the number of earlier log calls.
+function Accelerator:log(values, step)
+  if step == nil then step = self._log_calls end
+  self._log_calls = self._log_calls + 1
+  if type(step) ~= "number" or step % 1 ~= 0 then
+    args_error("Accelerator:log: step must be an integer, got " .. tostring(step))
+  end
+  -- Checked on every rank, so a bad value fails all ranks alike.
+  local scalars = tracking.scalars(values, "Accelerator:log")
+  if not self.is_main_process then return end
+  for _, tracker in ipairs(self.trackers) do tracker.writer:log(step, scalars) end
+end
+
+-- The tracker named `name` ("jsonl", "tensorboard") after init_trackers.
+function Accelerator:get_tracker(name)
+  for _, tracker in ipairs(self.trackers) do
+    if tracker.name == name then return tracker end
+  end
+  args_error(string.format("Accelerator:get_tracker: no tracker '%s' is open (log_with: %s)", tostring(name),
+                           #self.log_with > 0 and table.concat(self.log_with, ", ") or "none"))
+end
+
+-- Flushes and closes the trackers, then waits for every rank.
 function Accelerator:end_training()
+  for _, tracker in ipairs(self.trackers) do tracker:finish() end
+  self.trackers = {}
   self:wait_for_everyone()
 end
 

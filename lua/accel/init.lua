@@ -71,6 +71,8 @@ accel.GradientAccumulationPlugin = require("accel.gradient_accumulation_plugin")
 accel.Accelerator = require("accel.accelerator")
 accel.ProjectConfiguration = require("accel.project_configuration")
 accel.find_executable_batch_size = require("accel.batch_size_finder")
-accel.get_logger = require("accel.logging").get_logger
+accel.logging = require("accel.logging")
+accel.get_logger = accel.logging.get_logger
+accel.progress = require("accel.progress")
 
 return accel

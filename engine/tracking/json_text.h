@@ -1,0 +1,14 @@
+// The JSON text trackers write: strings escaped as RFC 8259 asks, and
+// numbers in the shortest form that reads back to the same double. JSON has
+// no NaN or infinity, so those are written as the strings "NaN",
+// "Infinity" and "-Infinity" (Python's float() reads them back).
+#pragma once
+#include <string>
+#include <string_view>
+
+namespace accel::tracking {
+
+void append_json_string(std::string& out, std::string_view s);
+void append_json_number(std::string& out, double value);
+
+}  // namespace accel::tracking

@@ -1,0 +1,30 @@
+#include "engine/tracking/tracker.h"
+
+#include <chrono>
+#include <stdexcept>
+
+#include "engine/tracking/open_trackers.h"
+#include "engine/tracking/utf8.h"
+
+namespace accel::tracking {
+
+Tracker::Tracker() { register_tracker(this); }
+
+Tracker::~Tracker() { unregister_tracker(this); }
+
+void check_utf8(const std::string& text, const std::string& what) {
+  if (!valid_utf8(text)) {
+    throw std::invalid_argument(what + " '" + escape_invalid_utf8(text) + "' is not valid UTF-8");
+  }
+}
+
+void check_name(const std::string& name, const std::string& what) {
+  if (name.empty()) throw std::invalid_argument(what + " is empty");
+  check_utf8(name, what);
+}
+
+double wall_time() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace accel::tracking

@@ -1,0 +1,60 @@
+# accel-run plot: two runs' metrics.jsonl (one still being written) drawn
+# by gnuplot as PNG and SVG, one chart per metric, both runs named in each
+# key; names from the files stay text (no byte of a file runs as gnuplot
+# code); bad requests are errors naming what is wrong.
+source "$(dirname "$0")/lib.sh"
+command -v gnuplot >/dev/null || { echo "FAILED: gnuplot is not installed (scripts/setup.sh installs gnuplot-nox)"; exit 1; }
+
+mkdir -p "$work/runs/base" "$work/runs/wide"
+for step in 0 1 2 3 4 5 6 7 8 9; do
+  echo "{\"step\": $step, \"time\": 1.5, \"loss\": $(awk "BEGIN { print 2 / ($step + 1) }"), \"acc\": 0.$step}"
+done >"$work/runs/base/metrics.jsonl"
+for step in 0 2 4 6 8; do
+  echo "{\"step\": $step, \"time\": 1.5, \"loss\": $(awk "BEGIN { print 1 / ($step + 1) }"), \"acc\": \"NaN\"}"
+done >"$work/runs/wide/metrics.jsonl"
+printf '{"step": 10, "loss": 0.0' >>"$work/runs/wide/metrics.jsonl"  # a line still being written
+
+run_accel plot "$work/runs/base" "$work/runs/wide/" -o "$work/chart.png" --size 900,400
+expect "a PNG of both runs" [ "$status" -eq 0 ]
+png_ok() { /usr/bin/python3 "$source_root/tests/launch/png_check.py" "$@" >"$work/png.out" 2>&1; }
+expect "a PNG 900x400, not blank, with lines in both runs' colours" png_ok "$work/chart.png" 900 400
+cat "$work/png.out"
+
+run_accel plot "$work/runs/base" "$work/runs/wide" -o "$work/chart.svg" --metric loss --smooth 2
+expect "an SVG of one metric" [ "$status" -eq 0 ]
+svg=$(cat "$work/chart.svg" 2>/dev/null)
+expect "one path in the first run's colour" [ "$(grep -c "<path stroke='rgb( 31, 119, 180)'" <<<"$svg")" -eq 1 ]
+expect "one path in the second run's colour" [ "$(grep -c "<path stroke='rgb(255, 127,  14)'" <<<"$svg")" -eq 1 ]
+expect "the key names both runs" grep -q ">$work/runs/base</text>" <<<"$svg"
+expect "the key names the second run" grep -q ">$work/runs/wide</text>" <<<"$svg"
+expect "the chart is titled with the metric and the smoothing" grep -q ">loss (mean of 2)</text>" <<<"$svg"
+expect "the axes are labelled" grep -q ">step</text>" <<<"$svg"
+
+# Hostile names: a run folder and a metric whose names would be gnuplot code.
+hostile="$work/runs/x'; system('touch $work/pwned1'); print '\`touch $work/pwned2\`@x"
+mkdir -p "$hostile"
+printf '{"step": 1, "a\\nsystem(\\"touch %s\\")\\n": 1}\n{"step": 2, "a\\nsystem(\\"touch %s\\")\\n": 2}\n' \
+  "$work/pwned3" "$work/pwned3" >"$hostile/metrics.jsonl"
+run_accel plot "$hostile" -o "$work/hostile.svg"
+expect "hostile names are drawn" [ "$status" -eq 0 ]
+nothing_ran() { [ ! -e "$work/pwned1" ] && [ ! -e "$work/pwned2" ] && [ ! -e "$work/pwned3" ]; }
+expect "and nothing in them ran" nothing_ran
+expect "the run's name is text in the key" grep -qF "pwned1" "$work/hostile.svg"
+
+run_accel plot "$work/runs/base" --size 80,20
+expect "text charts on stdout without -o" [ "$status" -eq 0 ]
+expect "titled by metric" contains "$out" "loss"
+
+run_accel plot "$work/runs/base" --metric lr -o "$work/x.png"
+expect "an unknown metric is an error naming it and the known ones" \
+  contains "$err" "no run has a metric 'lr' (they have: acc, loss)"
+run_accel plot "$work/nowhere" -o "$work/x.png"
+expect "a folder without metrics.jsonl is an error naming the file" contains "$err" "cannot read $work/nowhere/metrics.jsonl"
+run_accel plot "$work/runs/base" -o "$work/x.jpg"
+expect "only .png and .svg" contains "$err" "-o names a .png or .svg file"
+echo 'not json' >"$work/runs/base/metrics.jsonl"
+run_accel plot "$work/runs/base"
+expect "a broken line is an error naming the file and line" contains "$err" "$work/runs/base/metrics.jsonl:1: not a JSON object"
+expect "with exit status 2" [ "$status" -eq 2 ]
+
+finish
