@@ -39,7 +39,6 @@ local Logger = {}
 Logger.__index = Logger
 
 local function emit(self, level, first, ...)
-  if level < self.level then return end
   local main_only, format = true, first
   local n, values = select("#", ...), { ... }
   if type(first) == "table" then
@@ -49,6 +48,7 @@ local function emit(self, level, first, ...)
     values = { unpack(values, 2, n) }
     n = n - 1
   end
+  if level < self.level then return end
   local rank = core.dist.state().rank
   if main_only and rank ~= 0 then return end
   local message = n > 0 and string.format(format, unpack(values, 1, n)) or tostring(format)

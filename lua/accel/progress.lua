@@ -102,10 +102,12 @@ function Progress:draw(final)
     io.stdout:flush()
   else
     if not final and now - self.drawn_at < self.interval then return end
+    -- The last line need not repeat one just printed.
+    if final and self.drawn_n == self.n and self.drawn_postfix == self.postfix then return end
     io.stdout:write(self:line(false), "\n")
     io.stdout:flush()
   end
-  self.drawn_at = now
+  self.drawn_at, self.drawn_n, self.drawn_postfix = now, self.n, self.postfix
 end
 
 -- Counts `n` more items (1 by default) and redraws when due.

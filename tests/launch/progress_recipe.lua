@@ -17,4 +17,4 @@ local batches = 0
 for x in accel.progress(loader, { desc = "eval" }) do batches = batches + 1 end
 assert(batches == 3)
 for _ in accel.progress({ "a", "b" }, { disable = true }) do end
-print("progress recipe done")
+accel.PartialState():print("progress recipe done")
