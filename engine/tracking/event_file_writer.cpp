@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <filesystem>
 #include <stdexcept>
 
 #include "engine/tracking/proto/tensorboard_event.pb.h"
@@ -22,13 +21,11 @@ constexpr const char* kSessionEndTag = "_hparams_/session_end_info";
 std::atomic<int> g_files_opened{0};
 
 std::string event_file_path(const std::string& run_dir) {
-  std::error_code error;
-  std::filesystem::create_directories(run_dir, error);
-  if (error) throw std::runtime_error("cannot create the run folder " + run_dir + ": " + error.message());
   char host[256] = {};
   ::gethostname(host, sizeof(host) - 1);
-  return run_dir + "/events.out.tfevents." + std::to_string(static_cast<int64_t>(wall_time())) + "." +
-         host + "." + std::to_string(::getpid()) + "." + std::to_string(g_files_opened++);
+  return file_in_run_dir(run_dir, "events.out.tfevents." + std::to_string(static_cast<int64_t>(wall_time())) +
+                                      "." + host + "." + std::to_string(::getpid()) + "." +
+                                      std::to_string(g_files_opened++));
 }
 
 // A summary event holding one hparams plugin value.
@@ -46,20 +43,12 @@ std::string hparams_event(const char* tag, const tensorboard::HParamsPluginData&
 }  // namespace
 
 EventFileWriter::EventFileWriter(const std::string& run_dir, double flush_seconds)
-    : file_(event_file_path(run_dir), flush_seconds) {
+    : Tracker(event_file_path(run_dir), flush_seconds) {
   tensorboard::Event event;
   event.set_wall_time(wall_time());
   event.set_file_version("brain.Event:2");
   write_event(event.SerializeAsString());
   file_.flush();  // TensorBoard finds the run as soon as it exists
-}
-
-EventFileWriter::~EventFileWriter() {
-  try {
-    file_.close();
-  } catch (const std::exception&) {
-    // As BufferedFile's destructor: close() reports, a destructor cannot.
-  }
 }
 
 void EventFileWriter::write_event(const std::string& serialized) {
@@ -69,7 +58,11 @@ void EventFileWriter::write_event(const std::string& serialized) {
 }
 
 void EventFileWriter::log(int64_t step, const Scalars& values) {
-  tensorboard::Event event;
+  // One event serves every call: Clear() keeps its values' memory, so
+  // logging each step allocates nothing once warm.
+  static thread_local tensorboard::Event event;
+  static thread_local std::string serialized;
+  event.Clear();
   event.set_wall_time(wall_time());
   event.set_step(step);
   tensorboard::Summary* summary = event.mutable_summary();
@@ -80,7 +73,8 @@ void EventFileWriter::log(int64_t step, const Scalars& values) {
     // TensorBoard's scalars are float32, as its own writers store them.
     value->set_simple_value(static_cast<float>(number));
   }
-  write_event(event.SerializeAsString());
+  event.SerializeToString(&serialized);
+  write_event(serialized);
 }
 
 void EventFileWriter::log_config(const Config& config) {
@@ -105,8 +99,6 @@ void EventFileWriter::log_config(const Config& config) {
   write_event(hparams_event(kSessionStartTag, data));
   session_started_ = true;
 }
-
-void EventFileWriter::flush() { file_.flush(); }
 
 void EventFileWriter::close(RunOutcome outcome) {
   if (!file_.is_open()) return;

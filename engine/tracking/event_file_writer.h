@@ -9,7 +9,6 @@
 #pragma once
 #include <string>
 
-#include "engine/tracking/buffered_file.h"
 #include "engine/tracking/tracker.h"
 
 namespace accel::tracking {
@@ -19,20 +18,16 @@ class EventFileWriter final : public Tracker {
   // Creates `run_dir` (and its parents) when missing and writes the file's
   // first event.
   EventFileWriter(const std::string& run_dir, double flush_seconds);
-  ~EventFileWriter() override;
 
   void log(int64_t step, const Scalars& values) override;
   void log_config(const Config& config) override;
-  void flush() override;
   // Records the session's end (success or failure) when a configuration
   // started one, then closes.
   void close(RunOutcome outcome) override;
-  const std::string& path() const override { return file_.path(); }
 
  private:
   void write_event(const std::string& serialized);
 
-  BufferedFile file_;
   bool session_started_ = false;
   std::string record_;  // reused between calls
 };

@@ -1,6 +1,5 @@
 #include "engine/tracking/jsonl_tracker.h"
 
-#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -8,27 +7,8 @@
 
 namespace accel::tracking {
 
-namespace {
-
-const std::string& created(const std::string& dir) {
-  std::error_code error;
-  std::filesystem::create_directories(dir, error);
-  if (error) throw std::runtime_error("cannot create the run folder " + dir + ": " + error.message());
-  return dir;
-}
-
-}  // namespace
-
 JsonlTracker::JsonlTracker(const std::string& run_dir, double flush_seconds)
-    : run_dir_(created(run_dir)), file_(run_dir + "/metrics.jsonl", flush_seconds) {}
-
-JsonlTracker::~JsonlTracker() {
-  try {
-    file_.close();
-  } catch (const std::exception&) {
-    // As BufferedFile's destructor: close() reports, a destructor cannot.
-  }
-}
+    : Tracker(file_in_run_dir(run_dir, "metrics.jsonl"), flush_seconds), run_dir_(run_dir) {}
 
 void JsonlTracker::log(int64_t step, const Scalars& values) {
   line_.assign("{\"step\": ");
@@ -73,8 +53,6 @@ void JsonlTracker::log_config(const Config& config) {
   out.close();
   if (!out) throw std::runtime_error("cannot write " + path);
 }
-
-void JsonlTracker::flush() { file_.flush(); }
 
 void JsonlTracker::close(RunOutcome) { file_.close(); }
 

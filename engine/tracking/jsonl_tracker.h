@@ -5,10 +5,8 @@
 // Lines are appended, so a file being written can be read (and plotted) at
 // any moment: every complete line is a whole record.
 #pragma once
-#include <memory>
 #include <string>
 
-#include "engine/tracking/buffered_file.h"
 #include "engine/tracking/tracker.h"
 
 namespace accel::tracking {
@@ -17,17 +15,13 @@ class JsonlTracker final : public Tracker {
  public:
   // Creates `run_dir` (and its parents) when missing.
   JsonlTracker(const std::string& run_dir, double flush_seconds);
-  ~JsonlTracker() override;
 
   void log(int64_t step, const Scalars& values) override;
   void log_config(const Config& config) override;
-  void flush() override;
   void close(RunOutcome outcome) override;
-  const std::string& path() const override { return file_.path(); }
 
  private:
   std::string run_dir_;
-  BufferedFile file_;
   std::string line_;  // reused, so a log call allocates nothing once warm
 };
 

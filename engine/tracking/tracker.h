@@ -9,6 +9,8 @@
 #pragma once
 #include <cstdint>
 #include <string>
+
+#include "engine/tracking/buffered_file.h"
 #include <utility>
 #include <variant>
 #include <vector>
@@ -26,7 +28,9 @@ enum class RunOutcome { success, failure };
 
 class Tracker {
  public:
-  Tracker();  // registers it with the open trackers (open_trackers.h)
+  // Opens `path` (buffered_file.h) and registers the tracker with the open
+  // trackers (open_trackers.h).
+  Tracker(const std::string& path, double flush_seconds);
   virtual ~Tracker();
   Tracker(const Tracker&) = delete;
   Tracker& operator=(const Tracker&) = delete;
@@ -34,14 +38,20 @@ class Tracker {
   // Names must be valid UTF-8 and not empty; errors name the one at fault.
   virtual void log(int64_t step, const Scalars& values) = 0;
   virtual void log_config(const Config& config) = 0;
-  // Writes what is buffered.
-  virtual void flush() = 0;
   // Flushes, records the outcome and closes; later calls are errors, a
   // second close does nothing.
   virtual void close(RunOutcome outcome) = 0;
+  // Writes what is buffered.
+  void flush() { file_.flush(); }
   // The file the tracker writes its values to.
-  virtual const std::string& path() const = 0;
+  const std::string& path() const { return file_.path(); }
+
+ protected:
+  BufferedFile file_;
 };
+
+// `run_dir`/`name`, creating `run_dir` (and its parents) when missing.
+std::string file_in_run_dir(const std::string& run_dir, const std::string& name);
 
 // Throw std::invalid_argument naming `what` ("metric name", "config key")
 // unless `text` is valid UTF-8 (check_name: and not empty): TensorBoard's
