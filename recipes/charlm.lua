@@ -1,15 +1,21 @@
 -- A character-level language model: a 2-layer causal Transformer learns a
 -- text file and then writes some of its own.
---   accel-run recipes/charlm.lua --nproc 2 [-- path/to/text.txt]
--- Default text: the GPL, version 3, which every Debian system ships.
+--   accel-run recipes/charlm.lua --nproc 2 [-- path/to/text.txt [PROJECT_DIR [RUN_NAME [LR]]]]
+-- Default text: the GPL, version 3, which every Debian system ships. The
+-- loss and learning rate go to PROJECT_DIR/RUN_NAME/ (default
+-- runs/charlm/): metrics.jsonl and TensorBoard's files; `accel-run plot
+-- runs/charlm` draws them.
 local nn, optim, data, F = accel.nn, accel.optim, accel.data, accel.nn.functional
 
 local path = arg[1] or "/usr/share/common-licenses/GPL-3"
 local seq_len, d_model, heads, layers = 64, 128, 4, 2
 local batch_size, steps, log_every = 32, 400, 50
+local config = { lr = tonumber(arg[4]) or 3e-3, weight_decay = 0.01, batch_size = batch_size, steps = steps,
+                 seq_len = seq_len, d_model = d_model, heads = heads, layers = layers }
 
-local acc = accel.Accelerator{}
+local acc = accel.Accelerator{ log_with = "all", project_dir = arg[2] or "runs" }
 accel.set_seed(0)
+acc:init_trackers(arg[3] or "charlm", config)
 
 -- Overlapping windows (a new one every 16 characters) give more distinct samples.
 local text = data.TextDataset(path, { seq_len = seq_len, level = "char", stride = 16 })
@@ -38,7 +44,7 @@ function CharLM:forward(ids)                           -- ids: (batch, length), 
 end
 
 local model = CharLM()
-local opt = optim.AdamW(model:parameters(), { lr = 3e-3, weight_decay = 0.01 })
+local opt = optim.AdamW(model:parameters(), { lr = config.lr, weight_decay = config.weight_decay })
 local sched = optim.lr_scheduler.cosine(opt, { warmup = 50, total = steps, min_lr = 1e-4 })
 model, opt, sched = acc:prepare(model, opt, sched)
 acc:print(string.format("%d characters, vocabulary of %d, %d parameters, %d steps", text.ids:numel(),
@@ -46,6 +52,7 @@ acc:print(string.format("%d characters, vocabulary of %d, %d parameters, %d step
 
 local step, recent = 0, {}
 local started = os.time()
+local bar = accel.progress(steps, { desc = "steps" })
 while step < steps do
   for x, y in loader:iter() do
     local logits = model(x)
@@ -56,11 +63,14 @@ while step < steps do
     sched:step()
     opt:zero_grad()
     step = step + 1
+    bar:update()
+    acc:log({ loss = loss, lr = sched:get_last_lr()[1] }, step)
     recent[(step - 1) % log_every + 1] = loss:item()
     if step % log_every == 0 or step == steps then
       local sum = 0
       for _, v in ipairs(recent) do sum = sum + v end
       local mean = acc:reduce(accel.tensor(sum / #recent), "mean"):item()
+      bar:set_postfix{ loss = mean }
       acc:print(string.format("step %4d  loss %.3f  lr %.2e  %ds", step, mean, sched:get_last_lr()[1],
                               os.time() - started))
       if step == steps then acc:print(string.format("final loss %.3f", mean)) end
@@ -69,6 +79,7 @@ while step < steps do
     if step == steps then break end
   end
 end
+bar:close()
 
 -- Sampling: each next character is drawn from the model's distribution
 -- (sharpened by a temperature) given at most the last seq_len characters.

@@ -23,13 +23,14 @@ local opt = optim.AdamW(model:parameters(), { lr = 1e-2 })
 model, opt, train, test = acc:prepare(model, opt, train, test)
 
 for epoch = 1, 3 do
-  for x, y in train:iter() do
+  local bar = accel.progress(train, { desc = "epoch " .. epoch })
+  for x, y in bar do
     local loss = nn.functional.cross_entropy(model(x), y)
     acc:backward(loss)
     opt:step()
     opt:zero_grad()
+    bar:set_postfix{ loss = loss }
   end
-  acc:print(string.format("epoch %d done", epoch))
 end
 
 local correct, total = 0, 0
