@@ -173,38 +173,32 @@ if ffi.cast("uint32_t*", ffi.new("double[1]", nan_of_sign[1]))[1] < 2 ^ 31 then
   nan_of_sign[0], nan_of_sign[1] = nan_of_sign[1], nan_of_sign[0]
 end
 local sign_bit = 2 ^ 31
-local double_box_words = ffi.cast("uint32_t*", double_box)
-local float_box = ffi.new("float[1]")
-local float_box_word = ffi.cast("uint32_t*", float_box)
 
--- The double in words[2 * i] (low half) and words[2 * i + 1] (high half).
-local function number_at(words, i)
+-- values[i], a double whose bits are words[2 * i] (low half) and
+-- words[2 * i + 1] (high half).
+local function number_at(values, words, i)
   local low, high = words[2 * i], words[2 * i + 1]
   local magnitude = high % sign_bit
   if magnitude > 0x7FF00000 or (magnitude == 0x7FF00000 and low ~= 0) then
     return nan_of_sign[high >= sign_bit and 1 or 0]
   end
-  double_box_words[0], double_box_words[1] = low, high
-  return double_box[0]
+  return values[i]
 end
 
--- The float whose bits are words[i].
-local function float_at(words, i)
+-- values[i], a float whose bits are words[i].
+local function float_at(values, words, i)
   local bits = words[i]
   if bits % sign_bit > 0x7F800000 then return nan_of_sign[bits >= sign_bit and 1 or 0] end
-  float_box_word[0] = bits
-  return tonumber(float_box[0])
+  return tonumber(values[i])
 end
 
--- How decode_tensor reads elements of each C type: the array it copies the
--- bytes into, and the element at index i of that array.
-local readers = {
-  double = { "uint32_t", number_at },
-  float = { "uint32_t", float_at },
-  int32_t = { "int32_t", function(a, i) return a[i] end },
-  uint32_t = { "uint32_t", function(a, i) return a[i] end },
-  uint8_t = { "uint8_t", function(a, i) return a[i] end },
-}
+local function integer_at(values, _, i)
+  return values[i]
+end
+
+-- How decode_tensor reads the element at index i, by C type.
+local readers = { double = number_at, float = float_at, int32_t = integer_at, uint32_t = integer_at,
+                  uint8_t = integer_at }
 
 -- A reader over `bytes`; every error names `name` and the byte (1-based).
 local function reader(bytes, name)
@@ -249,12 +243,20 @@ local function reader(bytes, name)
     return bytes:sub(start, start + n - 1)
   end
 
-  -- Copies `n` bytes into a new array of `ctype`.
+  -- Copies the next count * size bytes into a new array of `ctype`; for
+  -- floating-point types also into an array of their 32-bit words, read
+  -- for the bits. Two copies, not one memory read through two pointer
+  -- types: LuaJIT's compiler, as C, takes differently typed pointers to
+  -- hold different memory, and compiled loops read stale values otherwise.
   function r.array(ctype, count, size, what)
     local start = r.take(count * size, what)
+    local source = ffi.cast("const char*", bytes) + (start - 1)
     local array = ffi.new(ctype .. "[?]", count * size / ffi.sizeof(ctype))
-    ffi.copy(array, ffi.cast("const char*", bytes) + (start - 1), count * size)
-    return array
+    ffi.copy(array, source, count * size)
+    if ctype ~= "double" and ctype ~= "float" then return array end
+    local words = ffi.new("uint32_t[?]", count * size / 4)
+    ffi.copy(words, source, count * size)
+    return array, words
   end
 
   return r
@@ -279,7 +281,7 @@ local function decode_tensor(r)
                          r.remaining()), start)
   end
   local values = {}
-  local array = r.array(readers[kind[1]][1], numel, kind[2], "a tensor's elements")
+  local array, words = r.array(kind[1], numel, kind[2], "a tensor's elements")
   local t
   if dtype == "int64" then
     local high = {}
@@ -290,8 +292,8 @@ local function decode_tensor(r)
     end
     t = core.tensor(high, { dtype = "int64" }) * two32 + core.tensor(values, { dtype = "int64" })
   else
-    local read = readers[kind[1]][2]
-    for i = 1, numel do values[i] = read(array, i - 1) end
+    local read = readers[kind[1]]
+    for i = 1, numel do values[i] = read(array, words, i - 1) end
     if dtype == "bool" then
       for i = 1, numel do
         if values[i] > 1 then r.fail("a bool tensor element is neither 0 nor 1", start) end
@@ -309,7 +311,10 @@ local function decode(r, depth)
   if tag == "n" then return nil end
   if tag == "f" then return false end
   if tag == "t" then return true end
-  if tag == "d" then return number_at(r.array("uint32_t", 1, 8, "a number"), 0) end
+  if tag == "d" then
+    local values, words = r.array("double", 1, 8, "a number")
+    return number_at(values, words, 0)
+  end
   if tag == "s" then return r.string("a string") end
   if tag == "T" then return decode_tensor(r) end
   if tag ~= "{" then r.fail(string.format("unknown value tag %q", tag), at) end

@@ -138,6 +138,16 @@ check.truthy(io.open(marker) == nil, "no payload wrote its marker file")
 check.truthy(peak_kb() - before < 64 * 1024, "hostile inputs allocated less than 64 MB")
 check.raises(function() serialize.load(nil, "x") end, "not a string", "expected a string")
 
+-- Long tensors and many numbers: their reading loops run compiled by
+-- LuaJIT's JIT, which once read stale values through a punned pointer.
+for _, dtype in ipairs({ "float32", "bfloat16", "float16", "float64" }) do
+  local t = accel.randn(2000):to(dtype)
+  same(t, serialize.load(serialize.dump(t), "2000 " .. dtype), "2000 " .. dtype .. " elements")
+end
+local many = {}
+for i = 1, 2000 do many[i] = i + 0.5 end
+same(many, serialize.load(serialize.dump(many), "2000 numbers"), "2000 numbers")
+
 -- NaNs of any bits read back as numbers. LuaJIT keeps nil, pointers and
 -- other types in NaN bits: read as they are, these came back as nil.
 local value_bytes = function(body) return serialize.magic .. body end
