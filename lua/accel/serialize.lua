@@ -197,8 +197,8 @@ local function integer_at(values, _, i)
 end
 
 -- How decode_tensor reads the element at index i, by C type.
-local readers = { double = number_at, float = float_at, int32_t = integer_at, uint32_t = integer_at,
-                  uint8_t = integer_at }
+-- (int64's halves are read by decode_tensor itself.)
+local readers = { double = number_at, float = float_at, int32_t = integer_at, uint8_t = integer_at }
 
 -- A reader over `bytes`; every error names `name` and the byte (1-based).
 local function reader(bytes, name)
