@@ -211,6 +211,11 @@ std::vector<Binding> reducer_methods() {
 
 }  // namespace
 
+std::shared_ptr<Communicator> shared_communicator(lua_State* L) {
+  communicator(L);
+  return context(L).comm;
+}
+
 void open_distributed(lua_State* L, const CommunicatorOptions& options) {
   lua_pushlightuserdata(L, const_cast<char*>(&kContextKey));
   void* memory = lua_newuserdata(L, sizeof(DistContext));
@@ -224,6 +229,7 @@ void open_distributed(lua_State* L, const CommunicatorOptions& options) {
 
   lua_newtable(L);
   register_bindings(L, -1, "accel.dist.", dist_bindings());
+  register_bindings(L, -1, "accel.dist.", sharding_bindings());
 }
 
 }  // namespace accel::lua

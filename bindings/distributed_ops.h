@@ -5,7 +5,13 @@ extern "C" {
 #include <lua.h>
 }
 
+#include <memory>
+#include <vector>
+
+#include "bindings/registration.h"
+
 namespace accel {
+class Communicator;
 struct CommunicatorOptions;
 }
 
@@ -14,5 +20,12 @@ namespace accel::lua {
 // Reads the process state from the environment and pushes the dist table.
 // The communicator itself is created on first use.
 void open_distributed(lua_State* L, const CommunicatorOptions& options);
+
+// This process's communicator (made on first use); objects that use it
+// hold it, since Lua finalizers run in no particular order at close.
+std::shared_ptr<Communicator> shared_communicator(lua_State* L);
+
+// accel.core.dist.ShardedModel (sharding_ops.cpp), installed in the same table.
+std::vector<Binding> sharding_bindings();
 
 }  // namespace accel::lua

@@ -4,6 +4,8 @@
 // Group indices are 1-based, like every index in the Lua API.
 #include <memory>
 
+#include "bindings/optim_ops.h"
+
 #include "bindings/op_tables.h"
 #include "engine/optim/adagrad.h"
 #include "engine/optim/adam.h"
@@ -106,6 +108,35 @@ Optimizer& self(lua_State* L) {
   return **handle;
 }
 
+}  // namespace
+
+optim::Optimizer& optimizer_arg(lua_State* L, int idx) {
+  return *check_handle<std::unique_ptr<Optimizer>>(L, idx, kOptimizer);
+}
+
+void push_state_dict(lua_State* L, const optim::StateDict& dict) {
+  lua_createtable(L, 0, static_cast<int>(dict.size()));
+  for (const auto& [key, tensor] : dict) {
+    push_tensor(L, tensor);
+    lua_setfield(L, -2, key.c_str());
+  }
+}
+
+optim::StateDict read_state_dict(lua_State* L, int idx) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  optim::StateDict dict;
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {
+    at::Tensor* t = to_tensor(L, -1);
+    TORCH_CHECK(lua_type(L, -2) == LUA_TSTRING && t, "an optimizer state dict maps names to tensors");
+    dict.emplace_back(lua_tostring(L, -2), *t);
+    lua_pop(L, 1);
+  }
+  return dict;
+}
+
+namespace {
+
 size_t group_index(const Optimizer& opt, int64_t group) {
   TORCH_CHECK(group >= 1 && group <= static_cast<int64_t>(opt.param_groups().size()),
               "param group ", group, " does not exist (", opt.name(), " has ",
@@ -114,28 +145,13 @@ size_t group_index(const Optimizer& opt, int64_t group) {
 }
 
 Pushed state_dict(lua_State* L) {
-  optim::StateDict dict = self(L).state_dict();
-  lua_createtable(L, 0, static_cast<int>(dict.size()));
-  for (auto& [key, tensor] : dict) {
-    push_tensor(L, tensor);
-    lua_setfield(L, -2, key.c_str());
-  }
+  push_state_dict(L, self(L).state_dict());
   return Pushed{1};
 }
 
 void load_state_dict(lua_State* L) {
   Optimizer& opt = self(L);
-  luaL_checktype(L, 2, LUA_TTABLE);
-  optim::StateDict dict;
-  lua_pushnil(L);
-  while (lua_next(L, 2) != 0) {
-    at::Tensor* t = to_tensor(L, -1);
-    TORCH_CHECK(lua_type(L, -2) == LUA_TSTRING && t,
-                "an optimizer state dict maps names to tensors");
-    dict.emplace_back(lua_tostring(L, -2), *t);
-    lua_pop(L, 1);
-  }
-  opt.load_state_dict(dict);
+  opt.load_state_dict(read_state_dict(L, 2));
 }
 
 std::vector<Binding> optimizer_methods() {

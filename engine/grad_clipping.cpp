@@ -22,11 +22,16 @@ at::Tensor clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm
   }
   if (norms.empty()) return at::zeros({});
   at::Tensor total = std::isinf(norm_type) ? at::stack(norms).max() : at::stack(norms).norm(norm_type);
+  scale_to_max_norm(params, total, max_norm);
+  return total;
+}
+
+void scale_to_max_norm(const std::vector<at::Tensor>& params, const at::Tensor& total, double max_norm) {
+  at::NoGradGuard no_grad;
   at::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
   for (const at::Tensor& p : params) {
     if (p.grad().defined()) const_cast<at::Tensor&>(p.grad()).mul_(coefficient.to(p.grad().dtype()));
   }
-  return total;
 }
 
 void clip_grad_value(const std::vector<at::Tensor>& params, double clip_value) {

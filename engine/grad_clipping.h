@@ -12,6 +12,11 @@ namespace accel {
 at::Tensor clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
                           double norm_type = 2.0);
 
+// Multiplies every gradient of `params` by min(1, max_norm / (total + 1e-6)):
+// clip_grad_norm's scaling, also for a norm found across ranks (sharded data
+// parallel, where each rank holds a slice of the gradients).
+void scale_to_max_norm(const std::vector<at::Tensor>& params, const at::Tensor& total, double max_norm);
+
 // Clamps every gradient element into [-clip_value, clip_value].
 void clip_grad_value(const std::vector<at::Tensor>& params, double clip_value);
 

@@ -79,6 +79,21 @@ void Optimizer::add_param_group(ParamGroup group) {
   groups_.push_back(ParamGroup{std::move(group.params), std::move(options)});
 }
 
+void Optimizer::replace_params(std::size_t group, std::vector<at::Tensor> params) {
+  TORCH_CHECK(group < groups_.size(), name_, ": param group ", group + 1, " does not exist");
+  for (const ParamState& state : states_[group]) {
+    for (const at::Tensor& slot : state) {
+      TORCH_CHECK(!slot.defined(), name_, ": param group ", group + 1,
+                  " has state already (the optimizer has stepped); prepare it before its first step");
+    }
+  }
+  for (const at::Tensor& p : params) {
+    TORCH_CHECK(p.defined() && p.is_leaf(), name_, ": a replacement parameter must be a defined leaf tensor");
+  }
+  states_[group].assign(params.size(), ParamState(slots_.size()));
+  groups_[group].params = std::move(params);
+}
+
 void Optimizer::step() {
   // Updates are in place on leaves that require grad; autograd must not record them.
   at::NoGradGuard no_grad;

@@ -76,6 +76,12 @@ class Optimizer {
   // holds yet; options not given take the optimizer's defaults.
   void add_param_group(ParamGroup group);
 
+  // Gives group `group` other parameters, keeping its hyper-parameters: sharded
+  // data parallel points an optimizer at the shards of the parameters it was
+  // made with (engine/sharding/sharded_model.h). Only before the first step:
+  // state already held is an error.
+  void replace_params(std::size_t group, std::vector<at::Tensor> params);
+
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   const std::string& name() const { return name_; }
   const std::vector<OptionSpec>& option_specs() const { return specs_; }

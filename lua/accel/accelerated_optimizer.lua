@@ -11,7 +11,15 @@ function AcceleratedOptimizer.new(optimizer, gradient_state)
     optimizer = optimizer,
     updates = 0,
     step_was_skipped = false,
+    _sharded = {},  -- sharded models whose shards the optimizer steps
   }, AcceleratedOptimizer)
+end
+
+-- The optimizer steps `sharded`'s shards (sharding/shard_model.lua): their
+-- gradient slices are taken before the step and the updated shards gathered
+-- into every rank's parameters after it.
+function AcceleratedOptimizer:_step_shards_of(sharded)
+  self._sharded[#self._sharded + 1] = sharded
 end
 
 function AcceleratedOptimizer:step()
@@ -22,13 +30,16 @@ function AcceleratedOptimizer:step()
     return
   end
   self.step_was_skipped = false
+  for _, sharded in ipairs(self._sharded) do sharded:before_step() end
   self.optimizer:step()
+  for _, sharded in ipairs(self._sharded) do sharded:after_step() end
   self.updates = self.updates + 1
 end
 
 function AcceleratedOptimizer:zero_grad(set_to_none)
   if not self.gradient_state.sync_gradients then return end
   self.optimizer:zero_grad(set_to_none)
+  for _, sharded in ipairs(self._sharded) do sharded:zero_grad(set_to_none) end
 end
 
 -- The rest is the optimizer's own.
@@ -36,11 +47,18 @@ for _, name in ipairs({ "option", "set_option", "num_param_groups", "params", "n
   AcceleratedOptimizer[name] = function(self, ...) return self.optimizer[name](self.optimizer, ...) end
 end
 
+-- Sharded, the state is given and taken in the layout of the optimizer
+-- before sharding, as plain data parallel saves it (a collective: call it
+-- on every rank).
 function AcceleratedOptimizer:state_dict()
+  local sharded = self._sharded[1]
+  if sharded then return sharded:full_optimizer_state(self.optimizer) end
   return self.optimizer:state_dict()
 end
 
 function AcceleratedOptimizer:load_state_dict(state)
+  local sharded = self._sharded[1]
+  if sharded then return sharded:load_full_optimizer_state(self.optimizer, state) end
   self.optimizer:load_state_dict(state)
 end
 

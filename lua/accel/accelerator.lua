@@ -14,6 +14,8 @@ local PartialState = require("accel.partial_state")
 local GradientAccumulationPlugin = require("accel.gradient_accumulation_plugin")
 local GradientState = require("accel.gradient_state")
 local tracking = require("accel.tracking")
+local sharding_settings = require("accel.sharding.settings")
+local shard_model = require("accel.sharding.shard_model")
 
 local dist = core.dist
 local args_error = require("accel.args").error
@@ -57,6 +59,8 @@ local defaults = {
   sync_each_batch = false,  -- all-reduce gradients on every micro-step (see gradient_accumulation_plugin.lua)
   project_dir = false,  -- the project folder; project_config's project_dir defaults to it
   log_with = false,  -- trackers: "jsonl", "tensorboard", "all" or a list (tracking.lua)
+  zero_stage = false,  -- 1, 2 or 3: sharded data parallel (sharding/settings.lua)
+  fsdp_plugin = false,  -- accel.FullyShardedDataParallelPlugin: the same in FSDP's words
 }
 
 local function fail(message)
@@ -156,6 +160,9 @@ local function new(_, options)
     _log_calls = 0,  -- the step of a log call that gives none
   }, Accelerator)
   for _, name in ipairs(PartialState.FACTS) do self[name] = state[name] end
+  -- nil for plain data parallel, else what is sharded and how.
+  self.sharding = sharding_settings.resolve("accel.Accelerator", options.zero_stage or nil, options.fsdp_plugin or nil)
+  if self.sharding then self.distributed_type = self.sharding.name end
   -- As Accelerate: the configuration's own project_dir wins; the
   -- Accelerator's fills it in when it has none.
   if options.project_dir and not self.project_configuration.project_dir then
@@ -197,15 +204,27 @@ local function convert_results(...)
   return unpack(out, 1, n)
 end
 
-local function all_parameters(self)
+-- Where the gradients are: the models' parameters, or at ZeRO stages 2 and
+-- 3 the shards, whose gradients are this rank's slices.
+local function gradient_holders(self)
   local out = {}
   for _, entry in ipairs(self._models) do
-    for _, p in ipairs(entry.model:parameters()) do out[#out + 1] = p end
+    local holders = entry.sharded and entry.sharded:stage() >= 2 and entry.sharded:shards() or entry.model:parameters()
+    for _, p in ipairs(holders) do out[#out + 1] = p end
   end
   return out
 end
 
-function Accelerator:prepare_model(model)
+-- An fp16 overflow in one rank's gradient slices skips the step on all.
+local function overflow_anywhere(self, found_inf)
+  local flag = core.tensor({ found_inf and 1 or 0 }, { dtype = "float32" })
+  dist.all_reduce(flag, "max")
+  return flag:item() > 0
+end
+
+-- `optimizer` (the engine optimizer holding the model's parameters) is
+-- needed when the Accelerator shards: it is pointed at the shards.
+function Accelerator:prepare_model(model, optimizer)
   if self.device ~= "cpu" then model:to(self.device) end
   if self.num_processes > 1 then
     core.no_grad(function()
@@ -213,12 +232,28 @@ function Accelerator:prepare_model(model)
       for _, b in ipairs(model:buffers()) do dist.broadcast(b, 0) end
     end)
   end
-  -- The reducer synchronises gradients at every world size (alone, it only
-  -- divides by the items counted).
-  local entry = { model = model, no_sync = false,
-                  reducer = dist.GradientReducer(model:parameters(), self.bucket_bytes) }
+  local entry = { model = model, no_sync = false }
+  if self.sharding then
+    if not optimizer then
+      args_error("Accelerator:prepare: with zero_stage or fsdp_plugin, prepare each model together with its "
+                 .. "optimizer (one prepare call), so that the optimizer steps the model's shards")
+    end
+    if self.sharding.cpu_offload and self.device ~= "cpu" then
+      args_error("Accelerator:prepare: cpu_offload on a GPU is not supported yet (docs/api/sharding.md)")
+    end
+    entry.sharded = shard_model(model, optimizer, self.sharding, self.bucket_bytes)
+    entry.optimizer = optimizer
+    entry.reducer = entry.sharded
+    if entry.sharded:stage() >= 2 and self.num_processes > 1 then
+      self.gradient_state._agree_overflow = function(found_inf) return overflow_anywhere(self, found_inf) end
+    end
+  else
+    -- The reducer synchronises gradients at every world size (alone, it only
+    -- divides by the items counted).
+    entry.reducer = dist.GradientReducer(model:parameters(), self.bucket_bytes)
+  end
   self._models[#self._models + 1] = entry
-  self.gradient_state:_set_parameters(all_parameters(self))
+  self.gradient_state:_set_parameters(gradient_holders(self))
   if self:_autocast_dtype() then
     local forward = model.forward
     rawset(model, "forward", function(m, ...)
@@ -245,6 +280,9 @@ end
 
 function Accelerator:prepare_optimizer(optimizer)
   local prepared = AcceleratedOptimizer.new(optimizer, self.gradient_state)
+  for _, entry in ipairs(self._models) do
+    if entry.optimizer == optimizer then prepared:_step_shards_of(entry.sharded) end
+  end
   self._optimizers[#self._optimizers + 1] = prepared
   return prepared
 end
@@ -263,10 +301,23 @@ end
 function Accelerator:prepare(...)
   local out, n = {}, select("#", ...)
   local optimizer, first_loader
+  -- Models first, given the call's first optimizer: sharding points it at
+  -- their shards before it is prepared.
+  local raw_optimizer
+  for i = 1, n do
+    local obj = select(i, ...)
+    if is_optimizer(obj) then
+      raw_optimizer = raw_optimizer or obj
+    elseif Module.is_module(obj) then
+      out[i] = true
+    end
+  end
+  for i = 1, n do
+    if out[i] then out[i] = self:prepare_model(select(i, ...), raw_optimizer) end
+  end
   for i = 1, n do
     local obj = select(i, ...)
     if Module.is_module(obj) then
-      out[i] = self:prepare_model(obj)
     elseif getmetatable(obj) == DataLoader then
       out[i] = self:prepare_data_loader(obj)
       first_loader = first_loader or obj
@@ -313,10 +364,13 @@ function Accelerator:backward(loss, options)
   -- all-reduce: the reducer sums the accumulated gradients over ranks, so
   -- dividing by the number of ranks keeps them equal on every rank and the
   -- final sync step's sum over ranks right.
+  -- ZeRO stages 2 and 3 reduce on every backward (sharded_model.h).
   local early = {}
   for _, entry in ipairs(self._models) do
     local sync = self.sync_gradients and not entry.no_sync
-    if not sync and (entry.sync_next_backward or (self.sync_each_batch and not entry.no_sync)) then
+    local reduces_always = entry.sharded and entry.sharded:stage() >= 2
+    if not sync and not reduces_always
+       and (entry.sync_next_backward or (self.sync_each_batch and not entry.no_sync)) then
       sync = true
       early[#early + 1] = entry
     end
@@ -324,6 +378,9 @@ function Accelerator:backward(loss, options)
     entry.sync_next_backward = nil
   end
   loss:backward()
+  for _, entry in ipairs(self._models) do
+    if entry.sharded then entry.sharded:end_backward() end
+  end
   for _, entry in ipairs(early) do entry.reducer:finalize() end
   if self.sync_gradients then self:_finish_sync() end
 end
@@ -348,17 +405,39 @@ function Accelerator:loss_scale()
   return scaler and scaler:scale()
 end
 
+-- At ZeRO stages 2 and 3 no rank holds the full gradients: clipping acts
+-- on the sharded model's slices, with the norm over all ranks' (as FSDP's
+-- model.clip_grad_norm_, which Accelerate calls whatever parameters it is
+-- given). One sharded model at a time.
+local function slice_holder(self)
+  local found
+  for _, entry in ipairs(self._models) do
+    if entry.sharded and entry.sharded:stage() >= 2 then
+      if found then
+        args_error("Accelerator:clip_grad_norm: clipping covers one model at ZeRO stages 2 and 3; "
+                   .. "this Accelerator has prepared several")
+      end
+      found = entry.sharded
+    end
+  end
+  return found
+end
+
 -- Clipping acts on synchronised steps only (on other micro-steps the
 -- gradients are partial sums); it returns nil there.
 function Accelerator:clip_grad_norm(params, max_norm, norm_type)
   if not self.sync_gradients then return nil end
   self:unscale_gradients()
+  local sharded = slice_holder(self)
+  if sharded then return sharded:clip_grad_norm(max_norm, norm_type) end
   return core.clip_grad_norm(params, max_norm, norm_type)
 end
 
 function Accelerator:clip_grad_value(params, value)
   if not self.sync_gradients then return end
   self:unscale_gradients()
+  local sharded = slice_holder(self)
+  if sharded then return sharded:clip_grad_value(value) end
   core.clip_grad_value(params, value)
 end
 
@@ -449,6 +528,34 @@ function Accelerator:check_trigger()
   return flag:item() > 0
 end
 
+-- Runs fn() with the full parameters of `model` in place: at ZeRO stage 3
+-- every rank gathers them for the call (a collective: call it on every
+-- rank). With `written`, fn wrote them and the shards take what it wrote.
+function Accelerator:_with_full_parameters(model, fn, written)
+  local sharded
+  for _, entry in ipairs(self._models) do
+    if entry.model == model then sharded = entry.sharded end
+  end
+  if sharded then sharded:gather_all() end
+  local results = { pcall(fn) }
+  if sharded then
+    if written and results[1] then sharded:keep_written_parameters() end
+    sharded:release_all()
+  end
+  if not results[1] then error(results[2], 0) end
+  return unpack(results, 2, table.maxn(results))
+end
+
+-- The model's parameters and buffers by name, full (gathered at ZeRO stage
+-- 3) and copied: Accelerate's get_state_dict. Call it on every rank.
+function Accelerator:get_state_dict(model)
+  return self:_with_full_parameters(model, function()
+    local out = {}
+    for name, t in pairs(model:state_dict()) do out[name] = t:clone() end
+    return out
+  end)
+end
+
 function Accelerator:unwrap_model(model, options)
   local entry = entry_of(self, model)
   if entry.unwrapped_forward and options and options.keep_fp32_wrapper == false then
@@ -463,6 +570,7 @@ end
 function Accelerator:free_memory()
   self._models, self._optimizers, self._schedulers, self._dataloaders = {}, {}, {}, {}
   self.gradient_state:_set_parameters({})
+  self.gradient_state._agree_overflow = nil
   collectgarbage()
   collectgarbage()
   core.release_pooled_blocks()
@@ -479,9 +587,14 @@ end
 
 -- What a checkpoint holds, as the lists checkpointing.lua takes.
 function Accelerator:_checkpoint_contents()
-  local models = {}
-  for i, entry in ipairs(self._models) do models[i] = entry.model end
+  local models, sharded = {}, {}
+  for i, entry in ipairs(self._models) do
+    models[i] = entry.model
+    if entry.sharded then sharded[entry.model] = true end
+  end
   return {
+    sharded_models = sharded,
+    with_full_parameters = function(model, fn, written) return self:_with_full_parameters(model, fn, written) end,
     state = self.state,
     project_configuration = self.project_configuration,
     gradient_state = self.gradient_state,
@@ -513,12 +626,15 @@ function Accelerator:register_for_checkpointing(...)
 end
 
 -- Weights for other tools: {safe_serialization = true, max_shard_size = "2GB"}.
+-- Full weights also when sharded: call it on every rank.
 function Accelerator:save_model(model, dir, options)
-  return checkpointing.save_model(self.state, model, dir, options)
+  return self:_with_full_parameters(model, function()
+    return checkpointing.save_model(self.state, model, dir, options)
+  end)
 end
 
 function Accelerator:load_model(model, dir, options)
-  checkpointing.load_model(model, dir, options)
+  self:_with_full_parameters(model, function() checkpointing.load_model(model, dir, options) end, true)
 end
 
 -- Trackers (lua/accel/tracking.lua) -------------------------------------------

@@ -28,6 +28,11 @@
 --   c.gradient_state: step counters, sync_gradients and the fp16 scaler
 --   c.models, c.optimizers, c.schedulers, c.dataloaders, c.custom_objects:
 --     the prepared and registered objects, in preparation order
+--   c.sharded_models: the set of models sharded (ZeRO / FSDP); their state
+--     and their optimizers' are written full, as plain data parallel writes
+--     them (FULL_STATE_DICT), so any stage and world size loads them
+--   c.with_full_parameters(model, fn, written): runs fn with the model's
+--     full parameters in place (a collective when sharded)
 local core = require("accel.core")
 local serialize = require("accel.serialize")
 local gathering = require("accel.gathering")
@@ -184,8 +189,28 @@ local function prune(config)
   end
 end
 
--- Writes this rank's share into `tmp`; returns the manifest entries.
-local function write_files(c, tmp)
+-- The full state of sharded models and of their optimizers, gathered on
+-- every rank (collectives) before any rank writes.
+local function full_states(c)
+  local out = { models = {}, optimizers = {} }
+  for i, model in ipairs(c.models) do
+    if c.sharded_models[model] then
+      out.models[i] = c.with_full_parameters(model, function()
+        local state = {}
+        for name, t in pairs(model:state_dict()) do state[name] = t:clone() end
+        return state
+      end)
+    end
+  end
+  for i, opt in ipairs(c.optimizers) do
+    if opt._sharded and #opt._sharded > 0 then out.optimizers[i] = opt:state_dict() end
+  end
+  return out
+end
+
+-- Writes this rank's share into `tmp`; returns the manifest entries;
+-- `full`: what full_states gathered.
+local function write_files(c, tmp, full)
   local entries = {}
   local function add(name, format, digest)
     entries[#entries + 1] = { name = name, format = format, size = digest.size, crc32c = digest.crc32c }
@@ -216,10 +241,12 @@ local function write_files(c, tmp)
   end
   if not c.state.is_main_process then return entries end
 
-  for i, model in ipairs(c.models) do tensors_file(names.model(i), sorted_pairs(model:state_dict())) end
+  for i, model in ipairs(c.models) do
+    tensors_file(names.model(i), sorted_pairs(full.models[i] or model:state_dict()))
+  end
   local updates, seen = {}, {}
   for i, opt in ipairs(c.optimizers) do
-    tensors_file(names.optimizer(i), sorted_pairs(opt:state_dict()))
+    tensors_file(names.optimizer(i), sorted_pairs(full.optimizers[i] or opt:state_dict()))
     updates[i] = opt.updates
   end
   for i, sched in ipairs(c.schedulers) do
@@ -275,7 +302,8 @@ function checkpointing.save_state(c, dir)
   -- No rank writes before the temporary folder exists.
   agree(c, where, main and try(ck.make_empty_folder, tmp) or {})
   -- Every rank's files are fsynced once it hands its entries over.
-  local reports = gathering.gather_object(c.state._world, try(write_files, c, tmp))
+  local full = full_states(c)
+  local reports = gathering.gather_object(c.state._world, try(write_files, c, tmp, full))
   raise_failures(c, where, reports, discard)
 
   local outcome = {}
@@ -404,7 +432,11 @@ end
 local function restore(c, folder, s)
   local saved = s.saved
   local function path(name) return folder .. "/" .. name end
-  for i, model in ipairs(c.models) do apply(path(names.model(i)), model.load_state_dict, model, s.models[i]) end
+  for i, model in ipairs(c.models) do
+    c.with_full_parameters(model, function()
+      apply(path(names.model(i)), model.load_state_dict, model, s.models[i])
+    end, true)
+  end
   for i, opt in ipairs(c.optimizers) do
     apply(path(names.optimizer(i)), opt.load_state_dict, opt, s.optimizers[i])
     opt.updates = saved.optimizer_updates[i]

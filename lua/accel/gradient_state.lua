@@ -159,6 +159,8 @@ end
 function GradientState:_unscale()
   if not self.scaler or self._unscaled_at == self.sync_steps then return end
   self._found_inf = self.scaler:unscale(self._parameters or {})
+  -- Sharded gradients: each rank looked at its slices only.
+  if self._agree_overflow then self._found_inf = self._agree_overflow(self._found_inf) end
   self._unscaled_at = self.sync_steps
 end
 

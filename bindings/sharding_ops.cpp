@@ -1,0 +1,139 @@
+// accel.core.dist.ShardedModel: sharded data parallel for one model
+// (engine/sharding/sharded_model.h), driven by lua/accel/sharding/. Units are
+// numbered from 1, the root first.
+#include <memory>
+
+#include "bindings/distributed_ops.h"
+#include "bindings/lua_support.h"
+#include "bindings/optim_ops.h"
+#include "engine/comm/communicator.h"
+#include "engine/sharding/flat_parameter.h"
+#include "engine/sharding/sharded_model.h"
+
+namespace accel::lua {
+namespace {
+
+// A sharded model keeps its communicator alive, as a reducer does.
+struct ShardedHandle {
+  std::shared_ptr<Communicator> comm;
+  std::unique_ptr<ShardedModel> model;
+};
+
+std::vector<Binding> sharded_methods();
+const HandleType kSharded{"accel.ShardedModel", "ShardedModel:", sharded_methods};
+
+ShardedModel& self(lua_State* L) {
+  return *check_handle<ShardedHandle>(L, 1, kSharded).model;
+}
+
+size_t unit_index(int64_t unit) {
+  return static_cast<size_t>(unit - 1);
+}
+
+// {{p, p, ...}, {p, ...}}: the units' parameters.
+std::vector<std::vector<at::Tensor>> read_units(lua_State* L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE) throw ArgError("argument 2: expected a list of parameter lists");
+  std::vector<std::vector<at::Tensor>> units(lua_objlen(L, idx));
+  for (size_t u = 0; u < units.size(); ++u) {
+    lua_rawgeti(L, idx, static_cast<int>(u + 1));
+    const size_t n = lua_type(L, -1) == LUA_TTABLE ? lua_objlen(L, -1) : 0;
+    for (size_t i = 1; i <= n; ++i) {
+      lua_rawgeti(L, -1, static_cast<int>(i));
+      at::Tensor* t = to_tensor(L, -1);
+      if (!t) throw ArgError("unit " + std::to_string(u + 1) + ", parameter " + std::to_string(i) + " is not a tensor");
+      units[u].push_back(*t);
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+  }
+  return units;
+}
+
+void set_number(lua_State* L, const char* key, int64_t value) {
+  lua_pushnumber(L, static_cast<lua_Number>(value));
+  lua_setfield(L, -2, key);
+}
+
+// {{shard = t, params = {...}, offsets = {...}, numel = n, shard_numel = s}, ...}:
+// the flat layout, for checkpoints (offsets count elements from 0).
+Pushed flat_parameters(lua_State* L) {
+  ShardedModel& model = self(L);
+  lua_createtable(L, static_cast<int>(model.num_flat_parameters()), 0);
+  for (int64_t k = 0; k < model.num_flat_parameters(); ++k) {
+    FlatParameter& flat = model.flat_parameter(static_cast<size_t>(k));
+    lua_createtable(L, 0, 5);
+    push_tensor(L, flat.shard());
+    lua_setfield(L, -2, "shard");
+    push(L, flat.params());
+    lua_setfield(L, -2, "params");
+    lua_createtable(L, static_cast<int>(flat.params().size()), 0);
+    for (size_t i = 0; i < flat.params().size(); ++i) {
+      lua_pushnumber(L, static_cast<lua_Number>(flat.offset(i)));
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+    lua_setfield(L, -2, "offsets");
+    set_number(L, "numel", flat.numel());
+    set_number(L, "shard_numel", flat.shard_numel());
+    lua_rawseti(L, -2, static_cast<int>(k + 1));
+  }
+  return Pushed{1};
+}
+
+std::vector<Binding> sharded_methods() {
+  return {
+      bind("stage", [](lua_State* L, Receiver) { return static_cast<int64_t>(self(L).stage()); }),
+      bind("shard_optimizer", [](lua_State* L, Receiver) { self(L).shard_optimizer(optimizer_arg(L, 2)); }),
+      bind("before_forward", [](lua_State* L, Receiver, int64_t unit) {
+        self(L).before_forward(unit_index(unit));
+      }),
+      bind("after_forward", [](lua_State* L, Receiver, int64_t unit, TensorList outputs, bool keep) {
+        self(L).after_forward(unit_index(unit), outputs.value, keep);
+      }),
+      bind("gather_all", [](lua_State* L, Receiver) { self(L).gather_all(); }),
+      bind("release_all", [](lua_State* L, Receiver) { self(L).release_all(); }),
+      bind("keep_written_parameters", [](lua_State* L, Receiver) { self(L).keep_written_parameters(); }),
+      bind("set_sync", [](lua_State* L, Receiver, bool sync) { self(L).set_sync(sync); }),
+      bind("end_backward", [](lua_State* L, Receiver) { self(L).end_backward(); }),
+      bind("finalize", [](lua_State* L, Receiver, c10::optional<int64_t> num_items) {
+        self(L).finalize(num_items.value_or(0));
+      }),
+      bind("clip_grad_norm", [](lua_State* L, Receiver, double max_norm, c10::optional<double> norm_type) {
+        return self(L).clip_grad_norm(max_norm, norm_type.value_or(2.0));
+      }),
+      bind("clip_grad_value", [](lua_State* L, Receiver, double value) { self(L).clip_grad_value(value); }),
+      bind("shards", [](lua_State* L, Receiver) { return self(L).shards(); }),
+      bind("before_step", [](lua_State* L, Receiver) { self(L).before_step(); }),
+      bind("after_step", [](lua_State* L, Receiver) { self(L).after_step(); }),
+      bind("zero_grad", [](lua_State* L, Receiver, c10::optional<bool> set_to_none) {
+        self(L).zero_grad(set_to_none.value_or(true));
+      }),
+      bind("flat_parameters", flat_parameters),
+      // The optimizer's state in its layout before sharding (a collective),
+      // and back (engine/sharding/full_optimizer_state.cpp).
+      bind("full_optimizer_state", [](lua_State* L, Receiver) {
+        push_state_dict(L, self(L).full_optimizer_state(optimizer_arg(L, 2)));
+        return Pushed{1};
+      }),
+      bind("load_full_optimizer_state", [](lua_State* L, Receiver) {
+        self(L).load_full_optimizer_state(optimizer_arg(L, 2), read_state_dict(L, 3));
+      }),
+  };
+}
+
+}  // namespace
+
+std::vector<Binding> sharding_bindings() {
+  return {
+      // ShardedModel(stage, units, optimizer[, bucket_bytes])
+      bind("ShardedModel", [](lua_State* L, int64_t stage) {
+        std::shared_ptr<Communicator> comm = shared_communicator(L);
+        const int64_t bucket_bytes = lua_isnoneornil(L, 4) ? 25 * 1024 * 1024 : luaL_checkinteger(L, 4);
+        auto model = std::make_unique<ShardedModel>(*comm, static_cast<int>(stage), read_units(L, 2),
+                                                    optimizer_arg(L, 3), bucket_bytes);
+        push_handle(L, kSharded, ShardedHandle{std::move(comm), std::move(model)});
+        return Pushed{1};
+      }),
+  };
+}
+
+}  // namespace accel::lua

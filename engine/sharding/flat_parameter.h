@@ -1,0 +1,104 @@
+// Parameters of one dtype and one optimizer group laid end to end in one flat
+// buffer, padded with zeros to a multiple of the world size and cut into equal
+// shards, one per rank: rank r owns elements [r*S, (r+1)*S) of the layout. Each
+// parameter's data becomes a tensor over the buffer's storage, so the model
+// computes with the buffer as it is and an update of the buffer is an update of
+// the model.
+//
+// What a rank keeps depends on the sharding stage (engine/sharding/sharded_model.h):
+// the optimizer always steps shard(), this rank's slice, whose .grad is this rank's
+// slice of the gradients. Stages 2 and 3 build that slice during backward
+// (add_gradient: each parameter's gradient is copied into a reduction buffer and
+// dropped; the buffer is reduce-scattered once every parameter's is in) and keep no
+// full gradient. Stage 3 also frees the full buffer between uses (release) and
+// all-gathers it from the shards when it is needed (gather, prefetch).
+//
+// Note [freed parameters]: release() frees the buffer's bytes by emptying its
+// storage, not by dropping the tensor: tensors autograd saved during the forward
+// (views of a weight, the weight itself) share that storage and see the bytes again
+// once gather() refills it, as FSDP does. The parameters themselves are pointed at
+// empty tensors meanwhile, so a recipe reading one outside forward and backward
+// sees an empty tensor rather than freed memory.
+#pragma once
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace accel {
+
+class Communicator;
+class PendingOp;
+
+class FlatParameter {
+ public:
+  // With `shard_parameters` (stage 3) the full buffer is released at once and
+  // this rank keeps its shard in storage of its own.
+  FlatParameter(Communicator& comm, std::vector<at::Tensor> params, bool shard_parameters);
+  ~FlatParameter();
+  FlatParameter(const FlatParameter&) = delete;
+  FlatParameter& operator=(const FlatParameter&) = delete;
+
+  const std::vector<at::Tensor>& params() const { return params_; }
+  // params()[i]'s first element in the flat layout.
+  int64_t offset(size_t i) const { return offsets_[i]; }
+  // params()[i]'s shape, also while it is released (stage 3).
+  at::IntArrayRef shape(size_t i) const { return views_[i].sizes(); }
+  int64_t param_numel(size_t i) const { return views_[i].numel(); }
+  int64_t numel() const { return numel_; }
+  int64_t shard_numel() const { return shard_numel_; }
+  int rank() const;
+  int world_size() const;
+  // The slice the optimizer steps (a leaf tensor; its .grad is the gradient shard).
+  at::Tensor& shard() { return shard_; }
+
+  // Stage 3. gather() waits for a prefetch under way, or all-gathers now;
+  // prefetch() starts the all-gather without waiting; both do nothing when the
+  // buffer is already there. release() waits for a prefetch, then frees.
+  bool gathered() const { return gathered_; }
+  void gather();
+  void prefetch();
+  void release();
+  // Stage 3, while gathered: the full buffer was written (a loaded
+  // checkpoint): this rank's shard takes its slice of it.
+  void keep_written_slice();
+
+  // Stages 2 and 3: params()[i]'s gradient is ready. It goes into the reduction
+  // buffer and the parameter's .grad is dropped; returns true when it was the
+  // last one and the buffer was reduce-scattered into the gradient shard.
+  bool add_gradient(size_t i);
+  // Ends a backward: a buffer that got some gradients but not all (parameters
+  // unused in this forward count as zeros) is reduce-scattered now. Returns
+  // whether it was.
+  bool flush_gradients();
+  // Whether a backward is putting gradients into the reduction buffer.
+  bool reducing() const { return bucket_.defined(); }
+
+  // Stage 1: the gradient shard from this rank's slice of the parameters' full
+  // (already all-reduced) gradients; undefined when no parameter has one.
+  void take_gradient_shard();
+  // Stages 1 and 2, after the optimizer step: every rank's updated shard into
+  // the full buffer, so that every rank's parameters are the updated ones.
+  void publish_shard();
+
+ private:
+  Communicator& comm_;
+  std::vector<at::Tensor> params_;
+  std::vector<int64_t> offsets_;
+  int64_t numel_ = 0;
+  int64_t shard_numel_ = 0;
+  at::Tensor full_;                 // [world * shard_numel]
+  std::vector<at::Tensor> views_;   // params_[i]'s shape over full_'s storage
+  at::Tensor shard_;
+  at::Tensor bucket_;               // gradients being gathered for a reduce-scatter
+  std::vector<bool> received_;
+  size_t waiting_ = 0;
+  bool gathered_ = true;
+  std::unique_ptr<PendingOp> pending_gather_;
+
+  void reduce_bucket();
+  void point_params_at(bool full);
+};
+
+}  // namespace accel

@@ -1,0 +1,114 @@
+-- accel.FullyShardedDataParallelPlugin: sharding spelled as Accelerate's FSDP
+-- plugin, passed as Accelerator{fsdp_plugin = ...}.
+--   accel.FullyShardedDataParallelPlugin{ sharding_strategy = "FULL_SHARD",
+--     auto_wrap_policy = "TRANSFORMER_BASED_WRAP", transformer_layer_cls = "Block" }
+-- sharding_strategy: "FULL_SHARD" (ZeRO stage 3: parameters, gradients and
+--   optimizer state), "SHARD_GRAD_OP" (stage 2: gradients and optimizer
+--   state), "NO_SHARD" (plain data parallel); FSDP's numbers 1, 2, 3 too.
+-- auto_wrap_policy: which modules are gathered as one unit at stage 3:
+--   "TRANSFORMER_BASED_WRAP" (modules of the classes transformer_layer_cls
+--   names: a class name, a comma-separated list or a table of names),
+--   "SIZE_BASED_WRAP" (every module whose parameters not wrapped below it
+--   number min_num_params or more, innermost first), "NO_WRAP" (one unit).
+--   Default: by class when transformer_layer_cls is given, by size when
+--   min_num_params is, else NO_WRAP.
+-- cpu_offload: keep shards in CPU memory; ranks computing on the CPU already
+--   do, so only false is accepted on a GPU for now (docs/api/sharding.md).
+-- state_dict_type: what save_state writes, "FULL_STATE_DICT" (the model and
+--   optimizer as plain data parallel writes them) or "SHARDED_STATE_DICT"
+--   (each rank its slices, loadable on another number of ranks).
+-- Launch options and config-file keys (ACCEL_FSDP_* from accel-run) give
+-- the defaults of what the recipe leaves out.
+local args = require("accel.args")
+
+local Plugin = {}
+Plugin.__index = Plugin
+
+local where = "accel.FullyShardedDataParallelPlugin"
+
+local strategies = { FULL_SHARD = 3, SHARD_GRAD_OP = 2, NO_SHARD = 0 }
+local strategy_numbers = { "FULL_SHARD", "SHARD_GRAD_OP", "NO_SHARD" }
+local policies = { TRANSFORMER_BASED_WRAP = true, SIZE_BASED_WRAP = true, NO_WRAP = true }
+local state_dict_types = { FULL_STATE_DICT = true, SHARDED_STATE_DICT = true }
+
+local function one_of(key, value, allowed)
+  if not allowed[value] then
+    local names = {}
+    for name in pairs(allowed) do names[#names + 1] = name end
+    table.sort(names)
+    args.error(string.format("%s: %s must be one of %s, got '%s'", where, key, table.concat(names, ", "),
+                             tostring(value)))
+  end
+end
+
+-- "Block, Head" or {"Block", "Head"} -> {Block = true, Head = true}
+local function class_set(value)
+  local set, any = {}, false
+  local list = type(value) == "table" and value or {}
+  if type(value) == "string" then
+    for name in value:gmatch("[^,%s]+") do list[#list + 1] = name end
+  end
+  for _, name in ipairs(list) do
+    if type(name) ~= "string" then args.error(where .. ": transformer_layer_cls must name classes, got a " .. type(name)) end
+    set[name], any = true, true
+  end
+  return any and set or nil
+end
+
+-- What accel-run was told (--use-fsdp and its options, or the config file).
+local function launcher_defaults()
+  local env = os.getenv
+  local offload = env("ACCEL_FSDP_CPU_OFFLOAD")
+  return {
+    sharding_strategy = env("ACCEL_FSDP_SHARDING_STRATEGY"),
+    auto_wrap_policy = env("ACCEL_FSDP_AUTO_WRAP_POLICY"),
+    transformer_layer_cls = env("ACCEL_FSDP_TRANSFORMER_LAYER_CLS"),
+    min_num_params = tonumber(env("ACCEL_FSDP_MIN_NUM_PARAMS") or ""),
+    cpu_offload = offload and offload == "true" or nil,
+    state_dict_type = env("ACCEL_FSDP_STATE_DICT_TYPE"),
+  }
+end
+
+local function new(_, options)
+  local o = args.options(where, options, {
+    sharding_strategy = args.NONE,
+    auto_wrap_policy = args.NONE,
+    transformer_layer_cls = args.NONE,
+    min_num_params = args.NONE,
+    cpu_offload = args.NONE,
+    state_dict_type = args.NONE,
+  }, { sharding_strategy = "string|number", auto_wrap_policy = "string", transformer_layer_cls = "string|table",
+       min_num_params = "number", cpu_offload = "boolean", state_dict_type = "string" })
+  for key, value in pairs(launcher_defaults()) do
+    if o[key] == nil then o[key] = value end
+  end
+  local strategy = o.sharding_strategy or "FULL_SHARD"
+  if type(strategy) == "number" then strategy = strategy_numbers[strategy] or tostring(strategy) end
+  one_of("sharding_strategy", strategy, strategies)
+  local classes = o.transformer_layer_cls and class_set(o.transformer_layer_cls)
+  local policy = o.auto_wrap_policy
+    or (classes and "TRANSFORMER_BASED_WRAP") or (o.min_num_params and "SIZE_BASED_WRAP") or "NO_WRAP"
+  one_of("auto_wrap_policy", policy, policies)
+  if policy == "TRANSFORMER_BASED_WRAP" and not classes then
+    args.error(where .. ": auto_wrap_policy TRANSFORMER_BASED_WRAP needs transformer_layer_cls, the class "
+               .. "names of the layers to wrap (e.g. \"Block\")")
+  end
+  if o.min_num_params ~= nil then args.positive_integer(where, "min_num_params", o.min_num_params) end
+  local state_dict_type = o.state_dict_type or "FULL_STATE_DICT"
+  one_of("state_dict_type", state_dict_type, state_dict_types)
+  return setmetatable({
+    sharding_strategy = strategy,
+    stage = strategies[strategy],  -- the ZeRO stage it amounts to; 0: none
+    auto_wrap_policy = policy,
+    transformer_layer_cls = classes,
+    min_num_params = o.min_num_params or 1e8,  -- FSDP's and Accelerate's default
+    cpu_offload = o.cpu_offload or false,
+    state_dict_type = state_dict_type,
+  }, Plugin)
+end
+
+function Plugin.is(value)
+  return type(value) == "table" and getmetatable(value) == Plugin
+end
+
+return setmetatable(Plugin, { __call = new })

@@ -1,0 +1,51 @@
+-- Shards a prepared model and points its optimizer at the shards
+-- (engine/sharding/sharded_model.h holds the mechanics). At stage 3 each
+-- unit's forward is wrapped: the unit is gathered before it and released
+-- after it (the root stays gathered through backward when autograd records).
+local core = require("accel.core")
+local wrap_policy = require("accel.sharding.wrap_policy")
+
+local dist = core.dist
+
+-- The tensors among a forward's results (nested tables walked), for the
+-- hooks that gather a unit again when backward reaches it.
+local function tensors_in(value, out)
+  if type(value) == "userdata" and value.requires_grad ~= nil then
+    out[#out + 1] = value
+  elseif type(value) == "table" and getmetatable(value) == nil then
+    for _, v in pairs(value) do tensors_in(v, out) end
+  end
+  return out
+end
+
+local function wrap_forward(sharded, module, unit, is_root)
+  local forward = module.forward
+  rawset(module, "forward", function(m, ...)
+    sharded:before_forward(unit)
+    local results = { forward(m, ...) }
+    local n = table.maxn(results)
+    local outputs = {}
+    for i = 1, n do tensors_in(results[i], outputs) end
+    sharded:after_forward(unit, outputs, is_root and core.is_grad_enabled())
+    return unpack(results, 1, n)
+  end)
+end
+
+-- Returns the ShardedModel of `model` at settings.stage; `optimizer` is the
+-- engine optimizer holding the model's parameters.
+return function(model, optimizer, settings, bucket_bytes)
+  local units
+  if settings.stage == 3 then
+    units = wrap_policy.units(model, settings.policy)
+  else
+    units = { { module = model, params = model:parameters() } }
+  end
+  local lists = {}
+  for i, unit in ipairs(units) do lists[i] = unit.params end
+  local sharded = dist.ShardedModel(settings.stage, lists, optimizer, bucket_bytes)
+  sharded:shard_optimizer(optimizer)
+  if settings.stage == 3 then
+    for i, unit in ipairs(units) do wrap_forward(sharded, unit.module, i, i == 1) end
+  end
+  return sharded
+end
