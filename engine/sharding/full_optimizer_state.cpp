@@ -50,15 +50,14 @@ const at::Tensor* find(const std::map<std::string, at::Tensor>& dict, const std:
 
 // Each original parameter's placement, in the original order.
 std::vector<Placement> placements(const std::vector<std::vector<at::Tensor>>& original_groups,
-                                         const std::vector<std::unique_ptr<FlatParameter>>& flats,
-                                         const optim::Optimizer& optimizer) {
+                                  const std::vector<std::unique_ptr<FlatParameter>>& flats,
+                                  const std::unordered_map<const c10::TensorImpl*, size_t>& current) {
   std::unordered_map<const c10::TensorImpl*, std::pair<size_t, size_t>> in_flat;
   for (size_t k = 0; k < flats.size(); ++k) {
     for (size_t i = 0; i < flats[k]->params().size(); ++i) {
       in_flat[flats[k]->params()[i].unsafeGetTensorImpl()] = {k, i};
     }
   }
-  const auto current = current_indices(optimizer);
   std::vector<Placement> out;
   for (const auto& group : original_groups) {
     for (const at::Tensor& p : group) {
@@ -84,8 +83,8 @@ StateDict ShardedModel::full_optimizer_state(const optim::Optimizer& optimizer) 
   TORCH_CHECK(!original_groups_.empty(), "sharding: the optimizer was not sharded by this model");
   const StateDict sharded_list = optimizer.state_dict();
   const std::map<std::string, at::Tensor> sharded(sharded_list.begin(), sharded_list.end());
-  const std::vector<Placement> places = placements(original_groups_, flats_, optimizer);
   const auto current = current_indices(optimizer);
+  const std::vector<Placement> places = placements(original_groups_, flats_, current);
   // Every rank's slices of each flat parameter's slots, gathered in flat and
   // slot order (the same on every rank: every rank stepped every shard).
   std::vector<std::map<std::string, at::Tensor>> gathered(flats_.size());
@@ -143,7 +142,7 @@ void ShardedModel::load_full_optimizer_state(optim::Optimizer& optimizer, const 
   at::NoGradGuard no_grad;
   TORCH_CHECK(!original_groups_.empty(), "sharding: the optimizer was not sharded by this model");
   const std::map<std::string, at::Tensor> full(full_list.begin(), full_list.end());
-  const std::vector<Placement> places = placements(original_groups_, flats_, optimizer);
+  const std::vector<Placement> places = placements(original_groups_, flats_, current_indices(optimizer));
   // The sharded state, entry by entry: unsharded parameters' as saved; each
   // shard's slot from the slices of its parameters this rank owns.
   std::map<size_t, std::map<std::string, at::Tensor>> state;  // current index -> slot -> tensor

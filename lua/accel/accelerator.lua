@@ -306,25 +306,21 @@ function Accelerator:prepare(...)
   local raw_optimizer
   for i = 1, n do
     local obj = select(i, ...)
-    if is_optimizer(obj) then
-      raw_optimizer = raw_optimizer or obj
-    elseif Module.is_module(obj) then
-      out[i] = true
-    end
-  end
-  for i = 1, n do
-    if out[i] then out[i] = self:prepare_model(select(i, ...), raw_optimizer) end
+    if is_optimizer(obj) then raw_optimizer = raw_optimizer or obj end
   end
   for i = 1, n do
     local obj = select(i, ...)
-    if Module.is_module(obj) then
-    elseif getmetatable(obj) == DataLoader then
+    if Module.is_module(obj) then out[i] = self:prepare_model(obj, raw_optimizer) end
+  end
+  for i = 1, n do
+    local obj = select(i, ...)
+    if getmetatable(obj) == DataLoader then
       out[i] = self:prepare_data_loader(obj)
       first_loader = first_loader or obj
     elseif is_optimizer(obj) then
       out[i] = self:prepare_optimizer(obj)
       optimizer = optimizer or out[i]
-    elseif not is_scheduler(obj) then
+    elseif not is_scheduler(obj) and not Module.is_module(obj) then
       error(string.format("Accelerator:prepare: argument %d (a %s) is not a model, optimizer, data loader or scheduler",
                           i, type(obj)), 2)
     end
