@@ -38,7 +38,7 @@ function CharLM:init()
 end
 function CharLM:forward(ids)                           -- ids: (batch, length), length <= seq_len
   local length = ids:size(2)
-  local x = self.tokens(ids) + self.positions(accel.arange(1, length + 1))
+  local x = self.tokens(ids) + self.positions(accel.arange(1, length + 1, { device = ids.device }))
   for _, block in ipairs(self.blocks) do x = block(x) end
   return self.head(self.norm(x))                       -- logits: (batch, length, vocab)
 end
@@ -90,7 +90,7 @@ local function sample(prompt, count, temperature)
     for _ = 1, count do
       local context = {}
       for i = math.max(1, #ids - seq_len + 1), #ids do context[#context + 1] = ids[i] end
-      local logits = model(accel.LongTensor({ context }))[1][#context]
+      local logits = model(accel.LongTensor({ context }):to(acc.device))[1][#context]
       local probs = F.softmax(logits / temperature, 1):totable()
       local u, id = math.random(), #probs
       for i, p in ipairs(probs) do

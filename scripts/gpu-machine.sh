@@ -27,6 +27,9 @@ fetch() {
 environment() {
   if [ ! -d "$prefix" ]; then
     for deb in "$deps"/*.deb; do dpkg -x "$deb" "$prefix"; done
+    # Their pkg-config files name /usr; where the machine has pkg-config it
+    # must find the unpacked copies.
+    sed -i "s|^prefix=/usr\$|prefix=$prefix/usr|" "$prefix"/usr/lib/x86_64-linux-gnu/pkgconfig/*.pc "$prefix"/usr/share/pkgconfig/*.pc 2>/dev/null || true
     # zlib1g-dev's libz.so points at a file of Debian's zlib1g; use the machine's.
     ln -sf "$(ldconfig -p | awk '/libz\.so\.1 .*x86-64/ { print $NF; exit }')" "$prefix/usr/lib/x86_64-linux-gnu/libz.so"
     mkdir -p /usr/lib/python3/dist-packages/sklearn/datasets/data /usr/share/common-licenses

@@ -11,7 +11,6 @@ packages=(
   libyaml-cpp-dev                   # config files
   nlohmann-json3-dev                # checkpoint manifests, safetensors headers, weight indexes
   zlib1g-dev                        # reading .gz data files
-  libprotobuf-dev protobuf-compiler # TensorBoard event files (the messages in engine/tracking/proto/)
   gnuplot-nox                       # accel-run plot draws its charts with it (PNG via pngcairo, SVG)
   catch2                            # C++ tests
   libopenblas0-openmp               # fast BLAS for LibTorch (the reference one is ~18x slower)

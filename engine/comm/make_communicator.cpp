@@ -31,11 +31,12 @@ std::string compiled_backends() {
 
 namespace {
 
-// Gloo, behind shared memory for all-reduces when every rank is on this machine.
+// Gloo, behind shared memory for all-reduces when every rank is on this
+// machine (and there is more than one).
 std::unique_ptr<Communicator> gloo_communicator(const ProcessState& state,
                                                 const CommunicatorOptions& options) {
   std::unique_ptr<Communicator> comm = std::make_unique<GlooCommunicator>(state, options);
-  if (options.shared_memory && state.local_world_size == state.world_size) {
+  if (options.shared_memory && state.world_size > 1 && state.local_world_size == state.world_size) {
     comm = std::make_unique<SharedMemoryCommunicator>(std::move(comm), options.timeout);
   }
   return comm;

@@ -5,12 +5,47 @@
 #include <atomic>
 #include <stdexcept>
 
-#include "engine/tracking/proto/tensorboard_event.pb.h"
-#include "engine/tracking/proto/tensorboard_hparams.pb.h"
+#include "engine/tracking/protobuf_wire.h"
 #include "engine/tracking/record_framing.h"
 
 namespace accel::tracking {
 namespace {
+
+// Field numbers of TensorBoard's messages (tensorboard/compat/proto/
+// event.proto, summary.proto; plugins/hparams/plugin_data.proto, api.proto)
+// and of google.protobuf.Value (struct.proto), for the fields accel writes.
+namespace event {
+constexpr int kWallTime = 1, kStep = 2, kFileVersion = 3, kSummary = 5;
+}
+namespace summary {
+constexpr int kValue = 1;
+}
+namespace summary_value {
+constexpr int kTag = 1, kSimpleValue = 2, kMetadata = 9;
+}
+namespace summary_metadata {
+constexpr int kPluginData = 1;
+}
+namespace plugin_data {
+constexpr int kPluginName = 1, kContent = 2;
+}
+namespace hparams_plugin_data {
+constexpr int kVersion = 1, kSessionStartInfo = 3, kSessionEndInfo = 4;
+}
+namespace session_start_info {
+constexpr int kHParams = 1, kStartTimeSecs = 5;
+}
+namespace session_end_info {
+constexpr int kStatus = 1, kEndTimeSecs = 2;
+}
+namespace map_entry {
+constexpr int kKey = 1, kValue = 2;
+}
+namespace struct_value {
+constexpr int kNumberValue = 2, kStringValue = 3, kBoolValue = 4;
+}
+// tensorboard.hparams.Status
+constexpr uint64_t kStatusSuccess = 1, kStatusFailure = 2;
 
 // The hparams plugin's names (tensorboard/plugins/hparams/metadata.py).
 constexpr const char* kHParamsPlugin = "hparams";
@@ -28,26 +63,31 @@ std::string event_file_path(const std::string& run_dir) {
                                       std::to_string(g_files_opened++));
 }
 
-// A summary event holding one hparams plugin value.
-std::string hparams_event(const char* tag, const tensorboard::HParamsPluginData& data) {
-  tensorboard::Event event;
-  event.set_wall_time(wall_time());
-  tensorboard::Summary::Value* value = event.mutable_summary()->add_value();
-  value->set_tag(tag);
-  auto* plugin = value->mutable_metadata()->mutable_plugin_data();
-  plugin->set_plugin_name(kHParamsPlugin);
-  plugin->set_content(data.SerializeAsString());
-  return event.SerializeAsString();
+// A summary event holding one hparams plugin value, from the plugin's
+// HParamsPluginData with `field` (start or end info) set to `info`.
+std::string hparams_event(const char* tag, int field, const ProtoWriter& info) {
+  ProtoWriter data, plugin, metadata, value, summary, event;
+  data.varint(hparams_plugin_data::kVersion, kHParamsDataVersion);
+  data.message(field, info);
+  plugin.bytes(plugin_data::kPluginName, kHParamsPlugin);
+  plugin.bytes(plugin_data::kContent, data.data());
+  metadata.message(summary_metadata::kPluginData, plugin);
+  value.bytes(summary_value::kTag, tag);
+  value.message(summary_value::kMetadata, metadata);
+  summary.message(summary::kValue, value);
+  event.float64(event::kWallTime, wall_time());
+  event.message(event::kSummary, summary);
+  return event.data();
 }
 
 }  // namespace
 
 EventFileWriter::EventFileWriter(const std::string& run_dir, double flush_seconds)
     : Tracker(event_file_path(run_dir), flush_seconds) {
-  tensorboard::Event event;
-  event.set_wall_time(wall_time());
-  event.set_file_version("brain.Event:2");
-  write_event(event.SerializeAsString());
+  ProtoWriter event;
+  event.float64(event::kWallTime, wall_time());
+  event.bytes(event::kFileVersion, "brain.Event:2");
+  write_event(event.data());
   file_.flush();  // TensorBoard finds the run as soon as it exists
 }
 
@@ -58,58 +98,57 @@ void EventFileWriter::write_event(const std::string& serialized) {
 }
 
 void EventFileWriter::log(int64_t step, const Scalars& values) {
-  // One event serves every call: Clear() keeps its values' memory, so
-  // logging each step allocates nothing once warm.
-  static thread_local tensorboard::Event event;
-  static thread_local std::string serialized;
-  event.Clear();
-  event.set_wall_time(wall_time());
-  event.set_step(step);
-  tensorboard::Summary* summary = event.mutable_summary();
+  // The writers serve every call: clear() keeps their memory, so logging
+  // each step allocates nothing once warm.
+  static thread_local ProtoWriter event, summary, value;
+  summary.clear();
   for (const auto& [name, number] : values) {
     check_name(name, "metric name");
-    tensorboard::Summary::Value* value = summary->add_value();
-    value->set_tag(name);
+    value.clear();
+    value.bytes(summary_value::kTag, name);
     // TensorBoard's scalars are float32, as its own writers store them.
-    value->set_simple_value(static_cast<float>(number));
+    value.float32(summary_value::kSimpleValue, static_cast<float>(number));
+    summary.message(summary::kValue, value);
   }
-  event.SerializeToString(&serialized);
-  write_event(serialized);
+  event.clear();
+  event.float64(event::kWallTime, wall_time());
+  event.int64(event::kStep, step);
+  event.message(event::kSummary, summary);
+  write_event(event.data());
 }
 
 void EventFileWriter::log_config(const Config& config) {
-  tensorboard::HParamsPluginData data;
-  data.set_version(kHParamsDataVersion);
-  tensorboard::SessionStartInfo* start = data.mutable_session_start_info();
-  start->set_start_time_secs(wall_time());
-  auto& hparams = *start->mutable_hparams();
+  ProtoWriter start, entry, out;
   for (const auto& [key, value] : config) {
     check_name(key, "config key");
-    google::protobuf::Value& out = hparams[key];
+    out.clear();
     if (const double* number = std::get_if<double>(&value)) {
-      out.set_number_value(*number);
+      out.float64(struct_value::kNumberValue, *number);
     } else if (const bool* flag = std::get_if<bool>(&value)) {
-      out.set_bool_value(*flag);
+      out.boolean(struct_value::kBoolValue, *flag);
     } else {
       const std::string& text = std::get<std::string>(value);
       check_utf8(text, "the value of config key '" + key + "'");
-      out.set_string_value(text);
+      out.bytes(struct_value::kStringValue, text);
     }
+    // A map field is a repeated entry message of key and value.
+    entry.clear();
+    entry.bytes(map_entry::kKey, key);
+    entry.message(map_entry::kValue, out);
+    start.message(session_start_info::kHParams, entry);
   }
-  write_event(hparams_event(kSessionStartTag, data));
+  start.float64(session_start_info::kStartTimeSecs, wall_time());
+  write_event(hparams_event(kSessionStartTag, hparams_plugin_data::kSessionStartInfo, start));
   session_started_ = true;
 }
 
 void EventFileWriter::close(RunOutcome outcome) {
   if (!file_.is_open()) return;
   if (session_started_) {
-    tensorboard::HParamsPluginData data;
-    data.set_version(kHParamsDataVersion);
-    tensorboard::SessionEndInfo* end = data.mutable_session_end_info();
-    end->set_status(outcome == RunOutcome::success ? tensorboard::STATUS_SUCCESS
-                                                    : tensorboard::STATUS_FAILURE);
-    end->set_end_time_secs(wall_time());
-    write_event(hparams_event(kSessionEndTag, data));
+    ProtoWriter end;
+    end.varint(session_end_info::kStatus, outcome == RunOutcome::success ? kStatusSuccess : kStatusFailure);
+    end.float64(session_end_info::kEndTimeSecs, wall_time());
+    write_event(hparams_event(kSessionEndTag, hparams_plugin_data::kSessionEndInfo, end));
   }
   file_.close();
 }

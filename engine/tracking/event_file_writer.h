@@ -4,8 +4,8 @@
 // make it: a first event with the file version, then one event per log call
 // holding its scalars (simple_value summaries), the configuration as the
 // hparams plugin's session_start_info, and at close the session's end with
-// its status. Records are framed by record_framing.h and encoded with
-// protobuf from the messages in proto/, with TensorBoard's field numbers.
+// its status. Records are framed by record_framing.h; events are encoded by
+// protobuf_wire.h with TensorBoard's field numbers.
 #pragma once
 #include <string>
 

@@ -1,13 +1,16 @@
 // The trackers' pieces alone: TensorBoard's record framing against values
-// TensorBoard's own masked_crc32c gives, metrics.jsonl lines, buffering
+// TensorBoard's own masked_crc32c gives, the protobuf encoding against the
+// examples of protobuf's encoding guide and Python's protobuf, metrics.jsonl lines, buffering
 // until the interval or flush, the UTF-8 checks on names, and the quoting
 // that keeps names from files out of gnuplot's code.
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "engine/plot/gnuplot_script.h"
 #include "engine/tracking/jsonl_tracker.h"
+#include "engine/tracking/protobuf_wire.h"
 #include "engine/tracking/record_framing.h"
 #include "engine/tracking/utf8.h"
 #include "tests/engine/scratch_files.h"
@@ -35,6 +38,42 @@ TEST_CASE("a record is length, its CRC, the data, its CRC") {
   CHECK(length_crc == 0x3971f937u);  // TensorBoard's masked_crc32c(struct.pack("<Q", 9))
   CHECK(out.substr(13, 9) == "123456789");
   CHECK(data_crc == 0xc78ab0e5u);
+}
+
+TEST_CASE("protobuf wire format: the encoding guide's examples") {
+  using tracking::ProtoWriter;
+  auto hex = [](const std::string& bytes) {
+    std::string out;
+    char two[3];
+    for (unsigned char c : bytes) {
+      std::snprintf(two, sizeof two, "%02x", c);
+      out += two;
+    }
+    return out;
+  };
+  ProtoWriter a;
+  a.varint(1, 150);  // message Test1 { int32 a = 1; } with a = 150
+  CHECK(hex(a.data()) == "089601");
+  ProtoWriter b;
+  b.bytes(2, "testing");  // message Test2 { string b = 2; }
+  CHECK(hex(b.data()) == "120774657374696e67");
+  ProtoWriter c;
+  c.message(3, a);  // message Test3 { Test1 c = 3; }
+  CHECK(hex(c.data()) == "1a03089601");
+  // Negative int64s take ten bytes; fixed-width numbers are little-endian.
+  // The bytes are Python protobuf's for TensorBoard's Event(wall_time=1.5,
+  // step=-1), Summary.Value(simple_value=0.25) and, after it, struct.proto's
+  // Value(bool_value=True).
+  ProtoWriter d;
+  d.float64(1, 1.5);
+  d.int64(2, -1);
+  CHECK(hex(d.data()) == "09000000000000f83f10ffffffffffffffffff01");
+  ProtoWriter e;
+  e.float32(2, 0.25f);
+  e.boolean(4, true);
+  CHECK(hex(e.data()) == "150000803e2001");
+  e.clear();
+  CHECK(e.data().empty());
 }
 
 TEST_CASE("metrics.jsonl: one object per call, buffered until flush") {
