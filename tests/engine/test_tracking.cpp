@@ -1,8 +1,9 @@
 // The trackers' pieces alone: TensorBoard's record framing against values
 // TensorBoard's own masked_crc32c gives, the protobuf encoding against the
-// examples of protobuf's encoding guide and Python's protobuf, metrics.jsonl lines, buffering
-// until the interval or flush, the UTF-8 checks on names, and the quoting
-// that keeps names from files out of gnuplot's code.
+// examples of protobuf's encoding guide and Python's protobuf,
+// metrics.jsonl lines, buffering until the interval or flush, the UTF-8
+// checks on names, and the quoting that keeps names from files out of
+// gnuplot's code.
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
