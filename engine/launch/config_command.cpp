@@ -1,5 +1,6 @@
 #include "engine/launch/config_command.h"
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -32,6 +33,13 @@ bool several_machines(const std::vector<std::pair<std::string, std::string>>& an
   return answer_of(answers, "num_machines") != "1";
 }
 
+// Asked when the answer to `key` was `value`.
+auto answered(const char* key, const char* value) {
+  return [key, value](const std::vector<std::pair<std::string, std::string>>& answers) {
+    return answer_of(answers, key) == value;
+  };
+}
+
 std::vector<Question> questions() {
   auto always = [](const auto&) { return true; };
   return {
@@ -46,6 +54,27 @@ std::vector<Question> questions() {
       {"backend", "Which collective backend (gloo, mpi)?", "gloo", always},
       {"mixed_precision", "Which mixed precision (no, bf16, fp16)?", "no", always},
       {"gradient_accumulation_steps", "How many gradient accumulation steps?", "1", always},
+      {"distributed_type", "How should the Accelerator shard the model (NO, DEEPSPEED, FSDP)?", "NO",
+       always},
+      {"deepspeed_config.zero_stage",
+       "Which ZeRO stage (1: optimizer state, 2: also gradients, 3: also parameters)?", "2",
+       answered("distributed_type", "DEEPSPEED")},
+      {"fsdp_config.fsdp_sharding_strategy",
+       "Which FSDP sharding strategy (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD)?", "FULL_SHARD",
+       answered("distributed_type", "FSDP")},
+      {"fsdp_config.fsdp_auto_wrap_policy",
+       "Which FSDP auto wrap policy (TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP, NO_WRAP)?", "NO_WRAP",
+       answered("distributed_type", "FSDP")},
+      {"fsdp_config.fsdp_transformer_layer_cls_to_wrap",
+       "Which module classes does it wrap (comma-separated, e.g. Block)?", "",
+       answered("fsdp_config.fsdp_auto_wrap_policy", "TRANSFORMER_BASED_WRAP")},
+      {"fsdp_config.fsdp_min_num_params", "How many parameters make a wrapped unit?", "100000000",
+       answered("fsdp_config.fsdp_auto_wrap_policy", "SIZE_BASED_WRAP")},
+      {"fsdp_config.fsdp_offload_params", "Offload parameters and gradients to CPU memory? (yes/no)",
+       "no", answered("distributed_type", "FSDP")},
+      {"fsdp_config.fsdp_state_dict_type",
+       "How should checkpoints hold the model (FULL_STATE_DICT, SHARDED_STATE_DICT)?",
+       "FULL_STATE_DICT", answered("distributed_type", "FSDP")},
       {"debug", "Check every collective across ranks (debug mode, slower)? (yes/no)", "no", always},
       {"timeout", "After how many seconds does a collective fail the run?", "1800", always},
       {"max_restarts", "How many times may the workers restart after a failure?", "0", always},
@@ -55,8 +84,13 @@ std::vector<Question> questions() {
 
 // The value as the file holds it: quoted where YAML would read another type.
 std::string yaml_value(const std::string& key, const std::string& value) {
-  if (key == "debug") return value == "yes" || value == "true" || value == "y" || value == "on" ? "true" : "false";
-  if (key == "mixed_precision" || key == "log_dir" || key == "main_process_ip") {
+  if (key == "debug" || key == "fsdp_config.fsdp_offload_params") {
+    std::string word = value;
+    for (char& c : word) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return word == "yes" || word == "true" || word == "y" || word == "on" ? "true" : "false";
+  }
+  if (key == "mixed_precision" || key == "log_dir" || key == "main_process_ip" ||
+      key == "distributed_type" || key == "fsdp_config.fsdp_transformer_layer_cls_to_wrap") {
     std::string quoted = "'";
     for (char c : value) quoted += c == '\'' ? std::string("''") : std::string(1, c);
     return quoted + "'";
@@ -124,9 +158,15 @@ int run_config_command(const std::vector<std::string>& args, std::istream& in, s
     std::ofstream file(draft, std::ios::trunc);
     file << "# accel-run's config, written by `accel-run config`; the keys mirror\n"
          << "# Accelerate's default_config.yaml. Command-line options override it.\n";
+    std::string section;  // the mapping the lines go into: "fsdp_config" for "fsdp_config.x"
     for (const auto& [key, value] : answers) {
-      if (key == "log_dir" && value.empty()) continue;
-      file << key << ": " << yaml_value(key, value) << '\n';
+      if (value.empty()) continue;  // no log directory; no layer classes, which the check refuses
+      size_t dot = key.find('.');
+      std::string in_section = dot == std::string::npos ? "" : key.substr(0, dot);
+      std::string name = dot == std::string::npos ? key : "  " + key.substr(dot + 1);
+      if (!in_section.empty() && in_section != section) file << in_section << ":\n";
+      section = in_section;
+      file << name << ": " << yaml_value(key, value) << '\n';
     }
     if (!file.flush()) {
       err << "accel-run config: cannot write '" << draft << "'\n";

@@ -24,6 +24,61 @@ const char* shape_name(const YAML::Node& node) {
   }
 }
 
+// Keys read inside the top level's mappings, in all: an alias repeats a
+// mapping under as many keys as a file names it, so a small file could
+// expand without end.
+constexpr size_t kMaxNestedKeys = 4096;
+
+// The entries of `map`. With `nested_budget` (at the top level), the
+// entries of a mapping among them are read too, as many as the budget
+// allows; deeper mappings are compound.
+std::vector<ConfigEntry> read_entries(const YAML::Node& map, const std::string& path,
+                                      size_t* nested_budget) {
+  std::vector<ConfigEntry> entries;
+  std::map<std::string, int> seen;  // key -> its line
+  // Each pair is a value yaml-cpp's iterator makes on the fly: bound to the
+  // loop's reference it lives through the body (`it->first` is a member of
+  // a temporary that ends with its expression).
+  for (const auto& pair : map) {
+    const YAML::Node& key = pair.first;
+    const YAML::Node& value = pair.second;
+    ConfigEntry entry;
+    entry.line = key.Mark().line + 1;
+    if (!key.IsScalar()) {
+      throw ConfigError(at_line(path, entry.line) + "a key must be a plain word, not " +
+                        shape_name(key));
+    }
+    entry.key = key.Scalar();
+    auto [previous, fresh] = seen.emplace(entry.key, entry.line);
+    if (!fresh) {
+      throw ConfigError(at_line(path, entry.line) + "key '" + entry.key +
+                        "' is given twice (first at line " + std::to_string(previous->second) +
+                        ")");
+    }
+    if (value.IsNull() && value.Tag() != "!") {
+      entry.shape = ConfigEntry::Shape::empty;
+    } else if (value.IsScalar()) {
+      entry.text = value.Scalar();
+      // yaml-cpp tags a quoted scalar "!" and a plain one "?".
+      entry.shape = value.Tag() == "!" ? ConfigEntry::Shape::quoted : ConfigEntry::Shape::plain;
+    } else if (value.IsMap() && nested_budget) {
+      if (value.size() > *nested_budget) {
+        throw ConfigError(at_line(path, entry.line) + "the config holds more than " +
+                          std::to_string(kMaxNestedKeys) + " nested keys; is it a config file?");
+      }
+      *nested_budget -= value.size();
+      entry.shape = ConfigEntry::Shape::mapping;
+      entry.text = shape_name(value);
+      entry.entries = read_entries(value, path, nullptr);
+    } else {
+      entry.shape = ConfigEntry::Shape::compound;
+      entry.text = shape_name(value);
+    }
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
 }  // namespace
 
 ConfigFile read_config_file(const std::string& path) {
@@ -55,38 +110,8 @@ ConfigFile read_config_file(const std::string& path) {
                       "the config must be a mapping of keys to values (key: value), not " +
                       shape_name(root));
   }
-  std::map<std::string, int> seen;  // key -> its line
-  // Each pair is a value yaml-cpp's iterator makes on the fly: bound to the
-  // loop's reference it lives through the body (`it->first` is a member of
-  // a temporary that ends with its expression).
-  for (const auto& pair : root) {
-    const YAML::Node& key = pair.first;
-    const YAML::Node& value = pair.second;
-    ConfigEntry entry;
-    entry.line = key.Mark().line + 1;
-    if (!key.IsScalar()) {
-      throw ConfigError(at_line(path, entry.line) + "a key must be a plain word, not " +
-                        shape_name(key));
-    }
-    entry.key = key.Scalar();
-    auto [previous, fresh] = seen.emplace(entry.key, entry.line);
-    if (!fresh) {
-      throw ConfigError(at_line(path, entry.line) + "key '" + entry.key +
-                        "' is given twice (first at line " + std::to_string(previous->second) +
-                        ")");
-    }
-    if (value.IsNull() && value.Tag() != "!") {
-      entry.shape = ConfigEntry::Shape::empty;
-    } else if (value.IsScalar()) {
-      entry.text = value.Scalar();
-      // yaml-cpp tags a quoted scalar "!" and a plain one "?".
-      entry.shape = value.Tag() == "!" ? ConfigEntry::Shape::quoted : ConfigEntry::Shape::plain;
-    } else {
-      entry.shape = ConfigEntry::Shape::compound;
-      entry.text = shape_name(value);
-    }
-    file.entries.push_back(std::move(entry));
-  }
+  size_t nested_budget = kMaxNestedKeys;
+  file.entries = read_entries(root, path, &nested_budget);
   return file;
 }
 

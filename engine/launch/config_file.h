@@ -30,12 +30,14 @@ struct ConfigEntry {
     plain,     // an unquoted scalar: `4`, `true`, `bf16`
     quoted,    // a quoted scalar: `'no'`, "4"
     empty,     // no value: `key:`
-    compound,  // a list or a mapping
+    compound,  // a list, or a mapping within a mapping (not read)
+    mapping,   // a mapping at the top level: `fsdp_config:` with keys indented below it
   };
   std::string key;
-  std::string text;  // the scalar's text; empty unless plain or quoted
+  std::string text;  // the scalar's text; "a list" or "a mapping" for those; "" when empty
   Shape shape = Shape::plain;
   int line = 0;  // 1-based line of the key
+  std::vector<ConfigEntry> entries;  // a mapping's, each key once
 };
 
 struct ConfigFile {
@@ -45,7 +47,7 @@ struct ConfigFile {
 
 // Reads and parses `path`. Throws ConfigError for a missing or unreadable
 // file, malformed YAML (with its line and column), a document that is not a
-// mapping, a key that is not a plain word, or a key given twice.
+// mapping, a key that is not a plain word, or a key given twice in a mapping.
 ConfigFile read_config_file(const std::string& path);
 
 // The default config path for these variable values (either may be empty).

@@ -17,6 +17,18 @@
 
 namespace accel {
 
+// FSDP's settings, as the workers get them (worker_variables.h): the text of
+// the value, "" where the launch does not say, leaving the recipe's plugin
+// its own. The launcher only checks and passes them on.
+struct FsdpSettings {
+  std::string sharding_strategy;      // FULL_SHARD, SHARD_GRAD_OP or NO_SHARD
+  std::string auto_wrap_policy;       // TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP
+  std::string transformer_layer_cls;  // class names, comma-separated: "Block,Attention"
+  std::string min_num_params;         // an integer
+  std::string cpu_offload;            // true or false
+  std::string state_dict_type;        // FULL_STATE_DICT or SHARDED_STATE_DICT
+};
+
 struct LaunchOptions {
   std::string recipe;                    // the Lua file to run
   std::vector<std::string> recipe_args;  // what follows `--`
@@ -38,6 +50,12 @@ struct LaunchOptions {
   std::string log_dir;                   // each rank's output also goes to DIR/rank-N.log
   std::string mixed_precision;           // the Accelerator's default; "" leaves the recipe's
   int gradient_accumulation_steps = 0;   // the Accelerator's default; 0 leaves the recipe's
+  // Sharding, the Accelerator's default (DESIGN.md, Accelerator): DeepSpeed's
+  // ZeRO or FSDP, at most one. Neither leaves the recipe's choice.
+  bool use_deepspeed = false;
+  int zero_stage = 0;                    // 1-3 once settled with use_deepspeed; 0 otherwise
+  bool use_fsdp = false;
+  FsdpSettings fsdp;
   std::string config;                    // --config FILE
   std::string config_in_force;           // the file the options were read over; "" if none
   bool help = false;                     // -h/--help: print usage_text() and run nothing
@@ -82,15 +100,18 @@ LaunchOptions resolve_launch_options(const std::vector<std::string>& args,
 
 // Every config-file key with its value in `options`, one "key: value" line
 // each, with where the value came from ("  # default", "  # command line",
-// "  # FILE:LINE"): the config in force, as `accel-run env` shows it.
+// "  # FILE:LINE"): the config in force, as `accel-run env` shows it. Last,
+// the sharding: distributed_type, and the section of the method in use
+// with the settings the launch gives, indented below it.
 std::string describe_settings(const LaunchOptions& options);
 
-// The config-file keys accel-run knows, for did-you-mean suggestions and docs.
+// The config-file keys accel-run knows at the top level of the file (the
+// sharding sections among them), for did-you-mean suggestions and docs.
 std::vector<std::string> config_keys();
 
 // What is wrong with `text` as the value of config key `key` (as a plain
-// YAML scalar): "expects an integer from 1 to 4096, got 'x'"; "" when
-// nothing is.
+// YAML scalar; a key in a section as "fsdp_config.fsdp_offload_params"):
+// "expects an integer from 1 to 4096, got 'x'"; "" when nothing is.
 std::string config_value_problem(const std::string& key, const std::string& text);
 
 // The --help text: usage line and one line per option.

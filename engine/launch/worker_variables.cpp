@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <sstream>
+#include <utility>
 
 namespace accel {
 namespace {
@@ -24,6 +25,16 @@ double positive_number(const char* name, const char* text) {
   return value;
 }
 
+// FSDP's settings, each in its variable when the launch gives it.
+const std::pair<const char*, std::string FsdpSettings::*> kFsdpVariables[] = {
+    {"ACCEL_FSDP_SHARDING_STRATEGY", &FsdpSettings::sharding_strategy},
+    {"ACCEL_FSDP_AUTO_WRAP_POLICY", &FsdpSettings::auto_wrap_policy},
+    {"ACCEL_FSDP_TRANSFORMER_LAYER_CLS", &FsdpSettings::transformer_layer_cls},
+    {"ACCEL_FSDP_MIN_NUM_PARAMS", &FsdpSettings::min_num_params},
+    {"ACCEL_FSDP_CPU_OFFLOAD", &FsdpSettings::cpu_offload},
+    {"ACCEL_FSDP_STATE_DICT_TYPE", &FsdpSettings::state_dict_type},
+};
+
 }  // namespace
 
 std::vector<std::string> worker_variables(const LaunchOptions& options) {
@@ -42,6 +53,12 @@ std::vector<std::string> worker_variables(const LaunchOptions& options) {
   if (options.gradient_accumulation_steps > 0) {
     vars.push_back("ACCEL_GRADIENT_ACCUMULATION_STEPS=" +
                    std::to_string(options.gradient_accumulation_steps));
+  }
+  if (options.use_deepspeed) vars.push_back("ACCEL_ZERO_STAGE=" + std::to_string(options.zero_stage));
+  if (options.use_fsdp) vars.push_back("ACCEL_USE_FSDP=1");
+  for (const auto& [name, setting] : kFsdpVariables) {
+    const std::string& value = options.fsdp.*setting;
+    if (!value.empty()) vars.push_back(std::string(name) + "=" + value);
   }
   return vars;
 }

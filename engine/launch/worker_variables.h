@@ -9,6 +9,18 @@
 //   ACCEL_DEBUG                         1: check collectives across ranks
 //   ACCEL_MIXED_PRECISION               the Accelerator's default, when configured
 //   ACCEL_GRADIENT_ACCUMULATION_STEPS   the Accelerator's default, when configured
+//   ACCEL_ZERO_STAGE                    1, 2 or 3: the Accelerator shards as DeepSpeed's
+//                                       ZeRO by default (--zero-stage, --use-deepspeed)
+//   ACCEL_USE_FSDP                      1: the Accelerator shards with FSDP by default
+//   ACCEL_FSDP_SHARDING_STRATEGY        FULL_SHARD, SHARD_GRAD_OP or NO_SHARD
+//   ACCEL_FSDP_AUTO_WRAP_POLICY         TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP
+//   ACCEL_FSDP_TRANSFORMER_LAYER_CLS    class names, comma-separated: Block,Attention
+//   ACCEL_FSDP_MIN_NUM_PARAMS           an integer
+//   ACCEL_FSDP_CPU_OFFLOAD              true or false
+//   ACCEL_FSDP_STATE_DICT_TYPE          FULL_STATE_DICT or SHARDED_STATE_DICT
+//                                       (each ACCEL_FSDP_* only with FSDP, and only
+//                                       when the launch gives it: the plugin's defaults
+//                                       are the Lua side's)
 //   ACCEL_RESTART_COUNT                 0 on the first start, k after the k-th restart
 //   ACCEL_MAX_RESTARTS                  the --max-restarts in force
 //   ACCEL_RDZV_TOKEN                    the secret the launcher's store wants

@@ -146,6 +146,183 @@ TEST_CASE("an Accelerate default_config.yaml loads", "[config]") {
   CHECK(o.nproc == 2);
   CHECK(o.mixed_precision == "no");
   CHECK_FALSE(o.debug);
+  CHECK_FALSE(o.use_deepspeed);
+  CHECK_FALSE(o.use_fsdp);
+
+  // Older versions write every section, empty where unused.
+  std::string sections = scratch.write("sections.yaml",
+                                       "distributed_type: MULTI_CPU\n"
+                                       "deepspeed_config: {}\n"
+                                       "fsdp_config: {}\n");
+  CHECK_FALSE(resolve({"train.lua"}, sections).use_fsdp);
+}
+
+TEST_CASE("an Accelerate FSDP config sets FSDP's settings; its other keys are ignored",
+          "[config]") {
+  Scratch scratch;
+  // As `accelerate config` writes it (accelerate's tests/test_configs/latest_fsdp.yaml).
+  std::string config = scratch.write("fsdp.yaml",
+                                     "compute_environment: LOCAL_MACHINE\n"
+                                     "debug: false\n"
+                                     "distributed_type: FSDP\n"
+                                     "downcast_bf16: 'no'\n"
+                                     "enable_cpu_affinity: false\n"
+                                     "fsdp_config:\n"
+                                     "  fsdp_activation_checkpointing: false\n"
+                                     "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
+                                     "  fsdp_backward_prefetch: BACKWARD_PRE\n"
+                                     "  fsdp_cpu_ram_efficient_loading: true\n"
+                                     "  fsdp_forward_prefetch: false\n"
+                                     "  fsdp_ignored_modules: null\n"
+                                     "  fsdp_offload_params: false\n"
+                                     "  fsdp_sharding_strategy: FULL_SHARD\n"
+                                     "  fsdp_state_dict_type: SHARDED_STATE_DICT\n"
+                                     "  fsdp_sync_module_states: true\n"
+                                     "  fsdp_transformer_layer_cls_to_wrap: BertLayer\n"
+                                     "  fsdp_use_orig_params: true\n"
+                                     "machine_rank: 0\n"
+                                     "main_training_function: main\n"
+                                     "mixed_precision: 'no'\n"
+                                     "num_machines: 1\n"
+                                     "num_processes: 2\n");
+  LaunchOptions o = resolve({"train.lua"}, config);
+  CHECK(o.use_fsdp);
+  CHECK_FALSE(o.use_deepspeed);
+  CHECK(o.nproc == 2);
+  CHECK(o.fsdp.sharding_strategy == "FULL_SHARD");
+  CHECK(o.fsdp.auto_wrap_policy == "TRANSFORMER_BASED_WRAP");
+  CHECK(o.fsdp.transformer_layer_cls == "BertLayer");
+  CHECK(o.fsdp.min_num_params.empty());
+  CHECK(o.fsdp.cpu_offload == "false");
+  CHECK(o.fsdp.state_dict_type == "SHARDED_STATE_DICT");
+  CHECK(o.origins.at("--use-fsdp") == config + ":3");
+  CHECK(o.origins.at("--fsdp-sharding-strategy") == config + ":14");
+
+  // Older files number the strategy; SIZE_BASED_WRAP takes a parameter count.
+  std::string numbered = scratch.write("numbered.yaml",
+                                       "distributed_type: FSDP\n"
+                                       "fsdp_config:\n"
+                                       "  fsdp_sharding_strategy: 3\n"
+                                       "  fsdp_auto_wrap_policy: SIZE_BASED_WRAP\n"
+                                       "  fsdp_min_num_params: 100000000\n");
+  LaunchOptions n = resolve({"train.lua"}, numbered);
+  CHECK(n.fsdp.sharding_strategy == "NO_SHARD");
+  CHECK(n.fsdp.min_num_params == "100000000");
+}
+
+TEST_CASE("an Accelerate DeepSpeed config sets the ZeRO stage, by default Accelerate's",
+          "[config]") {
+  Scratch scratch;
+  std::string config = scratch.write("ds.yaml",
+                                     "compute_environment: LOCAL_MACHINE\n"
+                                     "deepspeed_config:\n"
+                                     "  gradient_accumulation_steps: 1\n"
+                                     "  offload_optimizer_device: none\n"
+                                     "  offload_param_device: none\n"
+                                     "  zero3_init_flag: false\n"
+                                     "  zero_stage: 3\n"
+                                     "distributed_type: DEEPSPEED\n");
+  LaunchOptions o = resolve({"train.lua"}, config);
+  CHECK(o.use_deepspeed);
+  CHECK(o.zero_stage == 3);
+  CHECK(o.origins.at("--zero-stage") == config + ":7");
+  CHECK(o.origins.at("--use-deepspeed") == config + ":8");
+  CHECK(resolve({"train.lua", "--zero-stage", "1"}, config).zero_stage == 1);
+  CHECK(resolve({"train.lua"}, scratch.write("bare.yaml", "distributed_type: DEEPSPEED\n")).zero_stage == 2);
+}
+
+TEST_CASE("the command line's sharding wins over the file's", "[config]") {
+  Scratch scratch;
+  std::string fsdp = scratch.write("fsdp.yaml",
+                                   "distributed_type: FSDP\n"
+                                   "fsdp_config:\n"
+                                   "  fsdp_sharding_strategy: FULL_SHARD\n"
+                                   "  fsdp_state_dict_type: SHARDED_STATE_DICT\n");
+  // Its settings merge with the file's, key by key.
+  LaunchOptions merged = resolve({"train.lua", "--fsdp-sharding-strategy", "SHARD_GRAD_OP"}, fsdp);
+  CHECK(merged.use_fsdp);
+  CHECK(merged.fsdp.sharding_strategy == "SHARD_GRAD_OP");
+  CHECK(merged.fsdp.state_dict_type == "SHARDED_STATE_DICT");
+  // Another method replaces the file's, settings and all.
+  LaunchOptions zero = resolve({"train.lua", "--zero-stage", "1"}, fsdp);
+  CHECK(zero.use_deepspeed);
+  CHECK(zero.zero_stage == 1);
+  CHECK_FALSE(zero.use_fsdp);
+  CHECK(zero.fsdp.sharding_strategy.empty());
+  CHECK(zero.fsdp.state_dict_type.empty());
+
+  std::string deepspeed = scratch.write("ds.yaml",
+                                        "distributed_type: DEEPSPEED\n"
+                                        "deepspeed_config:\n"
+                                        "  zero_stage: 3\n");
+  LaunchOptions f = resolve({"train.lua", "--use-fsdp"}, deepspeed);
+  CHECK(f.use_fsdp);
+  CHECK_FALSE(f.use_deepspeed);
+  CHECK(f.zero_stage == 0);
+  // A setting of the method the command line drops is still checked.
+  std::string bad = scratch.write("bad.yaml",
+                                  "distributed_type: DEEPSPEED\n"
+                                  "deepspeed_config:\n"
+                                  "  zero_stage: 7\n");
+  CHECK_THAT(error_of({"train.lua", "--use-fsdp"}, bad),
+             Contains(bad + ":3: key 'deepspeed_config.zero_stage' expects an integer from 1 to 3, got '7'"));
+}
+
+TEST_CASE("sharding mistakes in the file name the file, the line and the key", "[config]") {
+  Scratch scratch;
+  auto error_for = [&](const std::string& text) {
+    return error_of({"train.lua"}, scratch.write("bad.yaml", text));
+  };
+  std::string file = scratch.path("bad.yaml");
+  CHECK(error_for("distributed_type: FSPD\n") ==
+        file + ":1: key 'distributed_type' expects DEEPSPEED or FSDP to shard, or another of "
+               "Accelerate's types to shard nothing, got 'FSPD' (did you mean 'FSDP'?)");
+  CHECK_THAT(error_for("distributed_type: deepspeed\n"), Contains("(did you mean 'DEEPSPEED'?)"));
+  CHECK_THAT(error_for("distributed_type: [FSDP]\n"), Contains("got a list"));
+  CHECK(error_for("distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_stratgy: 1\n") ==
+        file + ":3: unknown key 'fsdp_config.fsdp_sharding_stratgy' (did you mean "
+               "'fsdp_config.fsdp_sharding_strategy'?)");
+  CHECK(error_for("distributed_type: DEEPSPEED\ndeepspeed_config:\n  deepspeed_config_file: z.json\n") ==
+        file + ":3: unknown key 'deepspeed_config.deepspeed_config_file'");
+  CHECK(error_for("fsdp_confg:\n  fsdp_offload_params: true\n") ==
+        file + ":1: unknown key 'fsdp_confg' (did you mean 'fsdp_config'?)");
+  CHECK(error_for("fsdp_config.fsdp_offload_params: true\n") ==
+        file + ":1: unknown key 'fsdp_config.fsdp_offload_params'");
+  CHECK(error_for("distributed_type: FSDP\nfsdp_config: FULL_SHARD\n") ==
+        file + ":2: key 'fsdp_config' expects FSDP's settings, indented below it as key: value "
+               "lines, got 'FULL_SHARD'");
+  CHECK(error_for("distributed_type: FSDP\nfsdp_config:\n  fsdp_sharding_strategy: HYBRID_SHARD\n") ==
+        file + ":3: key 'fsdp_config.fsdp_sharding_strategy' expects one of FULL_SHARD (1), "
+               "SHARD_GRAD_OP (2), NO_SHARD (3), got 'HYBRID_SHARD'");
+  CHECK(error_for("distributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: 'true'\n") ==
+        file + ":3: key 'fsdp_config.fsdp_offload_params' expects true or false, got the string "
+               "'true' (write it without quotes)");
+  CHECK(error_for("distributed_type: FSDP\nfsdp_config:\n  fsdp_min_num_params: -5\n") ==
+        file + ":3: key 'fsdp_config.fsdp_min_num_params' expects an integer from 0 to "
+               "1000000000000000, got '-5'");
+  CHECK(error_for("distributed_type: FSDP\nfsdp_config:\n  fsdp_offload_params: true\n"
+                  "  fsdp_offload_params: false\n") ==
+        file + ":4: key 'fsdp_offload_params' is given twice (first at line 3)");
+  CHECK(error_for("fsdp_config:\n  fsdp_state_dict_type: FULL_STATE_DICT\n") ==
+        "key 'fsdp_config.fsdp_state_dict_type' (" + file + ":2) is a setting of FSDP, which this "
+        "launch does not use: give --use-fsdp (distributed_type: FSDP in the config file)");
+  CHECK(error_for("distributed_type: FSDP\ndeepspeed_config:\n  zero_stage: 2\n") ==
+        "key 'deepspeed_config.zero_stage' (" + file + ":3) is a setting of DeepSpeed ZeRO, but "
+        "this launch shards with FSDP, as key 'distributed_type' (" + file + ":1) says");
+  CHECK(error_for("distributed_type: FSDP\nfsdp_config:\n  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n") ==
+        "key 'fsdp_config.fsdp_auto_wrap_policy' (" + file + ":3) is TRANSFORMER_BASED_WRAP, which "
+        "needs the classes of the modules to wrap: give --fsdp-transformer-layer-cls-to-wrap NAMES "
+        "(fsdp_transformer_layer_cls_to_wrap in fsdp_config), e.g. Block");
+}
+
+TEST_CASE("aliases cannot make a small file's sections large", "[config]") {
+  Scratch scratch;
+  std::string keys = "big: &big {";
+  for (int i = 0; i < 100; ++i) keys += (i ? ", k" : "k") + std::to_string(i) + ": 1";
+  keys += "}\n";
+  for (int i = 0; i < 100; ++i) keys += "a" + std::to_string(i) + ": *big\n";
+  CHECK_THAT(error_of({"train.lua"}, scratch.write("aliases.yaml", keys)),
+             Contains("nested keys; is it a config file?"));
 }
 
 TEST_CASE("a config path that reads without end, or a huge file, is refused", "[config]") {
@@ -228,10 +405,36 @@ TEST_CASE("describe_settings shows each key's value and where it came from", "[c
   CHECK_THAT(text, Contains("max_restarts: 3  # " + config + ":2"));
   CHECK_THAT(text, Contains("timeout: 9  # command line"));
   CHECK_THAT(text, Contains("num_machines: 1  # default"));
+  CHECK_THAT(text, Contains("distributed_type: 'NO'  # default: no sharding\n"));
   for (const std::string& key : accel::config_keys()) {
+    if (key == "deepspeed_config" || key == "fsdp_config") continue;  // with their method only
     INFO(key);
     CHECK_THAT(text, Contains(key + ": "));
   }
+}
+
+TEST_CASE("describe_settings shows the sharding in use as its section, with the settings given",
+          "[config]") {
+  Scratch scratch;
+  std::string config = scratch.write("c.yaml",
+                                     "distributed_type: FSDP\n"
+                                     "fsdp_config:\n"
+                                     "  fsdp_sharding_strategy: 2\n"
+                                     "  fsdp_offload_params: false\n");
+  CHECK_THAT(accel::describe_settings(resolve({"t.lua", "--fsdp-state-dict-type",
+                                               "SHARDED_STATE_DICT"},
+                                              config)),
+             Contains("distributed_type: FSDP  # " + config + ":1\n"
+                      "fsdp_config:\n"
+                      "  fsdp_sharding_strategy: SHARD_GRAD_OP  # " + config + ":3\n"
+                      "  fsdp_offload_params: false  # " + config + ":4\n"
+                      "  fsdp_state_dict_type: SHARDED_STATE_DICT  # command line\n"));
+  CHECK_THAT(accel::describe_settings(resolve({"t.lua", "--use-fsdp"}, "")),
+             Contains("distributed_type: FSDP  # command line\nfsdp_config: {}\n"));
+  CHECK_THAT(accel::describe_settings(resolve({"t.lua", "--use-deepspeed"}, "")),
+             Contains("distributed_type: DEEPSPEED  # command line\n"
+                      "deepspeed_config:\n"
+                      "  zero_stage: 2  # default\n"));
 }
 
 TEST_CASE("config_value_problem checks an answer as the file would", "[config]") {
@@ -241,6 +444,14 @@ TEST_CASE("config_value_problem checks an answer as the file would", "[config]")
         "expects an integer from 1 to 1048576, got '0'");
   CHECK_THAT(accel::config_value_problem("mixed_precision", "bf61"),
              Contains("expects one of no, bf16, fp16, got 'bf61' (did you mean 'bf16'?)"));
+  CHECK(accel::config_value_problem("distributed_type", "FSDP").empty());
+  CHECK(accel::config_value_problem("distributed_type", "NO").empty());
+  CHECK_THAT(accel::config_value_problem("distributed_type", "fsdp"),
+             Contains("got 'fsdp' (did you mean 'FSDP'?)"));
+  CHECK(accel::config_value_problem("deepspeed_config.zero_stage", "3").empty());
+  CHECK(accel::config_value_problem("deepspeed_config.zero_stage", "4") ==
+        "expects an integer from 1 to 3, got '4'");
+  CHECK(accel::config_value_problem("fsdp_config.fsdp_sharding_strategy", "2").empty());
 }
 
 TEST_CASE("edit distance and did-you-mean", "[config]") {

@@ -51,6 +51,11 @@ TEST_CASE("a bare recipe gets the defaults", "[launch_options]") {
   CHECK(o.log_dir.empty());
   CHECK(o.mixed_precision.empty());
   CHECK(o.gradient_accumulation_steps == 0);
+  CHECK_FALSE(o.use_deepspeed);
+  CHECK(o.zero_stage == 0);
+  CHECK_FALSE(o.use_fsdp);
+  CHECK(o.fsdp.sharding_strategy.empty());
+  CHECK(o.fsdp.cpu_offload.empty());
   CHECK_FALSE(o.help);
 }
 
@@ -121,6 +126,10 @@ TEST_CASE("--help needs no recipe, and lists every option", "[launch_options]") 
                              "--nnodes N", "--node-rank K", "--num-processes N", "--debug",
                              "--timeout SECONDS", "--stall-report SECONDS", "--max-restarts K",
                              "--log-dir DIR", "--config FILE", "--mixed-precision MODE",
+                             "--use-deepspeed", "--zero-stage N", "--use-fsdp",
+                             "--fsdp-sharding-strategy STRATEGY", "--fsdp-auto-wrap-policy POLICY",
+                             "--fsdp-transformer-layer-cls-to-wrap NAMES", "--fsdp-min-num-params N",
+                             "--fsdp-offload-params true|false", "--fsdp-state-dict-type TYPE",
                              "--gradient-accumulation-steps N", "--rdzv-timeout SECONDS",
                              "accel-run config", "accel-run env", "accel-run test",
                              "-h, --help", "RECIPE.lua"}) {
@@ -169,6 +178,86 @@ TEST_CASE("errors name the option or value at fault", "[launch_options]") {
   CHECK_THAT(error_of({"--nproc", "2"}), Contains("no recipe given"));
   CHECK_THAT(error_of({}), Contains("no recipe given"));
   CHECK_THAT(error_of({"--", "train.lua"}), Contains("no recipe given"));
+}
+
+TEST_CASE("sharding: a ZeRO stage picks DeepSpeed; FSDP's settings in their normal spelling",
+          "[launch_options]") {
+  LaunchOptions zero = parse({"train.lua", "--zero-stage", "3"});
+  CHECK(zero.use_deepspeed);
+  CHECK(zero.zero_stage == 3);
+  CHECK_FALSE(zero.use_fsdp);
+  CHECK(zero.origins.at("--use-deepspeed") == "command line");
+  // Accelerate's stage when DeepSpeed is asked for without one.
+  CHECK(parse({"train.lua", "--use-deepspeed"}).zero_stage == 2);
+  CHECK(parse({"train.lua", "--use-deepspeed", "--zero-stage=1"}).zero_stage == 1);
+
+  LaunchOptions fsdp = parse({"train.lua", "--use-fsdp", "--fsdp-sharding-strategy", "2",
+                              "--fsdp-auto-wrap-policy", "TRANSFORMER_BASED_WRAP",
+                              "--fsdp-transformer-layer-cls-to-wrap", " Block , Attention",
+                              "--fsdp-min-num-params", "0100", "--fsdp-offload-params", "yes",
+                              "--fsdp-state-dict-type=SHARDED_STATE_DICT"});
+  CHECK(fsdp.use_fsdp);
+  CHECK_FALSE(fsdp.use_deepspeed);
+  CHECK(fsdp.zero_stage == 0);
+  CHECK(fsdp.fsdp.sharding_strategy == "SHARD_GRAD_OP");  // Accelerate numbers them from 1
+  CHECK(fsdp.fsdp.auto_wrap_policy == "TRANSFORMER_BASED_WRAP");
+  CHECK(fsdp.fsdp.transformer_layer_cls == "Block,Attention");
+  CHECK(fsdp.fsdp.min_num_params == "100");
+  CHECK(fsdp.fsdp.cpu_offload == "true");
+  CHECK(fsdp.fsdp.state_dict_type == "SHARDED_STATE_DICT");
+  CHECK(parse({"train.lua", "--use-fsdp", "--fsdp-sharding-strategy", "NO_SHARD",
+               "--fsdp-offload-params=false"})
+            .fsdp.cpu_offload == "false");
+  // Only what the launch says is set.
+  LaunchOptions bare = parse({"train.lua", "--use-fsdp"});
+  CHECK(bare.fsdp.sharding_strategy.empty());
+  CHECK(bare.fsdp.auto_wrap_policy.empty());
+  CHECK(bare.fsdp.min_num_params.empty());
+}
+
+TEST_CASE("sharding mistakes name the option and what it accepts", "[launch_options]") {
+  using Catch::Matchers::Contains;
+  for (const char* stage : {"0", "4", "two", "-1"}) {
+    CHECK(error_of({"train.lua", "--zero-stage", stage}) ==
+          std::string("--zero-stage expects an integer from 1 to 3, got '") + stage + "'");
+  }
+  CHECK(error_of({"train.lua", "--zero-stage", "2", "--use-fsdp"}) ==
+        "--zero-stage (DeepSpeed ZeRO) and --use-fsdp (FSDP) both choose how the model is "
+        "sharded; give one of them");
+  CHECK_THAT(error_of({"train.lua", "--use-fsdp", "--use-deepspeed"}),
+             Contains("--use-fsdp (FSDP) and --use-deepspeed (DeepSpeed ZeRO) both choose"));
+  CHECK(error_of({"train.lua", "--fsdp-state-dict-type", "FULL_STATE_DICT"}) ==
+        "--fsdp-state-dict-type is a setting of FSDP, which this launch does not use: give "
+        "--use-fsdp (distributed_type: FSDP in the config file)");
+  CHECK(error_of({"train.lua", "--zero-stage", "1", "--fsdp-offload-params", "true"}) ==
+        "--fsdp-offload-params is a setting of FSDP, but this launch shards with DeepSpeed ZeRO, "
+        "as the command line says");
+  CHECK(error_of({"train.lua", "--use-fsdp", "--fsdp-auto-wrap-policy", "TRANSFORMER_BASED_WRAP"}) ==
+        "--fsdp-auto-wrap-policy is TRANSFORMER_BASED_WRAP, which needs the classes of the modules "
+        "to wrap: give --fsdp-transformer-layer-cls-to-wrap NAMES (fsdp_transformer_layer_cls_to_wrap "
+        "in fsdp_config), e.g. Block");
+  CHECK(error_of({"train.lua", "--use-fsdp", "--fsdp-sharding-strategy", "4"}) ==
+        "unsupported --fsdp-sharding-strategy '4' (supported: FULL_SHARD (1), SHARD_GRAD_OP (2), "
+        "NO_SHARD (3))");
+  CHECK_THAT(error_of({"train.lua", "--use-fsdp", "--fsdp-sharding-strategy", "FULL_SHRAD"}),
+             Contains("(did you mean 'FULL_SHARD'?)"));
+  CHECK(error_of({"train.lua", "--use-fsdp", "--fsdp-auto-wrap-policy", "AUTO"}) ==
+        "unsupported --fsdp-auto-wrap-policy 'AUTO' (supported: TRANSFORMER_BASED_WRAP, "
+        "SIZE_BASED_WRAP, NO_WRAP)");
+  CHECK_THAT(error_of({"train.lua", "--use-fsdp", "--fsdp-state-dict-type", "LOCAL_STATE_DICT"}),
+             Contains("unsupported --fsdp-state-dict-type 'LOCAL_STATE_DICT' (supported: "
+                      "FULL_STATE_DICT, SHARDED_STATE_DICT)"));
+  CHECK(error_of({"train.lua", "--use-fsdp", "--fsdp-min-num-params", "1e8"}) ==
+        "--fsdp-min-num-params expects an integer from 0 to 1000000000000000, got '1e8'");
+  CHECK(error_of({"train.lua", "--use-fsdp", "--fsdp-offload-params", "maybe"}) ==
+        "--fsdp-offload-params expects true or false, got 'maybe'");
+  CHECK(error_of({"train.lua", "--use-fsdp", "--fsdp-offload-params"}) ==
+        "--fsdp-offload-params needs a value (true|false)");
+  CHECK(error_of({"train.lua", "--use-fsdp", "--fsdp-transformer-layer-cls-to-wrap", "Block,"}) ==
+        "--fsdp-transformer-layer-cls-to-wrap expects names separated by commas (Block,Attention), "
+        "got 'Block,'");
+  CHECK_THAT(error_of({"train.lua", "--use_fsdp"}), Contains("(did you mean '--use-fsdp'?)"));
+  CHECK_THAT(error_of({"train.lua", "--zero_stage", "2"}), Contains("(did you mean '--zero-stage'?)"));
 }
 
 TEST_CASE("a stray argument after the recipe points at --", "[launch_options]") {
