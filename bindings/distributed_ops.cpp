@@ -132,6 +132,22 @@ std::vector<Binding> dist_bindings() {
       bind("all_gather", [](lua_State* L, const at::Tensor& t) {
         return communicator(L).all_gather(t);
       }),
+      // reduce_scatter(output, input[, op]): the flat shards of sharded data
+      // parallelism (Communicator::reduce_scatter); returns `output` itself.
+      bind("reduce_scatter", [](lua_State* L, at::Tensor output, at::Tensor input,
+                                c10::optional<std::string> op) {
+        at::NoGradGuard no_grad;  // shards of parameters are written in place
+        communicator(L).reduce_scatter(output, input, parse_reduce_op(op.value_or("sum")));
+        return Self{};
+      }),
+      // all_gather_into(output, input): every rank's `input` into its slice
+      // of `output`, which `input` may be (Communicator::all_gather_into);
+      // returns `output` itself.
+      bind("all_gather_into", [](lua_State* L, at::Tensor output, const at::Tensor& input) {
+        at::NoGradGuard no_grad;
+        communicator(L).all_gather_into(output, input);
+        return Self{};
+      }),
       bind("barrier", [](lua_State* L) { communicator(L).barrier(); }),
       // Ends this rank with `text` as its reported error, beyond any pcall
       // (lua/accel/collective_guard.lua).
@@ -156,7 +172,7 @@ std::vector<Binding> dist_bindings() {
       }),
       bind("counts", [](lua_State* L) {
         const CollectiveCounts& c = communicator(L).counts();
-        lua_createtable(L, 0, 5);
+        lua_createtable(L, 0, 6);
         lua_pushnumber(L, static_cast<lua_Number>(c.all_reduce));
         lua_setfield(L, -2, "all_reduce");
         lua_pushnumber(L, static_cast<lua_Number>(c.all_reduce_shared_memory));
@@ -167,6 +183,8 @@ std::vector<Binding> dist_bindings() {
         lua_setfield(L, -2, "all_gather");
         lua_pushnumber(L, static_cast<lua_Number>(c.barrier));
         lua_setfield(L, -2, "barrier");
+        lua_pushnumber(L, static_cast<lua_Number>(c.reduce_scatter));
+        lua_setfield(L, -2, "reduce_scatter");
         return Pushed{1};
       }),
       // GradientReducer(params[, bucket_bytes[, overlap]]): reduces these

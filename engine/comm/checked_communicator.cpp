@@ -11,7 +11,7 @@
 namespace accel {
 namespace {
 
-enum class Op : int8_t { all_reduce = 1, broadcast, all_gather, barrier };
+enum class Op : int8_t { all_reduce = 1, broadcast, all_gather, barrier, reduce_scatter, all_gather_into };
 
 constexpr int32_t kMagic = 0x61636364;  // tells a descriptor from stray bytes
 constexpr int kMaxDims = 12;
@@ -20,7 +20,7 @@ constexpr int kMaxDims = 12;
 struct Descriptor {
   int32_t magic = kMagic;
   int8_t op = 0;
-  int8_t reduce = -1;  // ReduceOp of an all_reduce
+  int8_t reduce = -1;  // ReduceOp of an all_reduce or reduce_scatter
   int8_t dtype = -1;   // c10::ScalarType; -1 without a tensor
   int8_t ndim = -1;    // -1 without a tensor
   int32_t root = -1;   // broadcast's source
@@ -37,6 +37,8 @@ const char* op_name(int8_t op) {
     case Op::broadcast: return "broadcast";
     case Op::all_gather: return "all_gather";
     case Op::barrier: return "barrier";
+    case Op::reduce_scatter: return "reduce_scatter";
+    case Op::all_gather_into: return "all_gather_into";
   }
   return "an unknown collective";
 }
@@ -68,7 +70,7 @@ std::string signature(const Descriptor& d) {
     if (d.ndim > kMaxDims) text += ", ...";
     text += "]";
   }
-  if (static_cast<Op>(d.op) == Op::all_reduce) text += std::string(" (") + reduce_op_name(static_cast<ReduceOp>(d.reduce)) + ")";
+  if (d.reduce >= 0) text += std::string(" (") + reduce_op_name(static_cast<ReduceOp>(d.reduce)) + ")";
   if (static_cast<Op>(d.op) == Op::broadcast) text += " from rank " + std::to_string(d.root);
   return text;
 }
@@ -138,6 +140,22 @@ void CheckedCommunicator::broadcast(at::Tensor& t, int root) {
 std::vector<at::Tensor> CheckedCommunicator::all_gather(const at::Tensor& t) {
   check_agreement(*inner_, checks_, describe(Op::all_gather, &t, -1, -1));
   return inner_->all_gather(t);
+}
+
+void CheckedCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) {
+  check_agreement(*inner_, checks_, describe(Op::reduce_scatter, &output, static_cast<int8_t>(op), -1));
+  inner_->reduce_scatter(output, input, op);
+}
+
+void CheckedCommunicator::all_gather_into(at::Tensor& output, const at::Tensor& input) {
+  check_agreement(*inner_, checks_, describe(Op::all_gather_into, &input, -1, -1));
+  inner_->all_gather_into(output, input);
+}
+
+std::unique_ptr<PendingOp> CheckedCommunicator::all_gather_into_async(at::Tensor& output,
+                                                                      const at::Tensor& input) {
+  check_agreement(*inner_, checks_, describe(Op::all_gather_into, &input, -1, -1));
+  return inner_->all_gather_into_async(output, input);
 }
 
 void CheckedCommunicator::barrier() {

@@ -21,6 +21,11 @@ class CheckedCommunicator final : public Communicator {
   std::unique_ptr<PendingOp> all_reduce_async(at::Tensor& t, ReduceOp op) override;
   void broadcast(at::Tensor& t, int root) override;
   std::vector<at::Tensor> all_gather(const at::Tensor& t) override;
+  // Ranks must agree on the shard (output's, input's) and, for
+  // reduce_scatter, the reduce op.
+  void reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) override;
+  void all_gather_into(at::Tensor& output, const at::Tensor& input) override;
+  std::unique_ptr<PendingOp> all_gather_into_async(at::Tensor& output, const at::Tensor& input) override;
   void barrier() override;
   // The inner one's, less the checks' own all_gathers.
   CollectiveCounts counts() const override { return inner_->counts() - checks_; }

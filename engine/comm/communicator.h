@@ -64,8 +64,9 @@ struct CollectiveCounts {
   int64_t all_reduce = 0;
   int64_t all_reduce_shared_memory = 0;  // of all_reduce, those through shared memory
   int64_t broadcast = 0;
-  int64_t all_gather = 0;
+  int64_t all_gather = 0;  // all_gather and all_gather_into
   int64_t barrier = 0;
+  int64_t reduce_scatter = 0;
 };
 
 // Field by field, for communicators that wrap others: they add what they
@@ -76,11 +77,12 @@ inline CollectiveCounts operator+(CollectiveCounts a, const CollectiveCounts& b)
   a.broadcast += b.broadcast;
   a.all_gather += b.all_gather;
   a.barrier += b.barrier;
+  a.reduce_scatter += b.reduce_scatter;
   return a;
 }
 inline CollectiveCounts operator-(const CollectiveCounts& a, const CollectiveCounts& b) {
   return a + CollectiveCounts{-b.all_reduce, -b.all_reduce_shared_memory, -b.broadcast,
-                              -b.all_gather, -b.barrier};
+                              -b.all_gather, -b.barrier, -b.reduce_scatter};
 }
 
 class Communicator {
@@ -97,6 +99,22 @@ class Communicator {
   virtual void broadcast(at::Tensor& t, int root) = 0;
   // Every rank's `t` (same shape on every rank), in rank order.
   virtual std::vector<at::Tensor> all_gather(const at::Tensor& t) = 0;
+  // Reduce-scatter into a flat shard: `input` is 1-D, contiguous, with
+  // size() * output.numel() elements; rank r receives in `output` (1-D,
+  // contiguous, same dtype) the reduction over ranks of
+  // input[r*n, (r+1)*n), n = output.numel(). `input` serves as scratch: its
+  // contents afterwards are unspecified.
+  virtual void reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) = 0;
+  // All-gather into a flat buffer: `output` is 1-D, contiguous, with
+  // size() * input.numel() elements; rank r's `input` lands at
+  // output[r*n, (r+1)*n). `input` may be that very slice of `output` (in place).
+  virtual void all_gather_into(at::Tensor& output, const at::Tensor& input) = 0;
+  // Started asynchronously where the backend can (Gloo, NCCL); elsewhere it
+  // completes before returning. Neither tensor may be touched before wait().
+  virtual std::unique_ptr<PendingOp> all_gather_into_async(at::Tensor& output, const at::Tensor& input) {
+    all_gather_into(output, input);
+    return std::make_unique<CompletedOp>();
+  }
   virtual void barrier() = 0;
   // Waits, after the recipe, until every rank has finished its own: no rank
   // may exit while a peer still needs it. A barrier unless the communicator

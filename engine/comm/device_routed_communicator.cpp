@@ -24,6 +24,19 @@ std::vector<at::Tensor> DeviceRoutedCommunicator::all_gather(const at::Tensor& t
   return route(t).all_gather(t);
 }
 
+void DeviceRoutedCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) {
+  route(output).reduce_scatter(output, input, op);
+}
+
+void DeviceRoutedCommunicator::all_gather_into(at::Tensor& output, const at::Tensor& input) {
+  route(output).all_gather_into(output, input);
+}
+
+std::unique_ptr<PendingOp> DeviceRoutedCommunicator::all_gather_into_async(at::Tensor& output,
+                                                                           const at::Tensor& input) {
+  return route(output).all_gather_into_async(output, input);
+}
+
 void DeviceRoutedCommunicator::barrier() { host_->barrier(); }
 
 }  // namespace accel

@@ -22,6 +22,10 @@ class DeviceRoutedCommunicator final : public Communicator {
   std::unique_ptr<PendingOp> all_reduce_async(at::Tensor& t, ReduceOp op) override;
   void broadcast(at::Tensor& t, int root) override;
   std::vector<at::Tensor> all_gather(const at::Tensor& t) override;
+  // By where `output` lives (the input must live there too).
+  void reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) override;
+  void all_gather_into(at::Tensor& output, const at::Tensor& input) override;
+  std::unique_ptr<PendingOp> all_gather_into_async(at::Tensor& output, const at::Tensor& input) override;
   // On the host: it needs no GPU work, and so does not wait for queued kernels.
   void barrier() override;
   // The sum of both sides', so tests see every collective.

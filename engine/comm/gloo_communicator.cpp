@@ -3,7 +3,11 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include <functional>
+
 #include "engine/comm/c10d_all_gather.h"
+#include "engine/comm/flat_collective_args.h"
+#include "engine/comm/host_staging.h"
 #include "engine/process_state.h"
 #include "engine/store/c10d_store.h"
 
@@ -38,20 +42,35 @@ void wait_for(const Work& work, const char* operation) {
   }
 }
 
+// A c10d operation in flight; `finish` runs once it has completed.
 class GlooPendingOp final : public PendingOp {
  public:
-  GlooPendingOp(Work work, at::Tensor tensor, int average_over)
-      : work_(std::move(work)), tensor_(std::move(tensor)), average_over_(average_over) {}
+  GlooPendingOp(Work work, const char* operation, std::function<void()> finish = {})
+      : work_(std::move(work)), operation_(operation), finish_(std::move(finish)) {}
   void wait() override {
-    wait_for(work_, "all_reduce");
-    if (average_over_ > 1) tensor_.div_(average_over_);
+    wait_for(work_, operation_);
+    if (finish_) finish_();
   }
 
  private:
   Work work_;
-  at::Tensor tensor_;
-  int average_over_;
+  const char* operation_;
+  std::function<void()> finish_;
 };
+
+// Gloo (LibTorch 1.13's) reduces no bfloat16: such tensors are reduced as
+// float32 copies, which the caller copies back.
+at::Tensor reducible(const at::Tensor& t) {
+  return t.scalar_type() == at::kBFloat16 ? t.to(at::kFloat) : t;
+}
+
+// Starts an all-reduce of `t`; an average still has to be divided.
+Work start_all_reduce(c10d::ProcessGroupGloo& group, at::Tensor& t, ReduceOp op) {
+  std::vector<at::Tensor> tensors{t};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = to_c10d(op);
+  return group.allreduce(tensors, opts);
+}
 
 }  // namespace
 
@@ -95,12 +114,13 @@ std::unique_ptr<PendingOp> GlooCommunicator::all_reduce_async(at::Tensor& t, Red
     return std::make_unique<CompletedOp>();
   }
   ++counts_.all_reduce;
-  std::vector<at::Tensor> tensors{t};
-  c10d::AllreduceOptions opts;
-  opts.reduceOp = to_c10d(op);
-  Work work = impl_->group->allreduce(tensors, opts);
-  return std::make_unique<GlooPendingOp>(std::move(work), t,
-                                         op == ReduceOp::Average ? impl_->size : 1);
+  at::Tensor wire = reducible(t);
+  Work work = start_all_reduce(*impl_->group, wire, op);
+  const int average_over = op == ReduceOp::Average ? impl_->size : 1;
+  return std::make_unique<GlooPendingOp>(std::move(work), "all_reduce", [t, wire, average_over]() mutable {
+    if (!wire.is_same(t)) t.copy_(wire);
+    if (average_over > 1) t.div_(average_over);
+  });
 }
 
 void GlooCommunicator::all_reduce(at::Tensor& t, ReduceOp op) { all_reduce_async(t, op)->wait(); }
@@ -129,6 +149,54 @@ std::vector<at::Tensor> GlooCommunicator::all_gather(const at::Tensor& t) {
   }
   ++counts_.all_gather;
   return c10d_all_gather(*impl_->group, impl_->size, t, [](const Work& work) { wait_for(work, "all_gather"); });
+}
+
+// c10d 1.13's ProcessGroupGloo has no reduce-scatter (it throws "does not
+// support reduce_scatter"), so this is an all-reduce of the whole input, of
+// which the rank keeps its slice: the same result for twice the traffic of a
+// true reduce-scatter (a ring all-reduce is a reduce-scatter followed by an
+// all-gather). Ranks of one machine never get here: the shared memory
+// communicator above does its own (engine/comm/shared_memory_communicator.h).
+void GlooCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) {
+  check_reduce_scatter_args(output, input, impl_->size, op);
+  if (output.is_cuda()) {
+    on_host(output, input, [&](at::Tensor& host_output, at::Tensor& host_input) {
+      reduce_scatter(host_output, host_input, op);
+    });
+    return;
+  }
+  ++counts_.reduce_scatter;
+  at::Tensor wire = reducible(input);
+  wait_for(start_all_reduce(*impl_->group, wire, op), "reduce_scatter");
+  output.copy_(rank_slice(wire, impl_->rank, output.numel()));
+  if (op == ReduceOp::Average) output.div_(impl_->size);
+}
+
+void GlooCommunicator::all_gather_into(at::Tensor& output, const at::Tensor& input) {
+  all_gather_into_async(output, input)->wait();
+}
+
+// c10d's Gloo gathers into a list of tensors: here, views of each rank's
+// slice of `output`. Elements travel as bytes, which a gather carries
+// unchanged whatever their type (Gloo has no bool). In place works as is:
+// Gloo reads the input into a buffer of its own before it writes any output.
+std::unique_ptr<PendingOp> GlooCommunicator::all_gather_into_async(at::Tensor& output,
+                                                                   const at::Tensor& input) {
+  check_all_gather_into_args(output, input, impl_->size, impl_->rank);
+  if (output.is_cuda()) {
+    on_host(output, input, [&](at::Tensor& host_output, at::Tensor& host_input) {
+      all_gather_into(host_output, host_input);
+    });
+    return std::make_unique<CompletedOp>();
+  }
+  ++counts_.all_gather;
+  std::vector<at::Tensor> inputs{input.view(at::kByte)};
+  const at::Tensor output_bytes = output.view(at::kByte);
+  std::vector<std::vector<at::Tensor>> outputs(1);
+  for (int r = 0; r < impl_->size; ++r) {
+    outputs[0].push_back(rank_slice(output_bytes, r, inputs[0].numel()));
+  }
+  return std::make_unique<GlooPendingOp>(impl_->group->allgather(outputs, inputs), "all_gather_into");
 }
 
 void GlooCommunicator::barrier() {

@@ -64,14 +64,24 @@ void MonitoredCommunicator::all_reduce(at::Tensor& t, ReduceOp op) {
             [&] { inner_->all_reduce(t, op); });
 }
 
-std::unique_ptr<PendingOp> MonitoredCommunicator::all_reduce_async(at::Tensor& t, ReduceOp op) {
-  auto span = std::make_unique<MonitoredSpan>(
-      *monitor_,
-      monitor_->enter("all_reduce", current_call_site(),
-                      describe_tensor(t) + " (" + reduce_op_name(op) + ")"),
-      timeout_);
-  std::unique_ptr<PendingOp> pending = inner_->all_reduce_async(t, op);
+template <class Start>
+std::unique_ptr<PendingOp> MonitoredCommunicator::monitored_async(const char* op, const std::string& detail,
+                                                                  Start&& start) {
+  auto span = std::make_unique<MonitoredSpan>(*monitor_, monitor_->enter(op, current_call_site(), detail),
+                                              timeout_);
+  std::unique_ptr<PendingOp> pending;
+  try {
+    pending = start();  // shared memory completes here, and may time out here
+  } catch (const CollectiveError&) {
+    span->throw_if_timed_out();
+    throw;
+  }
   return std::make_unique<MonitoredPendingOp>(std::move(pending), std::move(span));
+}
+
+std::unique_ptr<PendingOp> MonitoredCommunicator::all_reduce_async(at::Tensor& t, ReduceOp op) {
+  return monitored_async("all_reduce", describe_tensor(t) + " (" + reduce_op_name(op) + ")",
+                         [&] { return inner_->all_reduce_async(t, op); });
 }
 
 void MonitoredCommunicator::broadcast(at::Tensor& t, int root) {
@@ -81,6 +91,22 @@ void MonitoredCommunicator::broadcast(at::Tensor& t, int root) {
 
 std::vector<at::Tensor> MonitoredCommunicator::all_gather(const at::Tensor& t) {
   return monitored("all_gather", describe_tensor(t), [&] { return inner_->all_gather(t); });
+}
+
+// The shard describes both collectives: what every rank sends or receives.
+void MonitoredCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) {
+  monitored("reduce_scatter", describe_tensor(output) + " (" + reduce_op_name(op) + ")",
+            [&] { inner_->reduce_scatter(output, input, op); });
+}
+
+void MonitoredCommunicator::all_gather_into(at::Tensor& output, const at::Tensor& input) {
+  monitored("all_gather_into", describe_tensor(input), [&] { inner_->all_gather_into(output, input); });
+}
+
+std::unique_ptr<PendingOp> MonitoredCommunicator::all_gather_into_async(at::Tensor& output,
+                                                                        const at::Tensor& input) {
+  return monitored_async("all_gather_into", describe_tensor(input),
+                         [&] { return inner_->all_gather_into_async(output, input); });
 }
 
 void MonitoredCommunicator::finish() {

@@ -25,6 +25,9 @@ class MonitoredCommunicator final : public Communicator {
   std::unique_ptr<PendingOp> all_reduce_async(at::Tensor& t, ReduceOp op) override;
   void broadcast(at::Tensor& t, int root) override;
   std::vector<at::Tensor> all_gather(const at::Tensor& t) override;
+  void reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) override;
+  void all_gather_into(at::Tensor& output, const at::Tensor& input) override;
+  std::unique_ptr<PendingOp> all_gather_into_async(at::Tensor& output, const at::Tensor& input) override;
   void barrier() override;
   // Through the store (CollectiveMonitor::finish_together), recorded as
   // collective "finish"; a barrier when the monitor has no store.
@@ -35,6 +38,10 @@ class MonitoredCommunicator final : public Communicator {
   // Runs `body` as collective `op`, recorded from start to end.
   template <class Body>
   auto monitored(const char* op, const std::string& detail, Body&& body);
+  // Starts `start()`, a PendingOp, as collective `op`, recorded until its
+  // wait() returns.
+  template <class Start>
+  std::unique_ptr<PendingOp> monitored_async(const char* op, const std::string& detail, Start&& start);
 
   std::unique_ptr<Communicator> inner_;
   std::shared_ptr<CollectiveMonitor> monitor_;

@@ -7,7 +7,10 @@
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
+#include <limits>
 #include <string>
+
+#include "engine/comm/flat_collective_args.h"
 
 namespace accel {
 namespace {
@@ -32,6 +35,27 @@ MPI_Datatype mpi_type(at::ScalarType type) {
     default:
       TORCH_CHECK(false, "the mpi backend has no type for ", type);
   }
+}
+
+// An unsigned type as wide as `t`'s elements: a gather moves bits, so it
+// carries every dtype (bfloat16, bool) unconverted.
+MPI_Datatype bits_type(const at::Tensor& t) {
+  switch (t.element_size()) {
+    case 1: return MPI_UINT8_T;
+    case 2: return MPI_UINT16_T;
+    case 4: return MPI_UINT32_T;
+    case 8: return MPI_UINT64_T;
+    default:
+      TORCH_CHECK(false, "the mpi backend cannot gather ", t.scalar_type(), " (", t.element_size(),
+                  "-byte elements)");
+  }
+}
+
+// MPI counts elements in an int.
+int mpi_count(int64_t count, const char* operation) {
+  TORCH_CHECK(count <= std::numeric_limits<int>::max(), "mpi ", operation, ": ", count,
+              " elements per rank are more than MPI can count (", std::numeric_limits<int>::max(), ")");
+  return static_cast<int>(count);
 }
 
 // MPI has no bfloat16, float16 or bool: such tensors travel as float32 or
@@ -134,6 +158,31 @@ std::vector<at::Tensor> MpiCommunicator::all_gather(const at::Tensor& t) {
   std::vector<at::Tensor> parts;
   for (int r = 0; r < size_; ++r) parts.push_back(out[r].to(t.scalar_type()));
   return parts;
+}
+
+void MpiCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) {
+  check_reduce_scatter_args(output, input, size_, op);
+  ++counts_.reduce_scatter;
+  const at::ScalarType wire = wire_type(output.scalar_type());
+  at::Tensor wire_input = input.to(wire);
+  at::Tensor wire_output =
+      wire == output.scalar_type() ? output : at::empty(output.sizes(), output.options().dtype(wire));
+  check(MPI_Reduce_scatter_block(wire_input.data_ptr(), wire_output.data_ptr(),
+                                 mpi_count(output.numel(), "reduce_scatter"), mpi_type(wire), mpi_op(op),
+                                 MPI_COMM_WORLD),
+        "reduce_scatter");
+  if (!wire_output.is_same(output)) output.copy_(wire_output);
+  if (op == ReduceOp::Average) output.div_(size_);
+}
+
+void MpiCommunicator::all_gather_into(at::Tensor& output, const at::Tensor& input) {
+  const bool in_place = check_all_gather_into_args(output, input, size_, rank_);
+  ++counts_.all_gather;
+  const int count = mpi_count(input.numel(), "all_gather_into");
+  const MPI_Datatype type = bits_type(output);
+  check(MPI_Allgather(in_place ? MPI_IN_PLACE : input.data_ptr(), count, type, output.data_ptr(), count, type,
+                      MPI_COMM_WORLD),
+        "all_gather_into");
 }
 
 void MpiCommunicator::barrier() {

@@ -21,6 +21,10 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<PendingOp> all_reduce_async(at::Tensor& t, ReduceOp op) override;
   void broadcast(at::Tensor& t, int root) override;
   std::vector<at::Tensor> all_gather(const at::Tensor& t) override;
+  void reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) override;
+  // Completes before returning, async or not: OpenMPI progresses a
+  // nonblocking collective only inside MPI calls, so it would not overlap.
+  void all_gather_into(at::Tensor& output, const at::Tensor& input) override;
   void barrier() override;
 
  private:

@@ -5,6 +5,7 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 
 #include "engine/comm/c10d_all_gather.h"
+#include "engine/comm/flat_collective_args.h"
 #include "engine/process_state.h"
 #include "engine/store/c10d_store.h"
 
@@ -46,11 +47,13 @@ void wait_for(const Work& work, const char* operation, std::chrono::milliseconds
 
 class NcclPendingOp final : public PendingOp {
  public:
-  NcclPendingOp(Work work, std::chrono::milliseconds timeout) : work_(std::move(work)), timeout_(timeout) {}
-  void wait() override { wait_for(work_, "all_reduce", timeout_); }
+  NcclPendingOp(Work work, const char* operation, std::chrono::milliseconds timeout)
+      : work_(std::move(work)), operation_(operation), timeout_(timeout) {}
+  void wait() override { wait_for(work_, operation_, timeout_); }
 
  private:
   Work work_;
+  const char* operation_;
   std::chrono::milliseconds timeout_;
 };
 
@@ -90,7 +93,8 @@ std::unique_ptr<PendingOp> NcclCommunicator::all_reduce_async(at::Tensor& t, Red
   std::vector<at::Tensor> tensors{t};
   c10d::AllreduceOptions opts;
   opts.reduceOp = to_c10d(op);
-  return std::make_unique<NcclPendingOp>(impl_->group->allreduce(tensors, opts), impl_->timeout);
+  return std::make_unique<NcclPendingOp>(impl_->group->allreduce(tensors, opts), "all_reduce",
+                                         impl_->timeout);
 }
 
 void NcclCommunicator::all_reduce(at::Tensor& t, ReduceOp op) { all_reduce_async(t, op)->wait(); }
@@ -112,6 +116,32 @@ std::vector<at::Tensor> NcclCommunicator::all_gather(const at::Tensor& t) {
   const auto timeout = impl_->timeout;
   return c10d_all_gather(*impl_->group, impl_->size, t,
                          [timeout](const Work& work) { wait_for(work, "all_gather", timeout); });
+}
+
+// c10d's flat-buffer forms, which are one ncclReduceScatter and one
+// ncclAllGather (in place when the input is the rank's slice of the output,
+// as NCCL allows).
+void NcclCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) {
+  require_cuda(output, "reduce_scatter");
+  check_reduce_scatter_args(output, input, impl_->size, op);
+  ++counts_.reduce_scatter;
+  c10d::ReduceScatterOptions opts;
+  opts.reduceOp = to_c10d(op);
+  wait_for(impl_->group->_reduce_scatter_base(output, input, opts), "reduce_scatter", impl_->timeout);
+}
+
+void NcclCommunicator::all_gather_into(at::Tensor& output, const at::Tensor& input) {
+  all_gather_into_async(output, input)->wait();
+}
+
+std::unique_ptr<PendingOp> NcclCommunicator::all_gather_into_async(at::Tensor& output,
+                                                                   const at::Tensor& input) {
+  require_cuda(output, "all_gather_into");
+  check_all_gather_into_args(output, input, impl_->size, impl_->rank);
+  ++counts_.all_gather;
+  at::Tensor sent = input;  // c10d takes it by non-const reference, and only reads it
+  return std::make_unique<NcclPendingOp>(impl_->group->_allgather_base(output, sent), "all_gather_into",
+                                         impl_->timeout);
 }
 
 void NcclCommunicator::barrier() {

@@ -31,7 +31,9 @@ constexpr auto kLongestNap = std::chrono::milliseconds(1);
 constexpr auto kCheckEvery = std::chrono::milliseconds(100);
 
 // A slot holds this many bytes of one rank's chunk; two sets of `size`
-// slots make the segment about 8 MiB whatever the number of ranks.
+// slots make the segment about 8 MiB whatever the number of ranks. At least
+// 64 KiB, so that a reduce-scatter's chunk, one element of every rank's
+// shard, fits a slot in any world of one machine.
 int64_t chunk_bytes_for(int size) {
   const int64_t bytes = (int64_t{8} << 20) / (2 * size);
   return std::max<int64_t>(int64_t{64} << 10, bytes / 64 * 64);
@@ -67,6 +69,22 @@ void cpu_relax() {
 #elif defined(__aarch64__)
   asm volatile("yield");
 #endif
+}
+
+// out = a `op` b, elementwise; `out` may be `a`.
+void combine(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Average:
+      at::add_out(out, a, b);
+      break;
+    case ReduceOp::Max:
+      at::maximum_out(out, a, b);
+      break;
+    case ReduceOp::Min:
+      at::minimum_out(out, a, b);
+      break;
+  }
 }
 
 // Exited, or a zombie its parent has not reaped yet.
@@ -191,41 +209,122 @@ bool SharedMemoryAllReduce::supports(const at::Tensor& t) {
          !t.is_complex() && !t.is_quantized();
 }
 
+template <class Body>
+void SharedMemoryAllReduce::guarded(const char* operation, Body&& body) {
+  operation_ = operation;
+  if (broken_) {
+    throw CollectiveError(std::string(operation) +
+                          " over shared memory: an earlier collective failed, so the ranks are out of step");
+  }
+  try {
+    body();
+  } catch (...) {
+    broken_ = true;
+    throw;
+  }
+}
+
+template <class Fill, class Consume>
+void SharedMemoryAllReduce::exchange_chunk(Fill&& fill, Consume&& consume) {
+  const int set = static_cast<int>(chunks_done_ % 2);
+  const uint64_t progress = 2 * chunks_done_;
+  fill(segment_->slot(set, rank_));
+  meet(progress + 1);
+  consume(set);
+  // Done reading: no need to wait for the others, whose next meeting says
+  // the same of them before anyone writes this set again.
+  segment_->cell(rank_).progress.store(progress + 2, std::memory_order_release);
+  ++chunks_done_;
+}
+
+void SharedMemoryAllReduce::meet(uint64_t progress) {
+  segment_->cell(rank_).progress.store(progress, std::memory_order_release);
+  wait_for_all(progress);
+}
+
 void SharedMemoryAllReduce::all_reduce(at::Tensor& t, ReduceOp op) {
   TORCH_CHECK(supports(t), "all_reduce over shared memory: unsupported tensor ", t.toString());
-  if (broken_) {
-    throw CollectiveError(
-        "all_reduce over shared memory: an earlier collective failed, so the ranks are out of step");
-  }
   at::NoGradGuard no_grad;
   at::Tensor work = t.contiguous();
-  const int64_t element_size = static_cast<int64_t>(work.element_size());
-  const int64_t chunk_numel = segment_->header().chunk_bytes / element_size;
-  char* data = static_cast<char*>(work.data_ptr());
-  try {
+  guarded("all_reduce", [&] {
+    const int64_t element_size = static_cast<int64_t>(work.element_size());
+    const int64_t chunk_numel = segment_->header().chunk_bytes / element_size;
+    char* data = static_cast<char*>(work.data_ptr());
     for (int64_t done = 0, total = work.numel(); done < total;) {
       const int64_t numel = std::min(chunk_numel, total - done);
       reduce_chunk(data + done * element_size, numel, element_size, work, op);
       done += numel;
     }
-  } catch (...) {
-    broken_ = true;
-    throw;
-  }
+  });
   if (!work.is_same(t)) t.copy_(work);
   if (op == ReduceOp::Average) t.div_(size_);
+}
+
+// Chunk k holds elements [k*m, (k+1)*m) of every rank's shard, shard after
+// shard, in each rank's slot; rank r reduces the r-th piece of every slot
+// straight into its output.
+void SharedMemoryAllReduce::reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op) {
+  TORCH_CHECK(supports(output), "reduce_scatter over shared memory: unsupported tensor ", output.toString());
+  at::NoGradGuard no_grad;
+  guarded("reduce_scatter", [&] {
+    const int64_t n = output.numel();
+    const int64_t element_size = static_cast<int64_t>(output.element_size());
+    const int64_t piece_numel = segment_->header().chunk_bytes / (size_ * element_size);
+    const char* in = static_cast<const char*>(input.data_ptr());
+    const auto options = at::TensorOptions().dtype(output.scalar_type());
+    for (int64_t done = 0; done < n; done += piece_numel) {
+      const int64_t numel = std::min(piece_numel, n - done);
+      const size_t bytes = static_cast<size_t>(numel * element_size);
+      exchange_chunk(
+          [&](char* slot) {
+            for (int q = 0; q < size_; ++q) {
+              std::memcpy(slot + q * bytes, in + (q * n + done) * element_size, bytes);
+            }
+          },
+          [&](int set) {
+            auto piece_of = [&](int q) {
+              return at::from_blob(segment_->slot(set, q) + rank_ * bytes, {numel}, options);
+            };
+            at::Tensor out = output.narrow(0, done, numel);
+            combine(out, piece_of(0), piece_of(1), op);
+            for (int q = 2; q < size_; ++q) combine(out, out, piece_of(q), op);
+          });
+    }
+  });
+  if (op == ReduceOp::Average) output.div_(size_);
+}
+
+// Chunk k holds elements [k*m, (k+1)*m) of each rank's input in its slot;
+// every rank copies every slot, its own too (the same bytes when in place),
+// to where that rank's input lands in `output`.
+void SharedMemoryAllReduce::all_gather(at::Tensor& output, const at::Tensor& input) {
+  TORCH_CHECK(supports(output), "all_gather_into over shared memory: unsupported tensor ", output.toString());
+  guarded("all_gather_into", [&] {
+    const int64_t n = input.numel();
+    const int64_t element_size = static_cast<int64_t>(input.element_size());
+    const int64_t chunk_numel = segment_->header().chunk_bytes / element_size;
+    const char* in = static_cast<const char*>(input.data_ptr());
+    char* out = static_cast<char*>(output.data_ptr());
+    for (int64_t done = 0; done < n; done += chunk_numel) {
+      const size_t bytes = static_cast<size_t>(std::min(chunk_numel, n - done) * element_size);
+      exchange_chunk([&](char* slot) { std::memcpy(slot, in + done * element_size, bytes); },
+                     [&](int set) {
+                       for (int q = 0; q < size_; ++q) {
+                         std::memcpy(out + (q * n + done) * element_size, segment_->slot(set, q), bytes);
+                       }
+                     });
+    }
+  });
 }
 
 void SharedMemoryAllReduce::reduce_chunk(char* data, int64_t numel, int64_t element_size,
                                          const at::Tensor& like, ReduceOp op) {
   const int set = static_cast<int>(chunks_done_ % 2);
   const uint64_t progress = 2 * chunks_done_;
-  RankCell& mine = segment_->cell(rank_);
   auto slice_begin = [&](int rank) { return numel * rank / size_; };
 
   std::memcpy(segment_->slot(set, rank_), data, static_cast<size_t>(numel * element_size));
-  mine.progress.store(progress + 1, std::memory_order_release);
-  wait_for_all(progress + 1);
+  meet(progress + 1);
 
   // Reduce this rank's slice of every slot into its own slot.
   const int64_t begin = slice_begin(rank_);
@@ -237,24 +336,12 @@ void SharedMemoryAllReduce::reduce_chunk(char* data, int64_t numel, int64_t elem
     };
     at::Tensor acc = slice_of(rank_);
     for (int q = 0; q < size_; ++q) {
-      if (q == rank_) continue;
-      at::Tensor other = slice_of(q);
-      switch (op) {
-        case ReduceOp::Sum:
-        case ReduceOp::Average:
-          acc.add_(other);
-          break;
-        case ReduceOp::Max:
-          at::maximum_out(acc, acc, other);
-          break;
-        case ReduceOp::Min:
-          at::minimum_out(acc, acc, other);
-          break;
-      }
+      if (q != rank_) combine(acc, acc, slice_of(q), op);
     }
   }
-  mine.progress.store(progress + 2, std::memory_order_release);
-  wait_for_all(progress + 2);
+  // Unlike the chunks of exchange_chunk, the others must have reduced
+  // before anyone copies the reduced slices out.
+  meet(progress + 2);
 
   for (int q = 0; q < size_; ++q) {
     const int64_t from = slice_begin(q);
@@ -286,14 +373,13 @@ void SharedMemoryAllReduce::wait_for_all(uint64_t progress) {
       next_check = now + kCheckEvery;
       const int64_t pid = cell.pid.load(std::memory_order_acquire);
       if (process_gone(pid)) {
-        throw CollectiveError("all_reduce over shared memory: rank " + std::to_string(q) + " (pid " +
-                              std::to_string(pid) + ") exited");
+        throw CollectiveError(std::string(operation_) + " over shared memory: rank " + std::to_string(q) +
+                              " (pid " + std::to_string(pid) + ") exited");
       }
       if (waited >= options_.timeout) {
-        char message[128];
-        std::snprintf(message, sizeof message,
-                      "all_reduce over shared memory: rank %d did not arrive within %g s", q,
-                      static_cast<double>(options_.timeout.count()) / 1000);
+        char message[160];
+        std::snprintf(message, sizeof message, "%s over shared memory: rank %d did not arrive within %g s",
+                      operation_, q, static_cast<double>(options_.timeout.count()) / 1000);
         throw CollectiveError(message);
       }
     }

@@ -12,6 +12,13 @@
 // rank may fill the next chunk while the others still read the last one.
 // Every element is reduced by one rank only, so all ranks get the same bits.
 //
+// The same segment carries the flat reduce-scatter and all-gather of
+// sharded data parallelism, which need one meeting per chunk: each rank
+// fills its slot, all meet, each reads what it needs from every slot. A
+// rank's next meeting tells the others it has finished reading, before the
+// alternating set comes round to be written again. A reduce-scatter reads
+// only its own shard's piece of each slot; an all-gather copies every slot.
+//
 // A rank waiting for the others polls, then yields, then sleeps, and fails
 // with CollectiveError when a peer process has exited or the timeout has
 // passed; after a failure the segment is not used again.
@@ -65,12 +72,26 @@ class SharedMemoryAllReduce {
   // In place; Average divides the sum by the number of ranks. Every rank
   // calls it with the same shape and dtype, one call at a time.
   void all_reduce(at::Tensor& t, ReduceOp op);
+  // Communicator::reduce_scatter and all_gather_into, on arguments already
+  // checked (engine/comm/flat_collective_args.h): flat, contiguous, sized for
+  // this world. `input` of all_gather may be this rank's slice of `output`.
+  void reduce_scatter(at::Tensor& output, const at::Tensor& input, ReduceOp op);
+  void all_gather(at::Tensor& output, const at::Tensor& input);
 
  private:
   struct Segment;
   SharedMemoryAllReduce(int rank, int size, std::unique_ptr<Segment> segment, Options options);
+  // Runs a collective's chunks, refusing once an earlier one failed (the
+  // ranks may be out of step) and marking the segment broken if it fails.
+  template <class Body>
+  void guarded(const char* operation, Body&& body);
   void reduce_chunk(char* data, int64_t numel, int64_t element_size, const at::Tensor& like,
                     ReduceOp op);
+  // One chunk of one meeting: fill(this rank's slot), meet, consume(set).
+  template <class Fill, class Consume>
+  void exchange_chunk(Fill&& fill, Consume&& consume);
+  // Marks this rank at `progress` and waits until every rank is.
+  void meet(uint64_t progress);
   void wait_for_all(uint64_t progress);
 
   int rank_;
@@ -79,6 +100,7 @@ class SharedMemoryAllReduce {
   Options options_;
   uint64_t chunks_done_ = 0;
   bool broken_ = false;
+  const char* operation_ = "all_reduce";  // the collective running, for errors
 };
 
 }  // namespace accel

@@ -9,6 +9,8 @@
 #include <random>
 
 #include "engine/checkpoint/fault_injection.h"
+#include "engine/comm/flat_collective_args.h"
+#include "engine/comm/host_staging.h"
 #include "engine/launch/run_guardian.h"
 
 namespace accel {
@@ -72,6 +74,40 @@ std::unique_ptr<PendingOp> SharedMemoryCommunicator::all_reduce_async(at::Tensor
   ++counts_.all_reduce;
   segment_->all_reduce(t, op);
   ++counts_.all_reduce_shared_memory;
+  return std::make_unique<CompletedOp>();
+}
+
+void SharedMemoryCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) {
+  if (!segment_) return inner_->reduce_scatter(output, input, op);
+  check_reduce_scatter_args(output, input, size(), op);
+  if (output.is_cuda()) {
+    on_host(output, input, [&](at::Tensor& host_output, at::Tensor& host_input) {
+      reduce_scatter(host_output, host_input, op);
+    });
+    return;
+  }
+  if (!SharedMemoryAllReduce::supports(output)) return inner_->reduce_scatter(output, input, op);
+  ++counts_.reduce_scatter;
+  segment_->reduce_scatter(output, input, op);
+}
+
+void SharedMemoryCommunicator::all_gather_into(at::Tensor& output, const at::Tensor& input) {
+  all_gather_into_async(output, input)->wait();
+}
+
+std::unique_ptr<PendingOp> SharedMemoryCommunicator::all_gather_into_async(at::Tensor& output,
+                                                                           const at::Tensor& input) {
+  if (!segment_) return inner_->all_gather_into_async(output, input);
+  check_all_gather_into_args(output, input, size(), rank());
+  if (output.is_cuda()) {
+    on_host(output, input, [&](at::Tensor& host_output, at::Tensor& host_input) {
+      all_gather_into(host_output, host_input);
+    });
+    return std::make_unique<CompletedOp>();
+  }
+  if (!SharedMemoryAllReduce::supports(output)) return inner_->all_gather_into_async(output, input);
+  ++counts_.all_gather;
+  segment_->all_gather(output, input);
   return std::make_unique<CompletedOp>();
 }
 

@@ -1,5 +1,6 @@
 // Wraps a communicator whose ranks all run on this machine so that its
-// all-reduces of CPU tensors go through a shared memory segment
+// all-reduces, reduce-scatters and flat all-gathers (all_gather_into) of CPU
+// tensors go through a shared memory segment
 // (engine/comm/shared_memory_all_reduce.h) instead of the inner transport;
 // every other collective, and every tensor the segment does not take, goes
 // to the inner one. make_communicator puts it over Gloo, whose TCP over
@@ -28,10 +29,15 @@ class SharedMemoryCommunicator final : public Communicator {
   std::unique_ptr<PendingOp> all_reduce_async(at::Tensor& t, ReduceOp op) override;
   void broadcast(at::Tensor& t, int root) override { inner_->broadcast(t, root); }
   std::vector<at::Tensor> all_gather(const at::Tensor& t) override { return inner_->all_gather(t); }
+  void reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) override;
+  void all_gather_into(at::Tensor& output, const at::Tensor& input) override;
+  // Through the segment it completes before returning; the inner one's
+  // otherwise (async over Gloo).
+  std::unique_ptr<PendingOp> all_gather_into_async(at::Tensor& output, const at::Tensor& input) override;
   void barrier() override { inner_->barrier(); }
   void finish() override { inner_->finish(); }
   // The inner one's, less the collectives of joining the segment, plus the
-  // all-reduces the segment carried.
+  // collectives the segment carried.
   CollectiveCounts counts() const override;
 
  private:

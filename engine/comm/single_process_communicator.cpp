@@ -2,6 +2,8 @@
 
 #include <ATen/ATen.h>
 
+#include "engine/comm/flat_collective_args.h"
+
 namespace accel {
 
 void SingleProcessCommunicator::all_reduce(at::Tensor&, ReduceOp) { ++counts_.all_reduce; }
@@ -19,6 +21,20 @@ void SingleProcessCommunicator::broadcast(at::Tensor&, int root) {
 std::vector<at::Tensor> SingleProcessCommunicator::all_gather(const at::Tensor& t) {
   ++counts_.all_gather;
   return {t.clone()};
+}
+
+// Alone, a rank's shard is its whole input and the gathered buffer its own
+// input: copies, after the same checks as a real world's.
+void SingleProcessCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) {
+  check_reduce_scatter_args(output, input, 1, op);
+  ++counts_.reduce_scatter;
+  output.copy_(input);
+}
+
+void SingleProcessCommunicator::all_gather_into(at::Tensor& output, const at::Tensor& input) {
+  const bool in_place = check_all_gather_into_args(output, input, 1, 0);
+  ++counts_.all_gather;
+  if (!in_place) output.copy_(input);
 }
 
 void SingleProcessCommunicator::barrier() { ++counts_.barrier; }

@@ -14,6 +14,8 @@ class SingleProcessCommunicator final : public Communicator {
   std::unique_ptr<PendingOp> all_reduce_async(at::Tensor& t, ReduceOp op) override;
   void broadcast(at::Tensor& t, int root) override;
   std::vector<at::Tensor> all_gather(const at::Tensor& t) override;
+  void reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) override;
+  void all_gather_into(at::Tensor& output, const at::Tensor& input) override;
   void barrier() override;
 };
 

@@ -88,6 +88,71 @@ TEST_CASE("collectives between two processes over Gloo") {
   REQUIRE(codes == std::vector<int>{0, 0});
 }
 
+TEST_CASE("reduce_scatter and all_gather_into between three processes over Gloo") {
+  // Through shared memory when every rank is local, else Gloo's all-reduce
+  // (reduce_scatter) and list all-gather over TCP.
+  const bool shared_memory = GENERATE(true, false);
+  CAPTURE(shared_memory);
+  auto codes = run_ranks(3, [](int rank, accel::Communicator& comm) {
+    // Rank q's element i: (i mod 50) + q, whose sums bfloat16 holds exactly.
+    auto values = [](int q, int64_t numel, at::ScalarType type) {
+      return (at::arange(numel, at::kLong).remainder(50) + q).to(type);
+    };
+    auto sums = [](int r, int64_t n, at::ScalarType type) {
+      return (at::arange(r * n, (r + 1) * n, at::kLong).remainder(50) * 3 + 3).to(type);
+    };
+    const accel::CollectiveCounts before = comm.counts();
+    for (at::ScalarType type : {at::kFloat, at::kDouble, at::kBFloat16, at::kHalf, at::kLong}) {
+      for (int64_t n : {1, 13, 500001}) {
+        at::Tensor shard = at::empty({n}, type);
+        at::Tensor input = values(rank, 3 * n, type);
+        comm.reduce_scatter(shard, input, accel::ReduceOp::Sum);
+        CHILD_CHECK(shard.equal(sums(rank, n, type)));
+
+        at::Tensor gathered = at::empty({3 * n}, type);
+        comm.all_gather_into(gathered, values(rank, n, type));
+        for (int q = 0; q < 3; ++q) CHILD_CHECK(gathered.narrow(0, q * n, n).equal(values(q, n, type)));
+      }
+    }
+
+    at::Tensor mean = at::empty({2});
+    at::Tensor scratch = at::full({6}, 3.0 * rank);
+    comm.reduce_scatter(mean, scratch, accel::ReduceOp::Average);
+    CHILD_CHECK(mean.equal(at::full({2}, 3.0f)));
+
+    // In place and asynchronously; bool takes Gloo's path as bytes.
+    at::Tensor flat = at::zeros({30});
+    at::Tensor mine = flat.narrow(0, rank * 10, 10);
+    mine.fill_(rank + 1);
+    auto pending = comm.all_gather_into_async(flat, mine);
+    pending->wait();
+    CHILD_CHECK(flat.equal(at::repeat_interleave(at::arange(1, 4, at::kFloat), 10)));
+    at::Tensor flags = at::empty({3}, at::kBool);
+    comm.all_gather_into(flags, at::full({1}, rank == 1, at::kBool));
+    CHILD_CHECK(flags.to(at::kLong).equal(at::tensor({0, 1, 0}, at::kLong)));
+
+    // bfloat16 all-reduces too, which Gloo takes as float32.
+    at::Tensor half_sum = at::full({5}, rank + 0.5, at::kBFloat16);
+    comm.all_reduce(half_sum, accel::ReduceOp::Sum);
+    CHILD_CHECK(half_sum.equal(at::full({5}, 4.5, at::kBFloat16)));
+
+    const accel::CollectiveCounts done = comm.counts() - before;
+    CHILD_CHECK(done.reduce_scatter == 16 && done.all_gather == 17 && done.all_reduce == 1);
+
+    // Wrong sizes fail before anything is sent, naming the collective.
+    at::Tensor small = at::empty({4});
+    try {
+      comm.reduce_scatter(small, scratch, accel::ReduceOp::Sum);
+      CHILD_CHECK(false);
+    } catch (const c10::Error& e) {
+      CHILD_CHECK(std::string(e.what()).find("reduce_scatter: input has 6 elements, expected 3 ranks x 4") !=
+                  std::string::npos);
+    }
+    CHILD_CHECK(comm.counts().reduce_scatter == before.reduce_scatter + 16);
+  }, shared_memory);
+  REQUIRE(codes == std::vector<int>{0, 0, 0});
+}
+
 TEST_CASE("a device-routed communicator gives host tensors to its host side") {
   // On a GPU run the device side is NCCL; here a one-rank communicator
   // stands there, so a host tensor reduced across both ranks proves where
@@ -101,9 +166,16 @@ TEST_CASE("a device-routed communicator gives host tensors to its host side") {
     CHILD_CHECK(sum.equal(at::full({3}, 3.0)));
     auto parts = routed.all_gather(at::full({1}, static_cast<double>(rank)));
     CHILD_CHECK(parts.size() == 2 && parts[1].item<double>() == 1.0);
+    at::Tensor shard = at::empty({1});
+    at::Tensor input = at::full({2}, rank + 1.0);
+    routed.reduce_scatter(shard, input, accel::ReduceOp::Sum);
+    CHILD_CHECK(shard.item<double>() == 3.0);
+    at::Tensor gathered = at::empty({2});
+    routed.all_gather_into_async(gathered, at::full({1}, rank + 1.0))->wait();
+    CHILD_CHECK(gathered.equal(at::tensor({1.0f, 2.0f})));
     routed.barrier();
-    CHILD_CHECK(routed.counts().all_reduce == 1 && routed.counts().all_gather == 1 &&
-                routed.counts().barrier == 1);
+    CHILD_CHECK(routed.counts().all_reduce == 1 && routed.counts().all_gather == 2 &&
+                routed.counts().barrier == 1 && routed.counts().reduce_scatter == 1);
   });
   REQUIRE(codes == std::vector<int>{0, 0});
 }
@@ -211,6 +283,20 @@ TEST_CASE("a world of one rank communicates nothing") {
   comm->all_reduce(t, accel::ReduceOp::Average);
   REQUIRE(t.equal(at::ones({2})));
   REQUIRE(comm->all_gather(t).size() == 1);
+
+  // A shard is the whole input; a gathered buffer is the input itself.
+  at::Tensor shard = at::empty({2});
+  comm->reduce_scatter(shard, t, accel::ReduceOp::Sum);
+  REQUIRE(shard.equal(t));
+  at::Tensor gathered = at::zeros({2});
+  comm->all_gather_into_async(gathered, at::full({2}, 5.0f))->wait();
+  REQUIRE(gathered.equal(at::full({2}, 5.0f)));
+  comm->all_gather_into(gathered, gathered);
+  REQUIRE(gathered.equal(at::full({2}, 5.0f)));
+  REQUIRE(comm->counts().reduce_scatter == 1);
+  REQUIRE(comm->counts().all_gather == 3);
+  REQUIRE_THROWS_WITH(comm->all_gather_into(gathered, at::zeros({3})),
+                      Catch::Contains("all_gather_into: output has 2 elements, expected 1 rank x 3"));
 }
 
 TEST_CASE("process state comes from the launch environment") {

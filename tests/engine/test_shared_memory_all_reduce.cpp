@@ -109,6 +109,88 @@ TEST_CASE("three ranks all-reduce through shared memory like a sum over ranks") 
   REQUIRE_FALSE(std::filesystem::exists(segment_path(token)));
 }
 
+TEST_CASE("three ranks reduce-scatter and all-gather through shared memory, between all-reduces") {
+  const uint64_t token = fresh_token();
+  auto codes = accel::testing::run_forked(3, [token](int rank) {
+    auto reducer = join(rank, 3, token);
+    // Rank q's element i: (i mod 1000) + q, exact in float32.
+    auto values = [](int q, int64_t numel) { return at::arange(numel, at::kFloat).fmod(1000) + q; };
+
+    // Shards of 700001 floats: a reduce-scatter chunk holds about 116500 of
+    // each shard with 3 ranks, an all-gather chunk about 350000 of each input.
+    const int64_t n = 700001;
+    at::Tensor shard = at::empty({n});
+    reducer->reduce_scatter(shard, values(rank, 3 * n), ReduceOp::Sum);
+    CHILD_CHECK(shard.equal((at::arange(rank * n, (rank + 1) * n, at::kFloat).fmod(1000)) * 3 + 3));
+
+    at::Tensor gathered = at::full({3 * n}, -1.0f);
+    reducer->all_gather(gathered, values(rank, n));
+    for (int q = 0; q < 3; ++q) CHILD_CHECK(gathered.narrow(0, q * n, n).equal(values(q, n)));
+
+    // In place: the input is this rank's slice of the output.
+    at::Tensor flat = at::zeros({3 * n}, at::kDouble);
+    at::Tensor mine = flat.narrow(0, rank * n, n);
+    mine.copy_(values(rank, n));
+    reducer->all_gather(flat, mine);
+    for (int q = 0; q < 3; ++q) CHILD_CHECK(flat.narrow(0, q * n, n).equal(values(q, n).to(at::kDouble)));
+
+    // Every op, and shards smaller than the ranks' count of elements.
+    at::Tensor biggest = at::empty({2}, at::kLong);
+    reducer->reduce_scatter(biggest, at::tensor({rank, -rank, 7 - rank, rank * rank, 0, -1}, at::kLong),
+                            ReduceOp::Max);
+    const std::vector<int64_t> maxima[] = {{2, 0}, {7, 4}, {0, -1}};
+    CHILD_CHECK(biggest.equal(at::tensor(maxima[rank], at::kLong)));
+    at::Tensor mean = at::empty({1}, at::kBFloat16);
+    reducer->reduce_scatter(mean, at::full({3}, 3.0 * rank, at::kBFloat16), ReduceOp::Average);
+    CHILD_CHECK(mean.item<float>() == 3.0f);
+    at::Tensor none = at::empty({0});
+    reducer->reduce_scatter(none, at::empty({0}), ReduceOp::Min);
+    reducer->all_gather(none, at::empty({0}));
+
+    // One-meeting and two-meeting chunks mixed, of sizes every rank draws
+    // alike: a rank that wrote a set before the others had read it would
+    // corrupt some value here.
+    std::mt19937 draw(7);
+    for (int round = 0; round < 60; ++round) {
+      const int64_t m = std::uniform_int_distribution<int64_t>(1, 300000)(draw);
+      at::Tensor sum = values(rank, m);
+      reducer->all_reduce(sum, ReduceOp::Sum);
+      CHILD_CHECK(sum.equal(at::arange(m, at::kFloat).fmod(1000) * 3 + 3));
+      at::Tensor part = at::empty({m});
+      reducer->reduce_scatter(part, values(rank, 3 * m), ReduceOp::Sum);
+      CHILD_CHECK(part.equal(at::arange(rank * m, (rank + 1) * m, at::kFloat).fmod(1000) * 3 + 3));
+      at::Tensor all = at::empty({3 * m});
+      reducer->all_gather(all, values(rank, m));
+      for (int q = 0; q < 3; ++q) CHILD_CHECK(all.narrow(0, q * m, m).equal(values(q, m)));
+    }
+  });
+  REQUIRE(codes == std::vector<int>{0, 0, 0});
+}
+
+TEST_CASE("a rank that exits fails its peer's reduce-scatter, which names it and the collective") {
+  const uint64_t token = fresh_token();
+  auto codes = accel::testing::run_forked(2, [token](int rank) {
+    auto reducer = join(rank, 2, token);
+    if (rank == 1) std::_Exit(3);
+    at::Tensor output = at::empty({4});
+    std::string failure;
+    try {
+      reducer->reduce_scatter(output, at::ones({8}), ReduceOp::Sum);
+    } catch (const accel::CollectiveError& e) {
+      failure = e.what();
+    }
+    CHILD_CHECK(contains(failure, "reduce_scatter over shared memory: rank 1 (pid "));
+    at::Tensor gathered = at::empty({8});
+    try {
+      reducer->all_gather(gathered, output);
+    } catch (const accel::CollectiveError& e) {
+      failure = e.what();
+    }
+    CHILD_CHECK(contains(failure, "all_gather_into over shared memory: an earlier collective failed"));
+  });
+  REQUIRE(codes == std::vector<int>{0, 3});
+}
+
 TEST_CASE("the segment's name lives until unlink_name") {
   const uint64_t token = fresh_token();
   auto reducer = SharedMemoryAllReduce::create(2, token, {});
