@@ -42,8 +42,9 @@ FlatParameter::FlatParameter(Communicator& comm, std::vector<at::Tensor> params,
   point_params_at(true);
   const int64_t begin = rank() * shard_numel_;
   if (shard_parameters) {
+    // Released by the owner once it has made the parameters' gradient
+    // accumulators, which record each parameter's shape when made.
     shard_ = full_.narrow(0, begin, shard_numel_).clone();
-    release();
   } else {
     shard_ = over_storage(full_, begin, {shard_numel_});
   }

@@ -33,8 +33,8 @@ class PendingOp;
 
 class FlatParameter {
  public:
-  // With `shard_parameters` (stage 3) the full buffer is released at once and
-  // this rank keeps its shard in storage of its own.
+  // With `shard_parameters` (stage 3) this rank keeps its shard in storage
+  // of its own, and the full buffer can be released.
   FlatParameter(Communicator& comm, std::vector<at::Tensor> params, bool shard_parameters);
   ~FlatParameter();
   FlatParameter(const FlatParameter&) = delete;

@@ -98,6 +98,8 @@ ShardedModel::ShardedModel(Communicator& comm, int stage, const std::vector<std:
       hooks_.push_back(std::make_unique<Hook>(Hook{std::move(accumulator), key}));
     }
   }
+  // Only now: an accumulator records its parameter's shape when it is made.
+  release_all();
 }
 
 ShardedModel::~ShardedModel() {
