@@ -3,7 +3,7 @@
 -- (FSDP's FULL_SHARD, ZeRO stage 3): each rank keeps a 1/N slice of them and
 -- gathers one block's full parameters only while it computes with them.
 --   accel-run recipes/sharded_lm.lua --nproc 2 [-- key=value ...]
--- Keys (defaults): steps=40 layers=14 width=768 heads=12 seq=64 batch=4
+-- Keys (defaults): steps=30 layers=14 width=768 heads=12 seq=64 batch=4
 -- every=5 (steps between reports) text=/usr/share/common-licenses/GPL-3
 -- (any text file, read character by character). A quick look:
 --   accel-run recipes/sharded_lm.lua --nproc 2 -- steps=6 layers=2 width=64 heads=4
@@ -13,7 +13,7 @@
 local nn, optim, data, F = accel.nn, accel.optim, accel.data, accel.nn.functional
 local args = require("accel.args")
 
-local o = { steps = 40, layers = 14, width = 768, heads = 12, seq = 64, batch = 4, every = 5,
+local o = { steps = 30, layers = 14, width = 768, heads = 12, seq = 64, batch = 4, every = 5,
             text = "/usr/share/common-licenses/GPL-3" }
 for i = 1, #arg do
   local key, value = arg[i]:match("^([%w_]+)=(.*)$")
