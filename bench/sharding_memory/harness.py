@@ -41,7 +41,8 @@ ROWS = [
 
 
 def promised_bytes_per_param(mode, world):
-    """DESIGN.md's model-state share for AdamW in fp32 (before stage 3's working set)."""
+    """The performance contract's model-state share for AdamW in fp32 (shared/DESIGN.md), before stage 3's
+    working set."""
     return {"ddp": 16, "zero1": 8 + 8 / world, "zero": 8 + 8 / world, "zero2": 4 + 12 / world,
             "zero3": 16 / world, "fsdp": 16 / world}[mode]
 
@@ -121,7 +122,8 @@ def markdown(args, results, load_before, load_after, quiet, started):
     numel = next((r["numel"] for r in results.values() if isinstance(r, dict)), 0)
     add(f"Model: {numel / 1e6:.1f}M parameters (vocabulary {args.vocab}, width {args.width}, {args.layers} blocks of "
         f"{args.heads} heads), AdamW in fp32, batch {args.batch} x {args.seq} tokens per rank, one intra-op thread "
-        f"per rank; 1 warm-up step, then {args.steps} timed steps at 2 ranks ({args.repeats} launches, median), "
+        f"per rank; 1 warm-up step, then {args.steps} timed steps at 2 ranks ({args.repeats} "
+        f"launch{'es, median' if args.repeats > 1 else ''}), "
         "1 step at more ranks (memory only)")
     add("")
     add("| version | mode | ranks | model states MiB/rank | promised MiB/rank | measured/promised "
@@ -158,7 +160,7 @@ def markdown(args, results, load_before, load_after, quiet, started):
             f"samples/s {statistics.median(stage1['sps']) / statistics.median(zero['sps']):.2f}x.")
         add("")
     add("Model states: parameters, gradients and optimizer state the rank holds after its last step (before "
-        "zero_grad); promised: DESIGN.md's share (16 B a parameter unsharded, stage 1 8 + 8/N, stage 2 4 + 12/N, "
+        "zero_grad); promised: the performance contract's share (shared/DESIGN.md: 16 B a parameter unsharded, stage 1 8 + 8/N, stage 2 4 + 12/N, "
         "stage 3 16/N; ZeroRedundancyOptimizer is stage 1). Over start: the training peak less the RSS before the "
         "model was built (activations, communication buffers and allocator slack included).")
     return "\n".join(lines)
