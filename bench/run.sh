@@ -5,11 +5,19 @@
 #   bench/run.sh [--repeats N] [--only digits-mlp|cnn|char-lm] [--no-allreduce]
 #                [--quiet-load 1.5] [--wait 1200] [--output bench/RESULTS.md]
 #   bench/run.sh --allocators [--repeats N] [--only ...]
+#   bench/run.sh --sharding [--ranks 2,4] [--repeats N] [--layers 12 --width 768 ...]
 # The build folder is $ACCEL_BENCH_BUILD, else build-bench.
 set -eu
 cd "$(dirname "$0")/.."
 build=${ACCEL_BENCH_BUILD:-build-bench}
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release >&2
+# --sharding: memory and speed of each sharding stage next to PyTorch's
+# ZeroRedundancyOptimizer (bench/sharding_memory/), which needs accel-run only.
+if [ "${1:-}" = "--sharding" ]; then
+  shift
+  cmake --build "$build" -j2 --target accel-run >&2
+  exec /usr/bin/python3 bench/sharding_memory/harness.py --build "$build" "$@"
+fi
 cmake --build "$build" -j2 --target accel-run bench_launch bench_digits_mlp bench_cnn bench_char_lm \
   bench_allreduce >&2
 # --allocators: the CPU allocator comparison (bench/python/allocators.py) instead.

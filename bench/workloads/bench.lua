@@ -2,7 +2,7 @@
 -- (bench/cpp/bench_common.h, bench/python/common.py): the recipe arguments
 -- (warm-up steps, steps per window, windows), the timed loop over epochs
 -- and the BENCH line bench/python/harness.py reads. Loaded by each recipe
--- with dofile, next to it.
+-- with dofile, next to it (and by sharding_memory/lm.lua for status_kib).
 local bench = {}
 
 function bench.config()
@@ -12,7 +12,8 @@ function bench.config()
   return { warmup = count(1, 20), window = count(2, 50), windows = count(3, 5) }
 end
 
-local function status_kib(field)
+-- A field of /proc/self/status in KiB (VmRSS, VmHWM), -1 when absent.
+function bench.status_kib(field)
   for line in io.lines("/proc/self/status") do
     local value = line:match("^" .. field .. ":%s*(%d+)")
     if value then return tonumber(value) end
@@ -67,7 +68,7 @@ function bench.train(acc, loader, step)
   end
   print(string.format('BENCH {"rank": %d, "world": %d, "first_step": %.10g, "windows": [%s], "loss": %.10g, '
                       .. '"vmhwm_kib": %d, "blas": "%s", "device": "%s"%s}', acc.process_index, world, first_step,
-                      table.concat(windows, ", "), loss_sum / c.window, status_kib("VmHWM"), loaded_blas(), device,
+                      table.concat(windows, ", "), loss_sum / c.window, bench.status_kib("VmHWM"), loaded_blas(), device,
                       gpu))
 end
 
