@@ -3,9 +3,14 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
+#include <c10/util/Exception.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <array>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <unordered_map>
 
@@ -17,10 +22,12 @@ namespace {
 constexpr size_t kAlignment = 64;  // LibTorch's CPU alignment
 constexpr size_t kLargestCached = 1024;
 constexpr size_t kSizeClasses = kLargestCached / kAlignment;
-constexpr uint32_t kUncached = kSizeClasses;  // the size class of larger blocks
+constexpr uint32_t kUncached = kSizeClasses;    // the size class of larger blocks
+constexpr uint32_t kMapped = kSizeClasses + 1;  // the size class of mapped blocks
 constexpr uint32_t kKeptPerClass = 64;
 constexpr size_t kLargestPooled = size_t{16} << 20;
 constexpr size_t kPoolCapacity = size_t{64} << 20;
+constexpr size_t kMappedCapacity = size_t{256} << 20;
 
 // Each block starts with this header, one alignment unit long so the data
 // after it stays aligned; the data pointer is also the deleter's context,
@@ -67,9 +74,31 @@ void register_thread_exit_flush(ThreadBlocks& blocks) {
   blocks.flush_registered = true;
 }
 
-// Larger blocks, shared by all threads, by exact size, newest first.
-class LargeBlockPool {
+// Blocks above kLargestPooled are mapped here rather than taken from glibc,
+// whose heap they would otherwise grow for good (the header says how).
+size_t mapping_length(size_t bytes) {
+  static const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  return (sizeof(BlockHeader) + bytes + page - 1) / page * page;
+}
+
+BlockHeader* map_block(size_t bytes) {
+  void* mapping = ::mmap(nullptr, mapping_length(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  TORCH_CHECK(mapping != MAP_FAILED, "CPU allocator: cannot map ", bytes, " bytes (", std::strerror(errno), ")");
+  auto* header = static_cast<BlockHeader*>(mapping);
+  header->bytes = bytes;
+  return header;
+}
+
+void unmap_block(BlockHeader* header) { ::munmap(header, mapping_length(header->bytes)); }
+
+void free_heap_block(BlockHeader* header) { c10::free_cpu(header); }
+
+// Blocks shared by all threads, by exact size, newest first, up to a
+// capacity; `dispose` returns those it does not keep to where they came from.
+class BlockPool {
  public:
+  BlockPool(size_t capacity, void (*dispose)(BlockHeader*)) : capacity_(capacity), dispose_(dispose) {}
+
   BlockHeader* take(size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = free_.find(bytes);
@@ -79,15 +108,18 @@ class LargeBlockPool {
     pooled_ -= bytes;
     return header;
   }
-  bool keep(BlockHeader* header) {
-    if (header->bytes > kLargestPooled) return false;
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (pooled_ + header->bytes > kPoolCapacity) return false;
-    BlockHeader*& head = free_[header->bytes];
-    header->next_free = head;
-    head = header;
-    pooled_ += header->bytes;
-    return true;
+  void keep_or_dispose(BlockHeader* header) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (pooled_ + header->bytes <= capacity_) {
+        BlockHeader*& head = free_[header->bytes];
+        header->next_free = head;
+        head = header;
+        pooled_ += header->bytes;
+        return;
+      }
+    }
+    dispose_(header);
   }
   size_t pooled_bytes() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -98,7 +130,7 @@ class LargeBlockPool {
     for (auto& [bytes, head] : free_) {
       while (head) {
         BlockHeader* next = head->next_free;
-        c10::free_cpu(head);
+        dispose_(head);
         head = next;
       }
     }
@@ -106,14 +138,21 @@ class LargeBlockPool {
   }
 
  private:
+  const size_t capacity_;
+  void (*const dispose_)(BlockHeader*);
   std::mutex mutex_;
   std::unordered_map<size_t, BlockHeader*> free_;
   size_t pooled_ = 0;
 };
 
 // Never destroyed: blocks may be freed during static destruction.
-LargeBlockPool& large_blocks() {
-  static auto* pool = new LargeBlockPool;
+BlockPool& large_blocks() {
+  static auto* pool = new BlockPool(kPoolCapacity, &free_heap_block);
+  return *pool;
+}
+
+BlockPool& mapped_blocks() {
+  static auto* pool = new BlockPool(kMappedCapacity, &unmap_block);
   return *pool;
 }
 
@@ -121,7 +160,7 @@ void release(void* data) {
   if (!data) return;
   BlockHeader* header = header_of(data);
   uint32_t size_class = header->size_class;
-  if (size_class != kUncached) {
+  if (size_class < kSizeClasses) {
     ThreadBlocks& blocks = t_blocks;
     if (!blocks.gone && blocks.count[size_class] < kKeptPerClass) {
       if (!blocks.flush_registered) register_thread_exit_flush(blocks);
@@ -130,10 +169,12 @@ void release(void* data) {
       ++blocks.count[size_class];
       return;
     }
-  } else if (large_blocks().keep(header)) {
-    return;
+    c10::free_cpu(header);
+  } else if (size_class == kUncached) {
+    large_blocks().keep_or_dispose(header);
+  } else {
+    mapped_blocks().keep_or_dispose(header);
   }
-  c10::free_cpu(header);
 }
 
 BlockHeader* take_cached(size_t size_class) {
@@ -158,13 +199,17 @@ class CachingCpuAllocator final : public c10::Allocator {
       if (!header) {
         header = static_cast<BlockHeader*>(c10::alloc_cpu(sizeof(BlockHeader) + (size_class + 1) * kAlignment));
       }
-    } else {
+    } else if (bytes <= kLargestPooled) {
       header = large_blocks().take(bytes);
       if (!header) {
         header = static_cast<BlockHeader*>(c10::alloc_cpu(sizeof(BlockHeader) + bytes));
         header->bytes = bytes;
       }
       size_class = kUncached;
+    } else {
+      header = mapped_blocks().take(bytes);
+      if (!header) header = map_block(bytes);
+      size_class = kMapped;
     }
     header->size_class = static_cast<uint32_t>(size_class);
     void* data = header + 1;
@@ -192,8 +237,11 @@ size_t small_blocks_cached() {
   return total;
 }
 
-size_t large_bytes_pooled() { return large_blocks().pooled_bytes(); }
+size_t large_bytes_pooled() { return large_blocks().pooled_bytes() + mapped_blocks().pooled_bytes(); }
 
-void release_pooled_blocks() { large_blocks().flush(); }
+void release_pooled_blocks() {
+  large_blocks().flush();
+  mapped_blocks().flush();
+}
 
 }  // namespace accel

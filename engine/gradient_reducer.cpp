@@ -61,14 +61,26 @@ struct GradientReducer::Impl {
     }
   }
 
-  // Copies parameter i's gradient (or zeros) and its used flag into its bucket.
+  // Parameter i's slot in its bucket, shaped as the parameter.
+  at::Tensor slot_view(size_t i) {
+    const Bucket& b = buckets[bucket_of[i]];
+    return b.buffer.narrow(0, b.offsets[slot_of[i]], params[i].numel()).view(params[i].sizes());
+  }
+
+  // Puts parameter i's gradient (or zeros) and its used flag into its
+  // bucket. A gradient that is not yet its slot (the first backward, or one
+  // after zero_grad set it to None) is copied in and then replaced by the
+  // slot: see Note [gradients as bucket views].
   void fill_slot(size_t i) {
     Bucket& b = buckets[bucket_of[i]];
     size_t slot = slot_of[i];
-    const at::Tensor& grad = params[i].grad();
-    at::Tensor target = b.buffer.narrow(0, b.offsets[slot], params[i].numel());
+    at::Tensor& grad = params[i].mutable_grad();
+    at::Tensor target = slot_view(i);
     if (grad.defined()) {
-      target.copy_(grad.reshape(-1));
+      if (!grad.is_alias_of(target)) {
+        target.copy_(grad);
+        grad = target;
+      }
       b.buffer[b.numel + static_cast<int64_t>(slot)].fill_(1);
     } else {
       target.zero_();
@@ -231,19 +243,16 @@ void GradientReducer::finalize(int64_t num_items) {
   const double items = s.all_items(num_items);
   const double divisor = items > 0 ? items : static_cast<double>(s.comm.size());
   for (Bucket& b : s.buckets) {
-    at::Tensor divisor_tensor = at::scalar_tensor(divisor, b.buffer.options());
+    // The gradients are the bucket's slots: dividing them in place is the
+    // write-back.
+    b.buffer.narrow(0, 0, b.numel).div_(divisor);
     at::Tensor used = b.buffer.narrow(0, b.numel, static_cast<int64_t>(b.params.size()));
     at::Tensor used_on_any_rank = used.gt(0).to(at::kCPU).contiguous();
     const bool* used_flags = used_on_any_rank.data_ptr<bool>();
     for (size_t slot = 0; slot < b.params.size(); ++slot) {
-      at::Tensor& p = s.params[b.params[slot]];
-      at::Tensor reduced = b.buffer.narrow(0, b.offsets[slot], p.numel()).view(p.sizes());
-      // Dividing while writing back: one pass over the bucket, not two.
-      if (p.grad().defined()) {
-        at::div_out(p.mutable_grad(), reduced, divisor_tensor);
-      } else if (used_flags[slot]) {
-        p.mutable_grad() = reduced.div(divisor_tensor);
-      }
+      const size_t i = b.params[slot];
+      // Unused here but used elsewhere: the others' average becomes its gradient.
+      if (!s.params[i].grad().defined() && used_flags[slot]) s.params[i].mutable_grad() = s.slot_view(i);
     }
   }
 }

@@ -20,6 +20,17 @@
 // carries this rank's item count (backward{num_items}): it starts in
 // finalize(), once the count is known, so the all-ranks count costs no
 // collective of its own either.
+//
+// Note [gradients as bucket views]: after a parameter's first synchronised
+// gradient, its .grad is its slot in its bucket (DDP's
+// gradient_as_bucket_view), so gradients and buckets are one copy, not two:
+// autograd accumulates into the slot in place, the all-reduce reduces it
+// there and finalize divides it there. A gradient replaced meanwhile
+// (zero_grad setting it to None, a backward with create_graph) is copied
+// into its slot when its hook runs and then replaced by the slot, so the
+// extra copy lives only until then. Whoever keeps a parameter's gradient
+// keeps its bucket's slot: the sharded model's stage 1 copies its slice out
+// (engine/sharding/flat_parameter.h).
 #pragma once
 #include <ATen/core/Tensor.h>
 

@@ -97,11 +97,9 @@ TEST_CASE("a freed larger block is reused by the next request of its exact size"
   CHECK(address_of(again) % 64 == 0);
 }
 
-TEST_CASE("the pool holds at most 64 MiB, no block over 16 MiB, and empties on request", "[allocator]") {
+TEST_CASE("the pool holds at most 64 MiB of blocks up to 16 MiB, and empties on request", "[allocator]") {
   install_once();
   accel::release_pooled_blocks();
-  { at::Tensor huge = at::empty({(int64_t{16} << 20) / 4 + 1}); }  // just over 16 MiB
-  CHECK(accel::large_bytes_pooled() == 0);
   {
     std::vector<at::Tensor> blocks;
     for (int i = 0; i < 10; ++i) blocks.push_back(at::empty({(int64_t{8} << 20) / 4}));  // 80 MiB
@@ -109,6 +107,28 @@ TEST_CASE("the pool holds at most 64 MiB, no block over 16 MiB, and empties on r
   CHECK(accel::large_bytes_pooled() == size_t{64} << 20);
   at::Tensor from_pool = at::empty({(int64_t{8} << 20) / 4});
   CHECK(accel::large_bytes_pooled() == size_t{56} << 20);
+  accel::release_pooled_blocks();
+  CHECK(accel::large_bytes_pooled() == 0);
+}
+
+TEST_CASE("blocks over 16 MiB are mapped and reused by exact size, up to 256 MiB held", "[allocator]") {
+  install_once();
+  accel::release_pooled_blocks();
+  const int64_t just_over = (int64_t{16} << 20) / 4 + 1;  // floats: 16 MiB and 4 bytes
+  uintptr_t first = address_of(at::empty({just_over}));
+  CHECK(accel::large_bytes_pooled() == static_cast<size_t>(just_over) * 4);
+  at::Tensor again = at::full({just_over}, 1.0f);
+  CHECK(address_of(again) == first);
+  CHECK(address_of(again) % 64 == 0);
+  CHECK(again.sum().item<double>() == static_cast<double>(just_over));
+  CHECK(accel::large_bytes_pooled() == 0);
+  again = at::Tensor();
+  accel::release_pooled_blocks();
+  {
+    std::vector<at::Tensor> blocks;
+    for (int i = 0; i < 20; ++i) blocks.push_back(at::empty({(int64_t{20} << 20) / 4}));  // 400 MiB
+  }
+  CHECK(accel::large_bytes_pooled() == size_t{240} << 20);  // 12 of them; the rest were unmapped
   accel::release_pooled_blocks();
   CHECK(accel::large_bytes_pooled() == 0);
 }
