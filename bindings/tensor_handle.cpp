@@ -36,6 +36,13 @@ int g_metatable_ref = LUA_NOREF;
 // peaked 40 MiB higher. A full collection costs ~0.2 ms, so even a 1 ms step
 // that makes 300 KB of tensors pays under 1%.
 constexpr int64_t kCollectionFloorBytes = 4 << 20;
+// And high enough, never above this: in a large model the live bytes are
+// mostly parameters and optimizer state, which are not garbage, and a pause
+// of their size let each step's dead tensors pile up to it (a 98M-parameter
+// model sharded over 2 ranks grew 265 MiB in 6 steps, its sharded state
+// being 745 MiB a rank). A collection there costs about a millisecond, a
+// step about a second.
+constexpr int64_t kCollectionCeilingBytes = 64 << 20;
 
 // A view counts its own extent, not its base's whole storage: indexing rows of
 // a large tensor in a loop must not look like allocating the tensor again.
@@ -47,7 +54,8 @@ int64_t handle_bytes(const at::Tensor& t) {
 
 void pace_collector(lua_State* L, int64_t bytes) {
   g_made_since_collection += bytes;
-  if (g_made_since_collection <= std::max(kCollectionFloorBytes, g_live_after_collection)) return;
+  const int64_t pause = std::clamp(g_live_after_collection, kCollectionFloorBytes, kCollectionCeilingBytes);
+  if (g_made_since_collection <= pause) return;
   g_made_since_collection = 0;
   ++g_stats.collections;
   lua_gc(L, LUA_GCCOLLECT, 0);

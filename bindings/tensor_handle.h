@@ -3,8 +3,9 @@
 // Lua sees only the small handle, so the garbage collector would not know
 // that a handle may pin megabytes. Every new handle's bytes are counted, and
 // once the bytes made since the last collection exceed what was live after
-// it (with a floor), a full collection runs: memory stays within about twice
-// the live tensor bytes, the way Lua's own pause works for Lua objects.
+// it (with a floor of 4 MiB and a ceiling of 64 MiB), a full collection runs:
+// memory stays within about twice the live tensor bytes, the way Lua's own
+// pause works for Lua objects, and within 64 MiB of them for large models.
 #pragma once
 
 extern "C" {

@@ -4,6 +4,7 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
+#include <malloc.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -12,7 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
-#include <unordered_map>
+#include <map>
 
 #include "engine/compat.h"
 
@@ -93,19 +94,26 @@ void unmap_block(BlockHeader* header) { ::munmap(header, mapping_length(header->
 
 void free_heap_block(BlockHeader* header) { c10::free_cpu(header); }
 
-// Blocks shared by all threads, by exact size, newest first, up to a
-// capacity; `dispose` returns those it does not keep to where they came from.
+// Blocks shared by all threads, newest first, up to a capacity; `dispose`
+// returns those it does not keep to where they came from. A request takes
+// the smallest block of at least its size and at most `slack_eighths`
+// eighths more (0: the exact size).
 class BlockPool {
  public:
-  BlockPool(size_t capacity, void (*dispose)(BlockHeader*)) : capacity_(capacity), dispose_(dispose) {}
+  BlockPool(size_t capacity, size_t slack_eighths, void (*dispose)(BlockHeader*))
+      : capacity_(capacity), slack_eighths_(slack_eighths), dispose_(dispose) {}
 
   BlockHeader* take(size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
-    auto it = free_.find(bytes);
-    if (it == free_.end() || !it->second) return nullptr;
+    auto it = free_.lower_bound(bytes);
+    if (it == free_.end() || it->first > bytes + bytes / 8 * slack_eighths_) return nullptr;
     BlockHeader* header = it->second;
-    it->second = header->next_free;
-    pooled_ -= bytes;
+    if (header->next_free) {
+      it->second = header->next_free;
+    } else {
+      free_.erase(it);
+    }
+    pooled_ -= header->bytes;
     return header;
   }
   void keep_or_dispose(BlockHeader* header) {
@@ -134,25 +142,27 @@ class BlockPool {
         head = next;
       }
     }
+    free_.clear();
     pooled_ = 0;
   }
 
  private:
   const size_t capacity_;
+  const size_t slack_eighths_;
   void (*const dispose_)(BlockHeader*);
   std::mutex mutex_;
-  std::unordered_map<size_t, BlockHeader*> free_;
+  std::map<size_t, BlockHeader*> free_;  // by size; never an empty list
   size_t pooled_ = 0;
 };
 
 // Never destroyed: blocks may be freed during static destruction.
 BlockPool& large_blocks() {
-  static auto* pool = new BlockPool(kPoolCapacity, &free_heap_block);
+  static auto* pool = new BlockPool(kPoolCapacity, 0, &free_heap_block);
   return *pool;
 }
 
 BlockPool& mapped_blocks() {
-  static auto* pool = new BlockPool(kMappedCapacity, &unmap_block);
+  static auto* pool = new BlockPool(kMappedCapacity, 1, &unmap_block);
   return *pool;
 }
 
@@ -242,6 +252,7 @@ size_t large_bytes_pooled() { return large_blocks().pooled_bytes() + mapped_bloc
 void release_pooled_blocks() {
   large_blocks().flush();
   mapped_blocks().flush();
+  ::malloc_trim(0);
 }
 
 }  // namespace accel

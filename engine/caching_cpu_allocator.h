@@ -7,8 +7,10 @@
 //   exact size, newest first, holding at most 64 MiB; past that they go back
 //   to c10.
 // - Blocks over 16 MiB are mapped by this allocator (mmap), not taken from
-//   glibc, and kept the same way up to 256 MiB in all; past that they are
-//   unmapped, their memory going back to the system at once.
+//   glibc, and kept up to 256 MiB in all; a request takes the smallest kept
+//   block of its size up to an eighth more, so units of nearly equal sizes
+//   share blocks. Past 256 MiB they are unmapped, their memory going back to
+//   the system at once.
 //
 // Lua frees dead tensors when its collector finalizes them, in runs, long
 // after they died. Freed in runs, small blocks overflow glibc's per-thread
@@ -50,8 +52,10 @@ size_t small_blocks_cached();
 // Bytes of larger blocks the shared pool holds for reuse.
 size_t large_bytes_pooled();
 
-// Gives the shared pool's blocks back to c10 (acc:free_memory()); the small
-// blocks of each thread stay (at most 64 KiB a size, a thread).
+// Gives the shared pools' blocks back (acc:free_memory(), and a sharded
+// model once it has freed its full parameters), then glibc's free heap
+// memory to the system (malloc_trim); the small blocks of each thread stay
+// (at most 64 KiB a size, a thread).
 void release_pooled_blocks();
 
 }  // namespace accel

@@ -14,7 +14,8 @@ namespace accel {
 struct CollectiveState {
   int64_t seq = 0;      // collectives entered so far: the current one's number while inside
   bool inside = false;  // waiting in collective `seq` now
-  std::string op;       // "all_reduce", "broadcast", "all_gather", "barrier", "init"
+  std::string op;       // "all_reduce", "reduce_scatter", "all_gather_into", "broadcast",
+                        // "all_gather", "barrier", "init"
   std::string where;    // the recipe's "file:line" that called it; "" when unknown
   std::string detail;   // what it carries: "float32[64, 16]", "" when nothing
 

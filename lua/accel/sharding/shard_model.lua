@@ -44,6 +44,9 @@ return function(model, optimizer, settings, bucket_bytes)
   for i, unit in ipairs(units) do lists[i] = unit.params end
   local sharded = dist.ShardedModel(settings.stage, lists, optimizer, bucket_bytes)
   sharded:shard_optimizer(optimizer)
+  -- The model's full parameters were freed as they were sharded: their
+  -- memory goes back to the system rather than staying in the training peak.
+  core.release_pooled_blocks()
   if settings.stage == 3 then
     for i, unit in ipairs(units) do wrap_forward(sharded, unit.module, i, i == 1) end
   end
