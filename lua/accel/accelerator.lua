@@ -586,7 +586,7 @@ function Accelerator:_checkpoint_contents()
   local models, sharded = {}, {}
   for i, entry in ipairs(self._models) do
     models[i] = entry.model
-    if entry.sharded then sharded[entry.model] = true end
+    if entry.sharded then sharded[entry.model] = entry.sharded end
   end
   return {
     sharded_models = sharded,

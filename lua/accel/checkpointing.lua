@@ -28,7 +28,7 @@
 --   c.gradient_state: step counters, sync_gradients and the fp16 scaler
 --   c.models, c.optimizers, c.schedulers, c.dataloaders, c.custom_objects:
 --     the prepared and registered objects, in preparation order
---   c.sharded_models: the set of models sharded (ZeRO / FSDP); their state
+--   c.sharded_models: model -> its ShardedModel (ZeRO / FSDP); their state
 --     and their optimizers' are written full, as plain data parallel writes
 --     them (FULL_STATE_DICT), so any stage and world size loads them
 --   c.with_full_parameters(model, fn, written): runs fn with the model's
@@ -189,6 +189,21 @@ local function prune(config)
   end
 end
 
+-- name -> tensor whose .grad holds this rank's accumulated gradient: the
+-- model's parameters, or at stages 2 and 3 this rank's slices of the flat
+-- buffers ("flat_<k>"), into which every backward reduces (already summed
+-- over the ranks); the parameters themselves have none there.
+local function gradient_holders(c, model)
+  local holders = {}
+  local sharded = c.sharded_models[model]
+  if sharded and sharded:stage() >= 2 then
+    for k, shard in ipairs(sharded:shards()) do holders["flat_" .. k] = shard end
+  else
+    for name, p in model:named_parameters() do holders[name] = p end
+  end
+  return holders
+end
+
 -- The full state of sharded models and of their optimizers, gathered on
 -- every rank (collectives) before any rank writes.
 local function full_states(c)
@@ -233,10 +248,8 @@ local function write_files(c, tmp, full)
     -- Between micro-steps the gradients summed so far are part of the next update.
     for i, model in ipairs(c.models) do
       local grads = {}
-      for name, p in model:named_parameters() do
-        if p.grad then grads[#grads + 1] = { name, p.grad } end
-      end
-      tensors_file(names.gradients(i, rank), grads)
+      for name, holder in pairs(gradient_holders(c, model)) do grads[name] = holder.grad end
+      tensors_file(names.gradients(i, rank), sorted_pairs(grads))
     end
   end
   if not c.state.is_main_process then return entries end
@@ -420,9 +433,17 @@ local function read_checkpoint(c, folder)
   -- on another world size.
   s.gradients = {}
   if s.same_world then
-    for i = 1, now.models do
+    for i, model in ipairs(c.models) do
       local name = names.gradients(i, rank)
       s.gradients[i] = listed[name] and read_tensors(name)
+      local holders = gradient_holders(c, model)
+      for grad_name in pairs(s.gradients[i] or {}) do
+        if not holders[grad_name] then
+          error(string.format("'%s/%s' holds an accumulated gradient '%s' that this model does not have: it was "
+                              .. "saved at another sharding stage; load it at that stage, or save after an update",
+                              folder, name, grad_name), 0)
+        end
+      end
     end
   end
   return s
@@ -452,7 +473,9 @@ local function restore(c, folder, s)
                                      sync_gradients = saved.sync_gradients, scaler = s.scaler })
   for i, model in ipairs(c.models) do
     local grads = s.gradients[i] or {}
-    for name, p in model:named_parameters() do p.grad = grads[name] end
+    for name, holder in pairs(gradient_holders(c, model)) do
+      apply(path(names.gradients(i, c.state.process_index)), function() holder.grad = grads[name] end)
+    end
   end
   for i, loader in ipairs(c.dataloaders) do
     apply(path(names.dataloader(i, s.loader_rank)), loader.load_state_dict, loader, s.loaders[i])

@@ -9,6 +9,12 @@
 --   accel-run sharding_checkpoint.lua --nproc 3 -- load DIR [STAGE]
 --     load_state on 3 ranks (at ZeRO STAGE, or plain data parallel with 0),
 --     checks the reference exactly and trains one more update
+--   accel-run sharding_checkpoint.lua --nproc 2 -- save_mid DIR STAGE
+--     accumulation over 2 micro-steps: 3 micro-steps, save_state in the
+--     middle of the second update (DIR/checkpoint_mid), the 4th, DIR/after_mid.lua
+--   accel-run sharding_checkpoint.lua --nproc 2 -- resume_mid DIR STAGE
+--     load_state(DIR/checkpoint_mid), the 4th micro-step, checks after_mid.lua
+--     exactly: the gradient accumulated before the save was kept
 local check = dofile(arg[0]:match("(.*/)") .. "../lua/helpers/check.lua")
 local serialize = require("accel.serialize")
 local nn, optim, F = accel.nn, accel.optim, accel.nn.functional
@@ -38,8 +44,10 @@ if stage == 3 then
 elseif stage > 0 then
   options.zero_stage = stage
 end
+local accumulating = mode == "save_mid" or mode == "resume_mid"
+if accumulating then options.gradient_accumulation_steps = 2 end
 local acc = accel.Accelerator(options)
-accel.set_seed(mode == "save" and 7 or 8)  -- a resumed run starts from other weights
+accel.set_seed((mode == "save" or mode == "save_mid") and 7 or 8)  -- a resumed run starts from other weights
 local model = Net()
 local opt = optim.AdamW(model:parameters(), { lr = 0.05 })
 model, opt = acc:prepare(model, opt)
@@ -51,6 +59,16 @@ local function update(u)
   acc:backward(F.cross_entropy(model(x), y))
   acc:clip_grad_norm(model:parameters(), 1.0)
   opt:step(); opt:zero_grad()
+end
+
+-- Micro-step u of an accumulation over 2: the same batch whatever ran before.
+local function micro_step(u)
+  accel.set_seed(100 + u * 10 + acc.process_index)
+  local x, y = accel.randn(4, 4), accel.randint(1, 3, { 4 })
+  acc:accumulate(model, function()
+    acc:backward(F.cross_entropy(model(x), y))
+    opt:step(); opt:zero_grad()
+  end)
 end
 
 local function tables_of(map)
@@ -82,7 +100,18 @@ local function check_same(got, want, what)
   end
 end
 
-if mode == "save" then
+if mode == "save_mid" then
+  for u = 1, 3 do micro_step(u) end
+  check.equal(acc.sync_gradients, false, "saved between two micro-steps of one update")
+  acc:save_state(dir .. "/checkpoint_mid")
+  micro_step(4)
+  check.equal(opt.updates, 2, "two updates from four micro-steps")
+  write("after_mid.lua", snapshot())
+elseif mode == "resume_mid" then
+  acc:load_state(dir .. "/checkpoint_mid")
+  micro_step(4)
+  check_same(snapshot(), read("after_mid.lua"), "resumed mid-accumulation")
+elseif mode == "save" then
   for u = 1, 3 do update(u) end
   acc:save_state(dir .. "/checkpoint")
   write("reference.lua", snapshot())

@@ -1,6 +1,8 @@
 # Checkpoints under sharding: a model trained at ZeRO stage 3 on 2 ranks
 # saves its full state (FULL_STATE_DICT), resumes exactly on 2 ranks, and
-# loads on 3 ranks at stage 3 and under plain data parallel.
+# loads on 3 ranks at stage 3 and under plain data parallel. Saved between
+# two micro-steps of gradient accumulation at stages 2 and 3, a resumed run
+# keeps the gradient accumulated before the save (each rank's slice).
 source "$(dirname "$0")/lib.sh"
 recipe="$source_root/tests/launch/sharding_checkpoint.lua"
 
@@ -19,5 +21,18 @@ expect "loading on 3 ranks restores the saved state exactly" contains "$out" "sh
 
 run_accel "$recipe" --nproc 3 -- load "$work" 0
 expect "plain data parallel on 3 ranks loads it too" [ "$status" -eq 0 ]
+
+for stage in 2 3; do
+  run_accel "$recipe" --nproc 2 -- save_mid "$work" "$stage"
+  expect "stage $stage: saving between micro-steps exits 0" [ "$status" -eq 0 ]
+  run_accel "$recipe" --nproc 2 -- resume_mid "$work" "$stage"
+  expect "stage $stage: resuming between micro-steps finishes the update exactly" \
+    contains "$out" "sharding checkpoint resume_mid:"
+  if [ "$stage" = 2 ]; then
+    run_accel "$recipe" --nproc 2 -- resume_mid "$work" 0
+    expect "stage 2's accumulated slices refused by plain data parallel, naming the file" \
+      contains "$err" "gradients_rank_0.safetensors' holds an accumulated gradient 'flat_1'"
+  fi
+done
 
 finish
