@@ -73,7 +73,9 @@ expect "final weights equal the uninterrupted run's, digit for digit" \
 echo "restarted run: ${elapsed}s"
 
 # A recipe that fails on every start: two restarts, then its exit code.
-printf 'local acc = accel.Accelerator{}\nacc:print("start " .. os.getenv("ACCEL_RESTART_COUNT"))\nif acc.process_index == 1 then os.exit(3) end\nacc:wait_for_everyone()\n' >"$work/always.lua"
+# Rank 1 fails only once rank 0 has printed (the barrier): otherwise the
+# launcher may stop rank 0 before its line, and a start goes uncounted.
+printf 'local acc = accel.Accelerator{}\nacc:print("start " .. os.getenv("ACCEL_RESTART_COUNT"))\nacc:wait_for_everyone()\nif acc.process_index == 1 then os.exit(3) end\nacc:wait_for_everyone()\n' >"$work/always.lua"
 run_accel "$work/always.lua" --nproc 2 --max-restarts 2
 expect "a failure on every start gives up with its exit code" [ "$status" -eq 3 ]
 expect "it started three times" [ "$(grep -c '^start ' "$work/out")" -eq 3 ]
