@@ -96,16 +96,23 @@ std::vector<int64_t> option_integers(lua_State* L, const Options& opts, const ch
   lua_getfield(L, opts.index, name);
   std::vector<int64_t> out;
   bool ok = true;
-  if (lua_type(L, -1) == LUA_TNUMBER) {
-    out.push_back(static_cast<int64_t>(lua_tonumber(L, -1)));
-  } else if (lua_type(L, -1) == LUA_TTABLE) {
+  // Appends the number at the top of the stack when it is integral.
+  auto take_integer = [&] {
+    if (lua_type(L, -1) != LUA_TNUMBER) return false;
+    const double v = lua_tonumber(L, -1);
+    if (v != static_cast<double>(static_cast<int64_t>(v))) return false;
+    out.push_back(static_cast<int64_t>(v));
+    return true;
+  };
+  if (lua_type(L, -1) == LUA_TTABLE) {
     size_t n = lua_objlen(L, -1);
     for (size_t i = 1; i <= n && ok; ++i) {
       lua_rawgeti(L, -1, static_cast<int>(i));
-      ok = lua_type(L, -1) == LUA_TNUMBER;
-      if (ok) out.push_back(static_cast<int64_t>(lua_tonumber(L, -1)));
+      ok = take_integer();
       lua_pop(L, 1);
     }
+  } else {
+    ok = take_integer();
   }
   lua_pop(L, 1);
   if (!ok || out.empty()) {

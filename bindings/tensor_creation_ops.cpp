@@ -120,8 +120,10 @@ std::vector<Binding> tensor_creation_bindings() {
       bind("rand", [](lua_State* L, Sizes s, Options o) {
         return with_requires_grad(L, o, at::rand(s.value, float_default(L, o)));
       }),
+      // Of a boolean, a bool tensor; of a number, the default float dtype.
       bind("full", [](lua_State* L, Sizes s, at::Scalar v, Options o) {
-        return with_requires_grad(L, o, at::full(s.value, v, float_default(L, o)));
+        at::TensorOptions made = v.isBoolean() ? tensor_options(L, o, at::TensorOptions(at::kBool)) : float_default(L, o);
+        return with_requires_grad(L, o, at::full(s.value, v, made));
       }),
       // randint(low, high, sizes): low inclusive, high exclusive, as in PyTorch.
       bind("randint", [](lua_State* L, int64_t low, int64_t high, Sizes s, Options o) {

@@ -174,6 +174,10 @@ do
   check.raises(function() F.conv2d(x, w, nil, { strid = 2 }) end, "unknown option", "conv2d",
                "unknown option 'strid'", "stride")
   check.raises(function() F.conv2d(x, w, nil, { stride = "2" }) end, "bad option type", "option 'stride'")
+  check.raises(function() F.conv2d(x, w, nil, { stride = 1.5 }) end, "a fractional stride", "option 'stride'",
+               "integer")
+  check.raises(function() F.max_pool2d(x, 2, { padding = { 0, 0.5 } }) end, "a fractional padding",
+               "option 'padding'", "integer")
   check.raises(function() F.pad(x, { 1, 1 }, { mode = "mirror" }) end, "bad pad mode", "mirror")
   check.raises(function() F.batch_norm(x, nil, nil, nil, nil) end, "eval without stats", "running_mean")
   check.raises(function() F.one_hot(accel.LongTensor({ 0, 2 }), 3) end, "class 0", "one_hot", "id 0")

@@ -61,6 +61,8 @@ check.equal(integral.dtype, accel.float32, "integral values make a float32 tenso
 check.near(integral:mean(), 2, 0, "mean of a table of integral numbers")
 check.equal(accel.tensor({ { 1, 2 } }, { dtype = accel.int64 }).dtype, accel.int64, "dtype = int64 asks for integers")
 check.equal(accel.full({ 2 }, 3).dtype, accel.float32, "full of an integral number is float32")
+check.equal(accel.full({ 2 }, true).dtype, accel.bool, "full of a boolean is bool")
+check.equal(accel.full({ 2 }, false, { dtype = accel.float32 }).dtype, accel.float32, "full of a boolean with a dtype")
 check.equal(accel.full_like(ints, 7).dtype, accel.int64, "full_like keeps an int64 dtype")
 for name, dtype in pairs({ LongTensor = accel.int64, IntTensor = accel.int32, ByteTensor = accel.uint8,
                            BoolTensor = accel.bool, FloatTensor = accel.float32, DoubleTensor = accel.float64 }) do
