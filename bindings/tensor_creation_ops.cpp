@@ -122,7 +122,8 @@ std::vector<Binding> tensor_creation_bindings() {
       }),
       // Of a boolean, a bool tensor; of a number, the default float dtype.
       bind("full", [](lua_State* L, Sizes s, at::Scalar v, Options o) {
-        at::TensorOptions made = v.isBoolean() ? tensor_options(L, o, at::TensorOptions(at::kBool)) : float_default(L, o);
+        at::TensorOptions made =
+            v.isBoolean() ? tensor_options(L, o, at::TensorOptions(at::kBool)) : float_default(L, o);
         return with_requires_grad(L, o, at::full(s.value, v, made));
       }),
       // randint(low, high, sizes): low inclusive, high exclusive, as in PyTorch.
