@@ -17,13 +17,8 @@ struct Tolerances {
 // `{rtol = 1e-5, atol = 1e-8, equal_nan = false}`, PyTorch's defaults.
 Tolerances tolerances(lua_State* L, const Options& o) {
   check_option_names(L, o, {"rtol", "atol", "equal_nan"});
-  bool equal_nan = false;
-  if (option_present(L, o, "equal_nan")) {
-    lua_getfield(L, o.index, "equal_nan");
-    equal_nan = lua_toboolean(L, -1) != 0;
-    lua_pop(L, 1);
-  }
-  return {option_number(L, o, "rtol", 1e-5), option_number(L, o, "atol", 1e-8), equal_nan};
+  return {option_number(L, o, "rtol", 1e-5), option_number(L, o, "atol", 1e-8),
+          option_boolean(L, o, "equal_nan", false)};
 }
 
 }  // namespace

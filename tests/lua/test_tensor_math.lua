@@ -122,6 +122,10 @@ check.equal(accel.allclose(p, p + 1e-9), true, "allclose")
 check.equal(accel.allclose(p, p + 1e-3), false, "allclose refuses a real difference")
 check.equal(accel.allclose(p, p + 1e-3, { atol = 1e-2 }), true, "allclose with atol")
 check.near(p:isclose(p + 1e-3, { rtol = 0, atol = 2e-3 }), { true, true, true }, 0, "isclose")
+check.equal(accel.allclose(special, special), false, "a NaN is not close to itself by default")
+check.equal(accel.allclose(special, special, { equal_nan = true }), true, "allclose with equal_nan")
+check.raises(function() return accel.allclose(p, p, { equal_nan = "yes" }) end, "equal_nan must be a boolean",
+             "option 'equal_nan'", "boolean")
 check.equal(accel.equal(p, p:clone()), true, "equal")
 check.equal(accel.equal(p, p * 2), false, "equal sees different values")
 
