@@ -54,28 +54,52 @@ void set_number(lua_State* L, const char* key, int64_t value) {
   lua_setfield(L, -2, key);
 }
 
-// {{shard = t, params = {...}, offsets = {...}, numel = n, shard_numel = s}, ...}:
-// the flat layout, for checkpoints (offsets count elements from 0).
+// A list of integers (a shape, group sizes) as a Lua sequence.
+void push_integers(lua_State* L, at::IntArrayRef shape) {
+  lua_createtable(L, static_cast<int>(shape.size()), 0);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    lua_pushnumber(L, static_cast<lua_Number>(shape[d]));
+    lua_rawseti(L, -2, static_cast<int>(d + 1));
+  }
+}
+
+// The flat layout, for sharded checkpoints, with the optimizer's indices:
+// {flats = {{shard = t, numel = n, shard_numel = s, optimizer_index = i, params = {
+//              {unit = u, position = j, offset = o, shape = {...}, optimizer_index = i}, ...}}, ...},
+//  group_sizes = {n, ...}}  (the optimizer's groups before sharding)
+// Units and positions count from 1 (the lists given to ShardedModel);
+// offsets and optimizer indices from 0, as the flat buffer and the
+// optimizer's state keys do; -1: not held by the optimizer.
 Pushed flat_parameters(lua_State* L) {
   ShardedModel& model = self(L);
+  const auto indices = model.optimizer_indices(optimizer_arg(L, 2));
+  lua_createtable(L, 0, 2);
+  push_integers(L, model.original_group_sizes());
+  lua_setfield(L, -2, "group_sizes");
   lua_createtable(L, static_cast<int>(model.num_flat_parameters()), 0);
-  for (int64_t k = 0; k < model.num_flat_parameters(); ++k) {
-    FlatParameter& flat = model.flat_parameter(static_cast<size_t>(k));
+  for (size_t k = 0; k < static_cast<size_t>(model.num_flat_parameters()); ++k) {
+    FlatParameter& flat = model.flat_parameter(k);
     lua_createtable(L, 0, 5);
     push_tensor(L, flat.shard());
     lua_setfield(L, -2, "shard");
-    push(L, flat.params());
-    lua_setfield(L, -2, "params");
-    lua_createtable(L, static_cast<int>(flat.params().size()), 0);
-    for (size_t i = 0; i < flat.params().size(); ++i) {
-      lua_pushnumber(L, static_cast<lua_Number>(flat.offset(i)));
-      lua_rawseti(L, -2, static_cast<int>(i + 1));
-    }
-    lua_setfield(L, -2, "offsets");
     set_number(L, "numel", flat.numel());
     set_number(L, "shard_numel", flat.shard_numel());
+    set_number(L, "optimizer_index", indices[k].shard);
+    lua_createtable(L, static_cast<int>(flat.params().size()), 0);
+    for (size_t i = 0; i < flat.params().size(); ++i) {
+      lua_createtable(L, 0, 5);
+      set_number(L, "unit", static_cast<int64_t>(model.origins(k)[i].unit + 1));
+      set_number(L, "position", static_cast<int64_t>(model.origins(k)[i].position + 1));
+      set_number(L, "offset", flat.offset(i));
+      set_number(L, "optimizer_index", indices[k].original[i]);
+      push_integers(L, flat.shape(i));
+      lua_setfield(L, -2, "shape");
+      lua_rawseti(L, -2, static_cast<int>(i + 1));
+    }
+    lua_setfield(L, -2, "params");
     lua_rawseti(L, -2, static_cast<int>(k + 1));
   }
+  lua_setfield(L, -2, "flats");
   return Pushed{1};
 }
 
@@ -107,6 +131,7 @@ std::vector<Binding> sharded_methods() {
       bind("zero_grad", [](lua_State* L, Receiver, c10::optional<bool> set_to_none) {
         self(L).zero_grad(set_to_none.value_or(true));
       }),
+      // flat_parameters(optimizer): the layout above.
       bind("flat_parameters", flat_parameters),
       // The optimizer's state in its layout before sharding (a collective),
       // and back (engine/sharding/full_optimizer_state.cpp).

@@ -134,7 +134,6 @@ std::vector<Binding> tensor_creation_bindings() {
       bind("randperm", [](lua_State* L, int64_t n, Options o) {
         return at::randperm(n, tensor_options(L, o, at::TensorOptions(at::kLong))).add_(1);
       }),
-      // arange(end) or arange(start, end[, step]); the end is excluded.
       // arange(end) or arange(start, end[, step]), then options; the end is
       // excluded. The numbers are read by hand so options may follow any
       // count of them: arange(10, {dtype = accel.float32}).

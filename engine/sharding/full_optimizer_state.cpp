@@ -78,6 +78,28 @@ std::vector<Placement> placements(const std::vector<std::vector<at::Tensor>>& or
 
 }  // namespace
 
+std::vector<ShardedModel::FlatIndices> ShardedModel::optimizer_indices(const optim::Optimizer& optimizer) const {
+  TORCH_CHECK(!original_groups_.empty(), "sharding: the optimizer was not sharded by this model");
+  const auto current = current_indices(optimizer);
+  std::vector<FlatIndices> out(flats_.size());
+  for (size_t k = 0; k < flats_.size(); ++k) {
+    auto held = current.find(flats_[k]->shard().unsafeGetTensorImpl());
+    if (held != current.end()) out[k].shard = static_cast<int64_t>(held->second);
+    out[k].original.assign(flats_[k]->params().size(), -1);
+  }
+  const std::vector<Placement> places = placements(original_groups_, flats_, current);
+  for (size_t i = 0; i < places.size(); ++i) {
+    if (places[i].flat >= 0) out[static_cast<size_t>(places[i].flat)].original[places[i].position] = static_cast<int64_t>(i);
+  }
+  return out;
+}
+
+std::vector<int64_t> ShardedModel::original_group_sizes() const {
+  std::vector<int64_t> out;
+  for (const auto& group : original_groups_) out.push_back(static_cast<int64_t>(group.size()));
+  return out;
+}
+
 StateDict ShardedModel::full_optimizer_state(const optim::Optimizer& optimizer) const {
   at::NoGradGuard no_grad;
   TORCH_CHECK(!original_groups_.empty(), "sharding: the optimizer was not sharded by this model");

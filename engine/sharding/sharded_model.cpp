@@ -52,30 +52,34 @@ ShardedModel::ShardedModel(Communicator& comm, int stage, const std::vector<std:
     // Open flat parameters by (group, dtype); stages 1 and 2 take the last
     // parameters first and close a flat parameter at bucket_bytes, so that
     // reductions start while backward goes on.
-    std::map<std::pair<size_t, int>, std::pair<std::vector<at::Tensor>, int64_t>> open;
-    auto close = [&](std::vector<at::Tensor>& params) {
-      if (params.empty()) return;
+    struct Open {
+      std::vector<at::Tensor> params;
+      std::vector<Origin> origins;
+      int64_t bytes = 0;
+    };
+    std::map<std::pair<size_t, int>, Open> open;
+    auto close = [&](Open& flat) {
+      if (flat.params.empty()) return;
       unit.flats.push_back(flats_.size());
-      flats_.push_back(std::make_unique<FlatParameter>(comm_, std::move(params), stage_ == 3));
-      params.clear();
+      flats_.push_back(std::make_unique<FlatParameter>(comm_, std::move(flat.params), stage_ == 3));
+      origins_.push_back(std::move(flat.origins));
+      flat = Open{};
     };
     const size_t n = unit_params.size();
     for (size_t j = 0; j < n; ++j) {
-      const at::Tensor& p = unit_params[stage_ == 3 ? j : n - 1 - j];
+      const size_t position = stage_ == 3 ? j : n - 1 - j;
+      const at::Tensor& p = unit_params[position];
       TORCH_CHECK(p.is_leaf() && p.requires_grad(), "sharding: parameter ", j + 1,
                   " is not a leaf tensor that requires grad");
       auto found = group_of.find(p.unsafeGetTensorImpl());
-      auto& [params, bytes] = open[{found == group_of.end() ? unheld : found->second,
-                                    static_cast<int>(p.scalar_type())}];
+      Open& flat = open[{found == group_of.end() ? unheld : found->second, static_cast<int>(p.scalar_type())}];
       const int64_t p_bytes = p.numel() * static_cast<int64_t>(p.element_size());
-      if (stage_ < 3 && !params.empty() && bytes + p_bytes > bucket_bytes) {
-        close(params);
-        bytes = 0;
-      }
-      params.push_back(p);
-      bytes += p_bytes;
+      if (stage_ < 3 && !flat.params.empty() && flat.bytes + p_bytes > bucket_bytes) close(flat);
+      flat.params.push_back(p);
+      flat.origins.push_back(Origin{units_.size(), position});
+      flat.bytes += p_bytes;
     }
-    for (auto& [key, entry] : open) close(entry.first);
+    for (auto& [key, flat] : open) close(flat);
     units_.push_back(std::move(unit));
   }
   position_.assign(units_.size(), -1);

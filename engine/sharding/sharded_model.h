@@ -67,6 +67,28 @@ class ShardedModel {
   // hold no state yet.
   void shard_optimizer(optim::Optimizer& optimizer);
 
+  // Where flat parameter `flat`'s parameters came from: for each, its unit
+  // and its position in that unit's list as the constructor got them (both
+  // from 0). A checkpoint names parameters through these.
+  struct Origin {
+    size_t unit = 0;
+    size_t position = 0;
+  };
+  const std::vector<Origin>& origins(size_t flat) const { return origins_[flat]; }
+
+  // The sharded optimizer's own indices for a checkpoint keyed by flat
+  // parameter (SHARDED_STATE_DICT): each shard's index in `optimizer` now
+  // (-1 for a flat parameter the optimizer does not step), and each flat parameter's parameters' indices in the layout before
+  // shard_optimizer (-1 for one the optimizer did not hold).
+  struct FlatIndices {
+    int64_t shard = -1;
+    std::vector<int64_t> original;
+  };
+  std::vector<FlatIndices> optimizer_indices(const optim::Optimizer& optimizer) const;
+  // How many parameters each of the optimizer's groups held before
+  // shard_optimizer: the groups of the full state.
+  std::vector<int64_t> original_group_sizes() const;
+
   // The sharded optimizer's state in the layout the optimizer had before
   // shard_optimizer (state.<i>.<slot> of each original parameter, full
   // size): what plain data parallel saves, loadable on any world size and
@@ -121,6 +143,7 @@ class ShardedModel {
   Communicator& comm_;
   int stage_;
   std::vector<std::unique_ptr<FlatParameter>> flats_;
+  std::vector<std::vector<Origin>> origins_;  // per flat parameter
   std::vector<Unit> units_;
   std::vector<at::Tensor> params_;  // every parameter, for stage 1's reducer
   std::unique_ptr<GradientReducer> reducer_;  // stage 1

@@ -241,7 +241,7 @@ function Accelerator:prepare_model(model, optimizer)
     if self.sharding.cpu_offload and self.device ~= "cpu" then
       args_error("Accelerator:prepare: cpu_offload on a GPU is not supported yet (docs/api/sharding.md)")
     end
-    entry.sharded = shard_model(model, optimizer, self.sharding, self.bucket_bytes)
+    entry.sharded, entry.param_names = shard_model(model, optimizer, self.sharding, self.bucket_bytes)
     entry.optimizer = optimizer
     entry.reducer = entry.sharded
     if entry.sharded:stage() >= 2 and self.num_processes > 1 then
@@ -583,13 +583,18 @@ end
 
 -- What a checkpoint holds, as the lists checkpointing.lua takes.
 function Accelerator:_checkpoint_contents()
-  local models, sharded = {}, {}
+  local models, sharded, layouts = {}, {}, {}
   for i, entry in ipairs(self._models) do
     models[i] = entry.model
-    if entry.sharded then sharded[entry.model] = entry.sharded end
+    if entry.sharded then
+      sharded[entry.model] = entry.sharded
+      layouts[entry.model] = { optimizer = entry.optimizer, param_names = entry.param_names }
+    end
   end
   return {
     sharded_models = sharded,
+    shard_layouts = layouts,
+    sharded_state_dict = self.sharding ~= nil and self.sharding.state_dict_type == "SHARDED_STATE_DICT",
     with_full_parameters = function(model, fn, written) return self:_with_full_parameters(model, fn, written) end,
     state = self.state,
     project_configuration = self.project_configuration,

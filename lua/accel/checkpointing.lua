@@ -12,6 +12,11 @@
 --   rng_<rank>.safetensors                      each rank's generators
 --   dataloader_rank_<rank>.lua, dataloader_1_rank_<rank>.lua ...
 --                                               each rank's loader positions
+--   model_rank_<rank>.safetensors, model_1_rank_<rank> ...
+--                                               a sharded model's slices, each rank's
+--                                               (SHARDED_STATE_DICT, sharding/sharded_state.lua)
+--   optimizer_rank_<rank>.safetensors ...       its optimizer's sharded state, each rank's
+--   model_sharding.lua, model_1_sharding.lua    their layout (main)
 --   gradients_rank_<rank>.safetensors, gradients_1_rank_<rank> ...
 --                                               each rank's accumulated gradients,
 --                                               when saved between two micro-steps
@@ -30,7 +35,10 @@
 --     the prepared and registered objects, in preparation order
 --   c.sharded_models: model -> its ShardedModel (ZeRO / FSDP); their state
 --     and their optimizers' are written full, as plain data parallel writes
---     them (FULL_STATE_DICT), so any stage and world size loads them
+--     them (FULL_STATE_DICT), so any stage and world size loads them, or
+--     with c.sharded_state_dict each rank's slices (SHARDED_STATE_DICT);
+--     c.shard_layouts: model -> {optimizer = the engine optimizer stepping
+--     its shards, param_names = each unit's parameter names}
 --   c.with_full_parameters(model, fn, written): runs fn with the model's
 --     full parameters in place (a collective when sharded)
 local core = require("accel.core")
@@ -38,6 +46,7 @@ local serialize = require("accel.serialize")
 local gathering = require("accel.gathering")
 local guard = require("accel.collective_guard")
 local args = require("accel.args")
+local sharded_state = require("accel.sharding.sharded_state")
 
 local ck = core.checkpoint
 
@@ -56,6 +65,9 @@ local names = {
   rng = function(rank) return "rng_" .. rank .. ".safetensors" end,
   dataloader = function(i, rank) return indexed("dataloader", i) .. "_rank_" .. rank .. ".lua" end,
   gradients = function(i, rank) return indexed("gradients", i) .. "_rank_" .. rank .. ".safetensors" end,
+  model_slices = function(i, rank) return indexed("model", i) .. "_rank_" .. rank .. ".safetensors" end,
+  optimizer_slices = function(j, rank) return indexed("optimizer", j) .. "_rank_" .. rank .. ".safetensors" end,
+  sharding = function(i) return indexed("model", i) .. "_sharding.lua" end,
   scaler = "scaler.lua",
   accelerator = "accelerator_state.lua",
 }
@@ -204,10 +216,38 @@ local function gradient_holders(c, model)
   return holders
 end
 
+-- The number, among c.optimizers, of the optimizer stepping `model`'s shards.
+local function optimizer_of(c, model)
+  local engine = c.shard_layouts[model].optimizer
+  for j, opt in ipairs(c.optimizers) do
+    if opt.optimizer == engine then return j end
+  end
+  error("the optimizer of a sharded model was not prepared with it", 0)
+end
+
+-- Models whose ranks write their own slices: i -> {model, sharded, j (its
+-- optimizer's number), layout}.
+local function per_rank_models(c)
+  local out = {}
+  if not c.sharded_state_dict then return out end
+  for i, model in ipairs(c.models) do
+    local sharded = c.sharded_models[model]
+    if sharded then
+      local info = c.shard_layouts[model]
+      local layout = sharded_state.layout(sharded, info.optimizer, info.param_names, c.state.num_processes)
+      local j = optimizer_of(c, model)
+      layout.optimizer = j
+      out[i] = { model = model, sharded = sharded, optimizer = info.optimizer, j = j, layout = layout }
+    end
+  end
+  return out
+end
+
 -- The full state of sharded models and of their optimizers, gathered on
 -- every rank (collectives) before any rank writes.
 local function full_states(c)
   local out = { models = {}, optimizers = {} }
+  if c.sharded_state_dict then return out end
   for i, model in ipairs(c.models) do
     if c.sharded_models[model] then
       out.models[i] = c.with_full_parameters(model, function()
@@ -244,6 +284,13 @@ local function write_files(c, tmp, full)
   tensors_file(names.rng(rank), generators)
   for i, loader in ipairs(c.dataloaders) do lua_file(names.dataloader(i, rank), loader:state_dict()) end
   local progress = c.gradient_state:state_dict()
+  local own = per_rank_models(c)
+  local own_optimizers = {}
+  for i, m in pairs(own) do
+    tensors_file(names.model_slices(i, rank), sharded_state.model_tensors(m.sharded, m.model))
+    tensors_file(names.optimizer_slices(m.j, rank), sorted_pairs(m.optimizer:state_dict()))
+    own_optimizers[m.j] = true
+  end
   if not progress.sync_gradients then
     -- Between micro-steps the gradients summed so far are part of the next update.
     for i, model in ipairs(c.models) do
@@ -255,11 +302,17 @@ local function write_files(c, tmp, full)
   if not c.state.is_main_process then return entries end
 
   for i, model in ipairs(c.models) do
-    tensors_file(names.model(i), sorted_pairs(full.models[i] or model:state_dict()))
+    if own[i] then
+      lua_file(names.sharding(i), own[i].layout)
+    else
+      tensors_file(names.model(i), sorted_pairs(full.models[i] or model:state_dict()))
+    end
   end
   local updates, seen = {}, {}
   for i, opt in ipairs(c.optimizers) do
-    tensors_file(names.optimizer(i), sorted_pairs(full.optimizers[i] or opt:state_dict()))
+    if not own_optimizers[i] then
+      tensors_file(names.optimizer(i), sorted_pairs(full.optimizers[i] or opt:state_dict()))
+    end
     updates[i] = opt.updates
   end
   for i, sched in ipairs(c.schedulers) do
@@ -417,8 +470,37 @@ local function read_checkpoint(c, folder)
   check_count("data loader(s)", s.saved.counts.dataloaders, now.dataloaders, folder)
   check_count("registered object(s)", s.saved.counts.custom, now.custom, folder)
   s.models, s.optimizers, s.schedulers, s.customs, s.loaders = {}, {}, {}, {}, {}
-  for i = 1, now.models do s.models[i] = read_tensors(names.model(i)) end
-  for i = 1, now.optimizers do s.optimizers[i] = read_tensors(names.optimizer(i)) end
+  -- Sharded models saved as each rank's slices: this rank's own files when
+  -- the layout is the one it has now, else the full state from every rank's.
+  s.own, s.own_optimizers, s.model_files = {}, {}, {}
+  local rank = c.state.process_index
+  for i, model in ipairs(c.models) do
+    if listed[names.sharding(i)] then
+      local saved = read_value(names.sharding(i))
+      local j = saved.optimizer
+      local sharded, info = c.sharded_models[model], c.shard_layouts[model]
+      local current = sharded and sharded_state.layout(sharded, info.optimizer, info.param_names, c.state.num_processes)
+      if current and sharded_state.same_layout(saved, current) then
+        s.own[i] = { sharded = sharded, optimizer = info.optimizer, tensors = read_tensors(names.model_slices(i, rank)),
+                     optimizer_state = read_tensors(names.optimizer_slices(j, rank)) }
+        s.own_optimizers[j] = true
+      else
+        local models, optimizers = {}, {}
+        for r = 0, saved.world_size - 1 do
+          models[r + 1] = read_tensors(names.model_slices(i, r))
+          optimizers[r + 1] = read_tensors(names.optimizer_slices(j, r))
+        end
+        s.models[i] = sharded_state.full_model(saved, models)
+        s.model_files[i] = names.sharding(i)
+        s.optimizers[j] = sharded_state.full_optimizer(saved, optimizers)
+      end
+    else
+      s.models[i] = read_tensors(names.model(i))
+    end
+  end
+  for j = 1, now.optimizers do
+    if not s.optimizers[j] and not s.own_optimizers[j] then s.optimizers[j] = read_tensors(names.optimizer(j)) end
+  end
   for i = 1, now.schedulers do s.schedulers[i] = read_value(names.scheduler(i)) end
   for i = 1, now.custom do s.customs[i] = read_value(names.custom(i)) end
   s.scaler = c.gradient_state.scaler and read_value(names.scaler)
@@ -427,7 +509,6 @@ local function read_checkpoint(c, folder)
   -- which the loader re-shards over the current ranks.
   s.loader_rank = s.same_world and c.state.process_index or 0
   for i = 1, now.dataloaders do s.loaders[i] = read_value(names.dataloader(i, s.loader_rank)) end
-  local rank = c.state.process_index
   s.rng = listed[names.rng(rank)] and read_tensors(names.rng(rank))
   -- Accumulated gradients are this rank's partial sums: they mean nothing
   -- on another world size.
@@ -454,12 +535,18 @@ local function restore(c, folder, s)
   local saved = s.saved
   local function path(name) return folder .. "/" .. name end
   for i, model in ipairs(c.models) do
-    c.with_full_parameters(model, function()
-      apply(path(names.model(i)), model.load_state_dict, model, s.models[i])
-    end, true)
+    local own = s.own[i]
+    if own then
+      apply(path(names.model_slices(i, c.state.process_index)), sharded_state.restore_own, own.sharded, model,
+            own.optimizer, own.tensors, own.optimizer_state)
+    else
+      c.with_full_parameters(model, function()
+        apply(path(s.model_files[i] or names.model(i)), model.load_state_dict, model, s.models[i])
+      end, true)
+    end
   end
   for i, opt in ipairs(c.optimizers) do
-    apply(path(names.optimizer(i)), opt.load_state_dict, opt, s.optimizers[i])
+    if not s.own_optimizers[i] then apply(path(names.optimizer(i)), opt.load_state_dict, opt, s.optimizers[i]) end
     opt.updates = saved.optimizer_updates[i]
   end
   for i, sched in ipairs(c.schedulers) do

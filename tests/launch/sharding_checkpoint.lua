@@ -15,11 +15,13 @@
 --   accel-run sharding_checkpoint.lua --nproc 2 -- resume_mid DIR STAGE
 --     load_state(DIR/checkpoint_mid), the 4th micro-step, checks after_mid.lua
 --     exactly: the gradient accumulated before the save was kept
+-- A 4th argument, SHARDED_STATE_DICT, makes stages 2 and 3 go through the
+-- FSDP plugin with that state_dict_type: each rank saves its own slices.
 local check = dofile(arg[0]:match("(.*/)") .. "../lua/helpers/check.lua")
 local serialize = require("accel.serialize")
 local nn, optim, F = accel.nn, accel.optim, accel.nn.functional
 
-local mode, dir, stage = arg[1], arg[2], tonumber(arg[3] or "3")
+local mode, dir, stage, state_dict_type = arg[1], arg[2], tonumber(arg[3] or "3"), arg[4]
 
 local Block = nn.Module:extend("Block")
 function Block:init(d)
@@ -38,9 +40,10 @@ end
 function Net:forward(x) return self.head(self.block2(self.block1(self.embed(x)))) end
 
 local options = {}
-if stage == 3 then
-  options.fsdp_plugin = accel.FullyShardedDataParallelPlugin{ sharding_strategy = "FULL_SHARD",
-                                                              transformer_layer_cls = "Block" }
+if stage == 3 or (stage == 2 and state_dict_type) then
+  options.fsdp_plugin = accel.FullyShardedDataParallelPlugin{
+    sharding_strategy = stage == 3 and "FULL_SHARD" or "SHARD_GRAD_OP", transformer_layer_cls = "Block",
+    state_dict_type = state_dict_type }
 elseif stage > 0 then
   options.zero_stage = stage
 end

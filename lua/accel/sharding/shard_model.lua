@@ -31,8 +31,9 @@ local function wrap_forward(sharded, module, unit, is_root)
   end)
 end
 
--- Returns the ShardedModel of `model` at settings.stage; `optimizer` is the
--- engine optimizer holding the model's parameters.
+-- Returns the ShardedModel of `model` at settings.stage, and each unit's
+-- parameter names (for sharded checkpoints, sharded_state.lua); `optimizer`
+-- is the engine optimizer holding the model's parameters.
 return function(model, optimizer, settings, bucket_bytes)
   local units
   if settings.stage == 3 then
@@ -40,8 +41,13 @@ return function(model, optimizer, settings, bucket_bytes)
   else
     units = { { module = model, params = model:parameters() } }
   end
-  local lists = {}
-  for i, unit in ipairs(units) do lists[i] = unit.params end
+  local name_of = {}
+  for name, p in model:named_parameters() do name_of[p] = name end
+  local lists, names = {}, {}
+  for i, unit in ipairs(units) do
+    lists[i], names[i] = unit.params, {}
+    for j, p in ipairs(unit.params) do names[i][j] = name_of[p] end
+  end
   local sharded = dist.ShardedModel(settings.stage, lists, optimizer, bucket_bytes)
   sharded:shard_optimizer(optimizer)
   -- The model's full parameters were freed as they were sharded: their
@@ -50,5 +56,5 @@ return function(model, optimizer, settings, bucket_bytes)
   if settings.stage == 3 then
     for i, unit in ipairs(units) do wrap_forward(sharded, unit.module, i, i == 1) end
   end
-  return sharded
+  return sharded, names
 end

@@ -1,0 +1,146 @@
+-- SHARDED_STATE_DICT checkpoints of a sharded model (docs/api/sharding.md):
+-- each rank writes, without any collective, its own slices of the model's
+-- flat parameters ("flat_<k>", plus the model's buffers) and its sharded
+-- optimizer's state as the optimizer keeps it; the main process writes the
+-- layout, which names every parameter of every flat parameter with its
+-- offset and shape and the optimizer's indices. checkpointing.lua decides
+-- the file names and verifies them against the manifest.
+--
+-- Loading on the same world size and layout, each rank reads back only its
+-- own files. Anything else (another world size, another stage or wrap
+-- policy, no sharding at all) reassembles the full model and optimizer
+-- state from every rank's files, in the layout FULL_STATE_DICT writes, and
+-- loads that.
+local core = require("accel.core")
+
+local sharded_state = {}
+
+-- The layout of `sharded`, whose shards `optimizer` (the engine's) steps;
+-- `unit_names[u][j]` names the j-th parameter of unit u.
+function sharded_state.layout(sharded, optimizer, unit_names, world_size)
+  local raw = sharded:flat_parameters(optimizer)
+  local flats = {}
+  for k, flat in ipairs(raw.flats) do
+    local params = {}
+    for j, p in ipairs(flat.params) do
+      params[j] = { name = unit_names[p.unit][p.position], offset = p.offset, shape = p.shape,
+                    optimizer_index = p.optimizer_index }
+    end
+    flats[k] = { numel = flat.numel, shard_numel = flat.shard_numel, optimizer_index = flat.optimizer_index,
+                 params = params }
+  end
+  return { stage = sharded:stage(), world_size = world_size, group_sizes = raw.group_sizes, flats = flats }
+end
+
+-- This rank's model file: its slice of every flat parameter, and the
+-- model's buffers (the same on every rank).
+function sharded_state.model_tensors(sharded, model)
+  local out = {}
+  for k, shard in ipairs(sharded:shards()) do out[#out + 1] = { "flat_" .. k, shard } end
+  for name, b in model:named_buffers() do out[#out + 1] = { name, b } end
+  return out
+end
+
+local function same(a, b)
+  if type(a) ~= "table" or type(b) ~= "table" then return a == b end
+  for k, v in pairs(a) do
+    if not same(v, b[k]) then return false end
+  end
+  for k in pairs(b) do
+    if a[k] == nil then return false end
+  end
+  return true
+end
+
+-- Whether this rank can take its own files as they are: the same world
+-- size and the same flat parameters (the stage itself may differ between 1
+-- and 2, which cut flat parameters alike).
+function sharded_state.same_layout(saved, current)
+  return saved.world_size == current.world_size and same(saved.flats, current.flats)
+end
+
+-- Gives the shards, the buffers and the optimizer this rank's own state;
+-- at stages 1 and 2 the full parameters are gathered from the shards after
+-- (a collective).
+function sharded_state.restore_own(sharded, model, optimizer, tensors, optimizer_state)
+  core.no_grad(function()
+    for k, shard in ipairs(sharded:shards()) do shard:copy_(tensors["flat_" .. k]) end
+    for name, b in model:named_buffers() do b:copy_(tensors[name]) end
+  end)
+  optimizer:load_state_dict(optimizer_state)
+  sharded:after_step()
+end
+
+-- `files[r + 1]` is rank r's model file, read ({name = tensor}); returns the
+-- flat parameters whole, unpadded slices joined in rank order.
+local function whole_flats(layout, files)
+  local out = {}
+  for k, flat in ipairs(layout.flats) do
+    local pieces = {}
+    for r = 1, layout.world_size do
+      local piece = files[r]["flat_" .. k]
+      if not piece then error(string.format("rank %d's file lacks 'flat_%d'", r - 1, k), 0) end
+      pieces[r] = piece
+    end
+    out[k] = core.cat(pieces, 1):narrow(1, 1, flat.numel)
+  end
+  return out
+end
+
+-- Parameter `p`'s own elements of its flat parameter `whole`, in its shape.
+local function cut(whole, p)
+  local numel = 1
+  for _, d in ipairs(p.shape) do numel = numel * d end
+  return whole:narrow(1, p.offset + 1, numel):view(p.shape):clone()
+end
+
+-- The full model state, {name = tensor}, from every rank's model file.
+function sharded_state.full_model(layout, files)
+  local state = {}
+  for k, whole in ipairs(whole_flats(layout, files)) do
+    for _, p in ipairs(layout.flats[k].params) do state[p.name] = cut(whole, p) end
+  end
+  for name, t in pairs(files[1]) do
+    if not name:match("^flat_%d+$") then state[name] = t end
+  end
+  return state
+end
+
+-- The full optimizer state, in the layout the optimizer had before
+-- sharding (state.<i>.<slot> of each original parameter, the groups'
+-- hyper-parameters), from every rank's optimizer file.
+function sharded_state.full_optimizer(layout, files)
+  local state, first = {}, 0
+  for g, n in ipairs(layout.group_sizes) do
+    local prefix = "param_groups." .. (g - 1) .. "."
+    state[prefix .. "params"] = core.arange(first, first + n)
+    first = first + n
+    for key, value in pairs(files[1]) do
+      if key:sub(1, #prefix) == prefix and key ~= prefix .. "params" then state[key] = value end
+    end
+  end
+  for _, flat in ipairs(layout.flats) do
+    if flat.optimizer_index >= 0 then
+      local prefix = "state." .. flat.optimizer_index .. "."
+      for key, value in pairs(files[1]) do
+        if key:sub(1, #prefix) == prefix then
+          local slot = key:sub(#prefix + 1)
+          local whole = value
+          if value:dim() > 0 then
+            local pieces = {}
+            for r = 1, layout.world_size do pieces[r] = files[r][key] end
+            whole = core.cat(pieces, 1):narrow(1, 1, flat.numel)
+          end
+          for _, p in ipairs(flat.params) do
+            if p.optimizer_index >= 0 then
+              state["state." .. p.optimizer_index .. "." .. slot] = value:dim() > 0 and cut(whole, p) or value:clone()
+            end
+          end
+        end
+      end
+    end
+  end
+  return state
+end
+
+return sharded_state
