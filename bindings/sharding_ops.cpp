@@ -106,6 +106,10 @@ Pushed flat_parameters(lua_State* L) {
 std::vector<Binding> sharded_methods() {
   return {
       bind("stage", [](lua_State* L, Receiver) { return static_cast<int64_t>(self(L).stage()); }),
+      // Whether gradients end each backward in the shards (their .grad, this
+      // rank's slices) rather than in the parameters: stages 2 and 3, which
+      // reduce every backward.
+      bind("holds_gradient_slices", [](lua_State* L, Receiver) { return self(L).stage() >= 2; }),
       bind("shard_optimizer", [](lua_State* L, Receiver) { self(L).shard_optimizer(optimizer_arg(L, 2)); }),
       bind("before_forward", [](lua_State* L, Receiver, int64_t unit) {
         self(L).before_forward(unit_index(unit));

@@ -209,7 +209,7 @@ end
 local function gradient_holders(self)
   local out = {}
   for _, entry in ipairs(self._models) do
-    local holders = entry.sharded and entry.sharded:stage() >= 2 and entry.sharded:shards() or entry.model:parameters()
+    local holders = entry.sharded and entry.sharded:holds_gradient_slices() and entry.sharded:shards() or entry.model:parameters()
     for _, p in ipairs(holders) do out[#out + 1] = p end
   end
   return out
@@ -244,7 +244,7 @@ function Accelerator:prepare_model(model, optimizer)
     entry.sharded, entry.param_names = shard_model(model, optimizer, self.sharding, self.bucket_bytes)
     entry.optimizer = optimizer
     entry.reducer = entry.sharded
-    if entry.sharded:stage() >= 2 and self.num_processes > 1 then
+    if entry.sharded:holds_gradient_slices() and self.num_processes > 1 then
       self.gradient_state._agree_overflow = function(found_inf) return overflow_anywhere(self, found_inf) end
     end
   else
@@ -364,7 +364,7 @@ function Accelerator:backward(loss, options)
   local early = {}
   for _, entry in ipairs(self._models) do
     local sync = self.sync_gradients and not entry.no_sync
-    local reduces_always = entry.sharded and entry.sharded:stage() >= 2
+    local reduces_always = entry.sharded and entry.sharded:holds_gradient_slices()
     if not sync and not reduces_always
        and (entry.sync_next_backward or (self.sync_each_batch and not entry.no_sync)) then
       sync = true
@@ -408,7 +408,7 @@ end
 local function slice_holder(self)
   local found
   for _, entry in ipairs(self._models) do
-    if entry.sharded and entry.sharded:stage() >= 2 then
+    if entry.sharded and entry.sharded:holds_gradient_slices() then
       if found then
         args_error("Accelerator:clip_grad_norm: clipping covers one model at ZeRO stages 2 and 3; "
                    .. "this Accelerator has prepared several")

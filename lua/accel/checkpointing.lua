@@ -208,7 +208,7 @@ end
 local function gradient_holders(c, model)
   local holders = {}
   local sharded = c.sharded_models[model]
-  if sharded and sharded:stage() >= 2 then
+  if sharded and sharded:holds_gradient_slices() then
     for k, shard in ipairs(sharded:shards()) do holders["flat_" .. k] = shard end
   else
     for name, p in model:named_parameters() do holders[name] = p end
