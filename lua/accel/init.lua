@@ -75,5 +75,7 @@ accel.find_executable_batch_size = require("accel.batch_size_finder")
 accel.logging = require("accel.logging")
 accel.get_logger = accel.logging.get_logger
 accel.progress = require("accel.progress")
+accel.init_empty_weights = require("accel.big_modeling.init_empty_weights")
+accel.compute_module_sizes = require("accel.big_modeling.module_sizes").compute
 
 return accel
