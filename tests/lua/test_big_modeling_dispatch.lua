@@ -73,6 +73,10 @@ for _, case in ipairs({ { "disk offload from safetensors", shards, {} },
   check.equal(model.blocks[3].fc2.weight.device, "meta", case[1] .. ": an offloaded tensor after forward")
   check.truthy(model.blocks[3].fc2.weight.requires_grad, case[1] .. ": an offloaded weight stays a parameter")
 end
+-- A ModuleList placed on disk, whose own forward never runs: its blocks load in turn.
+local list_on_disk = dispatched(shards, { device_map = { blocks = "disk", [""] = "cpu" } })
+same(run(list_on_disk), expected, "a ModuleList on disk")
+check.equal(list_on_disk.blocks[1].norm.weight.device, "meta", "a block's weight after forward")
 check.truthy(#ck.list_folder(root .. "/offload") > 0, "offloaded weights are written to offload_folder")
 check.raises(function() dispatched(pickled, { device_map = disk_map }) end, "disk offload from .bin without a folder",
              "offload_folder")

@@ -58,20 +58,39 @@ local function match_checkpoint(src, path, entries, dtype)
   end
 end
 
--- Groups disk entries by the module whose forward loads them: the module the
--- device map placed, or the owner of a tensor placed by its own name.
+-- The module whose forward loads a disk entry: the module the device map
+-- placed, all of whose tensors load together (a layer may read its
+-- children's weights without calling them, as MultiheadAttention does with
+-- out_proj). A container whose forward never runs (ModuleList) hands the
+-- entry to its child on the way to the tensor; a tensor placed by its own
+-- name loads with the module holding it.
+local function loading_module(modules, e)
+  local name = e.unit
+  local m = modules[name]
+  if not m then return e.module end
+  while m.forward == Module.forward do
+    local rest = name == "" and e.name or e.name:sub(#name + 2)
+    local child = rest:match("^([^.]+)%.")
+    if not child then break end
+    name = name == "" and child or (name .. "." .. child)
+    m = modules[name]
+  end
+  return m
+end
+
+-- Disk entries grouped by the module that loads them, in model order.
 local function disk_units(model, entries)
   local modules = {}
   for _, pair in ipairs(model:named_modules()) do modules[pair[1]] = pair[2] end
   local units, order = {}, {}
   for _, e in ipairs(entries) do
     if e.device == "disk" then
-      local owner = modules[e.unit] or e.module
-      if not units[owner] then
-        units[owner] = {}
-        order[#order + 1] = owner
+      local m = loading_module(modules, e)
+      if not units[m] then
+        units[m] = {}
+        order[#order + 1] = m
       end
-      table.insert(units[owner], e)
+      table.insert(units[m], e)
     end
   end
   return units, order

@@ -13,9 +13,9 @@ local function sorted(list)
   return list
 end
 
--- A list of {name, module, key, is_buffer, device, unit}: `unit` is the name
--- of the device map entry that placed it, the module (or tensor) whose
--- weights are loaded together when offloaded.
+-- A list of {name, module, key, is_buffer, tensor, device, unit}: `module`
+-- holds the tensor under `key`; `unit` is the name of the device map entry
+-- that placed it.
 function placement.resolve(where, model, device_map)
   local map, known = {}, {}
   for _, pair in ipairs(model:named_modules()) do known[pair[1]] = true end
