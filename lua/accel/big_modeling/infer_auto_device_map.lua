@@ -13,53 +13,9 @@ local dtypes = require("accel.big_modeling.dtypes")
 local module_sizes = require("accel.big_modeling.module_sizes")
 local max_memory = require("accel.big_modeling.max_memory")
 local device_map_view = require("accel.big_modeling.device_map_view")
+local model_parts = require("accel.big_modeling.model_parts")
 
 local where = "accel.infer_auto_device_map"
-
-local function join(prefix, key)
-  return prefix == "" and key or (prefix .. "." .. key)
-end
-
--- A module's own parameters, then its children, then its own buffers, as
--- {name, module or nil}.
-local function direct_parts(m, prefix)
-  local params, children, buffers = {}, {}, {}
-  for _, key in ipairs(m._fields) do
-    local v, name = rawget(m, key), join(prefix, tostring(key))
-    if Module.is_module(v) then
-      children[#children + 1] = { name, v }
-    elseif m._buffers[key] and v ~= nil then
-      buffers[#buffers + 1] = { name }
-    elseif type(v) == "userdata" and v.requires_grad and v.is_leaf then
-      params[#params + 1] = { name }
-    end
-  end
-  for _, c in ipairs(children) do params[#params + 1] = c end
-  for _, b in ipairs(buffers) do params[#params + 1] = b end
-  return params
-end
-
--- As Accelerate: only a module with child modules splits; a layer's own
--- tensors (a Linear's weight and bias) stay together.
-local function splittable(part, no_split)
-  local m = part[2]
-  return m ~= nil and not no_split[m.__name] and #m:named_children() > 0
-end
-
--- The largest part that is never split: what an offloaded layer needs on the main device.
-local function largest_layer(parts, sizes, no_split)
-  local largest, queue = 0, {}
-  for i, p in ipairs(parts) do queue[i] = p end
-  while #queue > 0 do
-    local part = table.remove(queue, 1)
-    if splittable(part, no_split) then
-      for i, child in ipairs(direct_parts(part[2], part[1])) do table.insert(queue, i, child) end
-    else
-      largest = math.max(largest, sizes[part[1]] or 0)
-    end
-  end
-  return largest
-end
 
 return function(model, options)
   if not Module.is_module(model) then args.error(where .. ": expected a module, got a " .. type(model)) end
@@ -79,9 +35,9 @@ return function(model, options)
   end
 
   local sizes = module_sizes.compute(model, o.dtype)
-  local queue = direct_parts(model, "")
+  local queue = model_parts.direct(model, "")
   local main_device = devices[1]
-  local reserve = largest_layer(queue, sizes, no_split)
+  local reserve = model_parts.largest_layer(queue, sizes, no_split)
   local map, order = {}, {}
   local current, used = 1, 0
   while #queue > 0 do
@@ -94,9 +50,9 @@ return function(model, options)
       map[part[1]] = device
       order[#order + 1] = part[1]
       used = used + size
-    elseif splittable(part, no_split) then
+    elseif model_parts.splittable(part, no_split) then
       table.remove(queue, 1)
-      for i, child in ipairs(direct_parts(part[2], part[1])) do table.insert(queue, i, child) end
+      for i, child in ipairs(model_parts.direct(part[2], part[1])) do table.insert(queue, i, child) end
     else
       current, used = current + 1, 0
     end
