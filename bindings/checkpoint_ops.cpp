@@ -7,15 +7,18 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 
 #include "bindings/op_tables.h"
+#include "bindings/typed_userdata.h"
 #include "engine/checkpoint/atomic_folder.h"
 #include "engine/checkpoint/checkpoint_error.h"
 #include "engine/checkpoint/fault_injection.h"
 #include "engine/checkpoint/manifest.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/checkpoint/weights_export.h"
+#include "engine/checkpoint/weights_reader.h"
 
 namespace accel::lua {
 namespace {
@@ -150,6 +153,54 @@ uint64_t shard_size_option(lua_State* L, int table) {
   return bytes;
 }
 
+// open_weights(path): a WeightsReader, closed by close() or collection.
+using ReaderPtr = std::unique_ptr<ckpt::WeightsReader>;
+std::vector<Binding> weights_reader_methods();
+const HandleType kWeightsReader{"accel.WeightsReader", "WeightsReader:", weights_reader_methods};
+
+const ckpt::WeightsReader& reader_at(lua_State* L) {
+  const ReaderPtr& reader = check_handle<ReaderPtr>(L, 1, kWeightsReader);
+  if (!reader) throw ArgError("this WeightsReader is closed");
+  return *reader;
+}
+
+std::vector<Binding> weights_reader_methods() {
+  return {
+      bind("names", [](lua_State* L, Receiver) {
+        const std::vector<std::string>& names = reader_at(L).names();
+        lua_createtable(L, static_cast<int>(names.size()), 0);
+        for (size_t i = 0; i < names.size(); ++i) {
+          lua_pushlstring(L, names[i].data(), names[i].size());
+          lua_rawseti(L, -2, static_cast<int>(i + 1));
+        }
+        return Pushed{1};
+      }),
+      // info(name) -> {dtype = "float32", shape = {...}, bytes = n}
+      bind("info", [](lua_State* L, Receiver, std::string name) {
+        const ckpt::TensorEntry& entry = reader_at(L).info(name);
+        lua_createtable(L, 0, 3);
+        lua_pushstring(L, dtype_name(entry.dtype));
+        lua_setfield(L, -2, "dtype");
+        lua_createtable(L, static_cast<int>(entry.shape.size()), 0);
+        for (size_t d = 0; d < entry.shape.size(); ++d) {
+          lua_pushnumber(L, static_cast<lua_Number>(entry.shape[d]));
+          lua_rawseti(L, -2, static_cast<int>(d + 1));
+        }
+        lua_setfield(L, -2, "shape");
+        lua_pushnumber(L, static_cast<lua_Number>(entry.end - entry.begin));
+        lua_setfield(L, -2, "bytes");
+        return Pushed{1};
+      }),
+      // load(name[, dtype]) -> a CPU tensor of its own
+      bind("load", [](lua_State* L, Receiver, std::string name, c10::optional<at::ScalarType> dtype) {
+        return reader_at(L).load(name, dtype);
+      }),
+      bind("path", [](lua_State* L, Receiver) { return reader_at(L).path(); }),
+      // close(): unmaps the files now rather than at collection.
+      bind("close", [](lua_State* L, Receiver) { check_handle<ReaderPtr>(L, 1, kWeightsReader).reset(); }),
+  };
+}
+
 }  // namespace
 
 std::vector<Binding> checkpoint_bindings() {
@@ -241,6 +292,12 @@ std::vector<Binding> checkpoint_bindings() {
           lua_pushstring(L, names[i].c_str());
           lua_rawseti(L, -2, static_cast<int>(i + 1));
         }
+        return Pushed{1};
+      }),
+      // open_weights(path): a file (.safetensors or .bin) or a folder
+      // save_weights wrote, read one tensor at a time (weights_reader.h).
+      bind("open_weights", [](lua_State* L, std::string path) {
+        push_handle(L, kWeightsReader, std::make_unique<ckpt::WeightsReader>(path));
         return Pushed{1};
       }),
       bind("load_weights", [](lua_State* L, std::string folder) {

@@ -164,8 +164,8 @@ SafetensorsHeader parse_safetensors_header(const std::string& json, uint64_t fil
   return header;
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
-  FileReader reader(path);
+SafetensorsHeader read_safetensors_header(FileReader& reader) {
+  const std::string& path = reader.path();
   unsigned char length_bytes[8];
   reader.read(length_bytes, 8, "the header length");
   uint64_t length = read_u64_le(length_bytes);
@@ -176,7 +176,12 @@ SafetensorsFile read_safetensors(const std::string& path) {
   }
   std::string json(length, '\0');
   reader.read(json.data(), length, "the header");
-  SafetensorsHeader header = parse_safetensors_header(json, reader.size(), path);
+  return parse_safetensors_header(json, reader.size(), path);
+}
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  FileReader reader(path);
+  SafetensorsHeader header = read_safetensors_header(reader);
   SafetensorsFile file;
   file.metadata = std::move(header.metadata);
   std::vector<char> gap;

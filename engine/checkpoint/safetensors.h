@@ -59,6 +59,10 @@ struct SafetensorsHeader {
 SafetensorsHeader parse_safetensors_header(const std::string& json, uint64_t file_size,
                                            const std::string& path);
 
+// Reads the length and the header from the start of `reader`'s file, and
+// checks them as parse_safetensors_header does.
+SafetensorsHeader read_safetensors_header(FileReader& reader);
+
 struct SafetensorsFile {
   NamedTensors tensors;  // in data order, each in its own CPU memory
   Metadata metadata;

@@ -80,13 +80,11 @@ void remove_stale(const std::string& folder, const Layout& layout, const std::se
 
 bool exists(const std::string& path) { return fs::is_regular_file(path); }
 
-NamedTensors read_one(const std::string& path, bool safe) {
-  if (safe) return read_safetensors(path).tensors;
-  return read_torch_state_dict(path);
-}
-
-NamedTensors read_sharded(const std::string& folder, const Layout& layout, bool safe) {
-  std::string index_path = folder + "/" + layout.index;
+WeightsFiles read_index(const std::string& folder, const Layout& layout) {
+  WeightsFiles weights;
+  weights.safe = &layout == &kSafetensors;
+  weights.index = folder + "/" + layout.index;
+  const std::string& index_path = weights.index;
   nlohmann::json index = parse_json(read_whole_file(index_path, kMaxIndexBytes), index_path, kMaxIndexBytes);
   const nlohmann::json& map = json_member(index, "weight_map", "'" + index_path + "'");
   if (!map.is_object()) throw CheckpointError("'" + index_path + "': weight_map is not an object");
@@ -98,19 +96,12 @@ NamedTensors read_sharded(const std::string& folder, const Layout& layout, bool 
     }
     wanted[file].insert(tensor);
   }
-  NamedTensors out;
   for (auto& [file, names] : wanted) {
     std::string path = folder + "/" + file;
     if (!exists(path)) throw CheckpointError("'" + index_path + "' names the shard '" + file + "', which is missing");
-    for (auto& entry : read_one(path, safe)) {
-      if (names.erase(entry.first)) out.push_back(std::move(entry));
-    }
-    if (!names.empty()) {
-      throw CheckpointError("'" + path + "' lacks the tensor '" + *names.begin() + "' that '" + index_path +
-                            "' places in it");
-    }
+    weights.files.emplace_back(path, std::move(names));
   }
-  return out;
+  return weights;
 }
 
 }  // namespace
@@ -184,14 +175,38 @@ std::vector<std::string> save_weights(const std::string& folder, const NamedTens
   return names;
 }
 
-NamedTensors load_weights(const std::string& folder) {
+WeightsFiles locate_weights(const std::string& folder) {
   for (const Layout* layout : {&kSafetensors, &kPickle}) {
-    bool safe = layout == &kSafetensors;
-    if (exists(folder + "/" + layout->single)) return read_one(folder + "/" + layout->single, safe);
-    if (exists(folder + "/" + layout->index)) return read_sharded(folder, *layout, safe);
+    if (exists(folder + "/" + layout->single)) {
+      WeightsFiles weights;
+      weights.safe = layout == &kSafetensors;
+      weights.files.emplace_back(folder + "/" + layout->single, std::set<std::string>{});
+      return weights;
+    }
+    if (exists(folder + "/" + layout->index)) return read_index(folder, *layout);
   }
   throw CheckpointError("'" + folder + "' holds no model weights (looked for model.safetensors, "
                         "model.safetensors.index.json, pytorch_model.bin and pytorch_model.bin.index.json)");
+}
+
+void check_shard_holds(const WeightsFiles& weights, const std::string& file, const std::set<std::string>& missing) {
+  if (missing.empty()) return;
+  throw CheckpointError("'" + file + "' lacks the tensor '" + *missing.begin() + "' that '" + weights.index +
+                        "' places in it");
+}
+
+NamedTensors load_weights(const std::string& folder) {
+  WeightsFiles weights = locate_weights(folder);
+  NamedTensors out;
+  for (auto& [path, names] : weights.files) {
+    NamedTensors tensors = weights.safe ? read_safetensors(path).tensors : read_torch_state_dict(path);
+    if (weights.index.empty()) return tensors;
+    for (auto& entry : tensors) {
+      if (names.erase(entry.first)) out.push_back(std::move(entry));
+    }
+    check_shard_holds(weights, path, names);
+  }
+  return out;
 }
 
 }  // namespace accel::checkpoint

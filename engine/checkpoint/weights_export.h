@@ -16,7 +16,9 @@
 // save does not use are removed.
 #pragma once
 #include <cstdint>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/checkpoint/safetensors.h"
@@ -40,6 +42,25 @@ std::vector<std::vector<std::size_t>> plan_shards(const NamedTensors& tensors, u
 // written, the index last when there is one.
 std::vector<std::string> save_weights(const std::string& folder, const NamedTensors& tensors,
                                       const WeightsOptions& options);
+
+// Where a folder's weights are: the single file, or every shard its index
+// names with the tensors the index places there.
+struct WeightsFiles {
+  bool safe = true;  // safetensors; false: PyTorch's pickle format
+  std::string index;  // the index's path; empty for a single file
+  // Each file's path and, for shards, the tensors it must hold (a single
+  // file holds whatever it holds).
+  std::vector<std::pair<std::string, std::set<std::string>>> files;
+};
+
+// Looks for the single safetensors file, its index, the single .bin or its
+// index, in that order of preference. Errors name the folder, the index or
+// the missing shard.
+WeightsFiles locate_weights(const std::string& folder);
+
+// Throws, naming the shard and the index, when `missing` (tensors the index
+// places in `file` that it lacks) is not empty.
+void check_shard_holds(const WeightsFiles& weights, const std::string& file, const std::set<std::string>& missing);
 
 // Reads what save_weights (or transformers' save_pretrained) wrote: the
 // single safetensors file, its index, the single .bin or its index, in that
