@@ -13,13 +13,15 @@ from accelerate import init_empty_weights, load_checkpoint_and_dispatch
 
 
 class Net(torch.nn.Module):
+    # Keyed "1".."n": accel's ModuleList counts from 1, so its checkpoint
+    # names the layers layers.1 ... layers.n.
     def __init__(self, n):
         super().__init__()
-        self.layers = torch.nn.ModuleList([torch.nn.Linear(4096, 4096) for _ in range(n)])
+        self.layers = torch.nn.ModuleDict({str(i + 1): torch.nn.Linear(4096, 4096) for i in range(n)})
 
     def forward(self, x):
-        for layer in self.layers:
-            x = layer(x).relu()
+        for i in range(len(self.layers)):
+            x = self.layers[str(i + 1)](x).relu()
         return x
 
 

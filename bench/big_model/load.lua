@@ -5,7 +5,8 @@
 -- With MAX_MEMORY, device_map = "auto" keeps that much in memory and
 -- offloads the rest to disk; the forward's time is printed too.
 local build = dofile(arg[0]:match("(.*/)") .. "model.lua")
-local folder, max_memory = assert(arg[1], "usage: load.lua -- FOLDER [MAX_MEMORY]"), arg[2]
+local folder = arg[1] or error("usage: accel-run bench/big_model/load.lua -- FOLDER [MAX_MEMORY]")
+local max_memory = arg[2]
 
 local function status_kib(field)
   local f = assert(io.open("/proc/self/status"))
