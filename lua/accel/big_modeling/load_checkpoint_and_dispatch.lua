@@ -99,7 +99,7 @@ end
 -- How a disk unit's tensors are read at forward time: from the offload
 -- folder, one safetensors file per unit (written here, already converted),
 -- or straight from a safetensors checkpoint.
-local function disk_reader(src, o, format, unit_index, entries)
+local function disk_reader(src, o, unit_index, entries)
   if o.offload_folder then
     local file = string.format("%s/offloaded_%d.safetensors", o.offload_folder, unit_index)
     local pairs_list = {}
@@ -111,9 +111,6 @@ local function disk_reader(src, o, format, unit_index, entries)
       for i, e in ipairs(list) do out[i] = tensors[e.name] end
       return out
     end
-  end
-  if format == "bin" then
-    error("offloading to disk from a pytorch_model.bin needs offload_folder (pickled weights cannot be read lazily)", 0)
   end
   return function(list)
     local out = {}
@@ -144,7 +141,12 @@ return function(model, path, options)
   local entries = try(placement.resolve, where, model, device_map)
   local src = try(weights_source.open, path)
   try(match_checkpoint, src, path, entries, o.dtype)
-  local format = weights_source.format(path)
+  local offloads = false
+  for _, e in ipairs(entries) do offloads = offloads or e.device == "disk" end
+  if offloads and not o.offload_folder and weights_source.format(path) == "bin" then
+    args.error(where .. ": offloading to disk from a pytorch_model.bin needs offload_folder "
+               .. "(pickled weights are held whole in memory while read)")
+  end
   -- Created when missing, never emptied: it may be a folder of the user's.
   if o.offload_folder and not ck.is_folder(o.offload_folder) then try(ck.make_empty_folder, o.offload_folder) end
 
@@ -160,7 +162,7 @@ return function(model, path, options)
     end
     local units, order = disk_units(model, entries)
     for i, unit in ipairs(order) do
-      local read = disk_reader(src, o, format, i, units[unit])
+      local read = disk_reader(src, o, i, units[unit])
       disk_offload.empty(units[unit])
       disk_offload.attach(unit, units[unit], read)
       kept_open = kept_open or not o.offload_folder
