@@ -40,7 +40,9 @@ def main():
         model = Net(int(os.environ.get("BIG_MODEL_LAYERS", "32")))
     kwargs = {"device_map": {"": "cpu"}}
     if len(sys.argv) > 2:
-        kwargs = {"device_map": "auto", "max_memory": {"cpu": sys.argv[2]}, "offload_folder": sys.argv[3]}
+        # A number is bytes, as in load.lua; Accelerate takes bytes as an int.
+        budget = int(sys.argv[2]) if sys.argv[2].isdigit() else sys.argv[2]
+        kwargs = {"device_map": "auto", "max_memory": {"cpu": budget}, "offload_folder": sys.argv[3]}
     start = time.perf_counter()
     model = load_checkpoint_and_dispatch(model, folder, **kwargs)
     load_s = time.perf_counter() - start
