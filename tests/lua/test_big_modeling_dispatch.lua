@@ -73,6 +73,13 @@ for _, case in ipairs({ { "disk offload from safetensors", shards, {} },
   check.equal(model.blocks[3].fc2.weight.device, "meta", case[1] .. ": an offloaded tensor after forward")
   check.truthy(model.blocks[3].fc2.weight.requires_grad, case[1] .. ": an offloaded weight stays a parameter")
 end
+-- Offloaded weights are converted too, from the checkpoint and through the folder.
+for _, folder in ipairs({ false, root .. "/offload_bf16" }) do
+  local model = dispatched(shards, { device_map = disk_map, dtype = accel.bfloat16, offload_folder = folder or nil })
+  check.equal(model.blocks[2].fc1.weight.dtype, "bfloat16", "an offloaded weight's dtype under dtype = bfloat16")
+  same(run(model), run(converted), "offloaded and loaded as bfloat16" .. (folder and " through offload_folder" or ""))
+end
+
 -- A ModuleList placed on disk, whose own forward never runs: its blocks load in turn.
 local list_on_disk = dispatched(shards, { device_map = { blocks = "disk", [""] = "cpu" } })
 same(run(list_on_disk), expected, "a ModuleList on disk")
