@@ -52,7 +52,9 @@ local function parse(argv)
   if not o.model then fail("no model file given") end
   if #o.dtypes == 0 then o.dtypes = { "float32", "float16", "bfloat16" } end
   for _, d in ipairs(o.dtypes) do
-    if not pcall(dtypes.check, "--dtypes", d) then fail("unknown dtype " .. d .. " (float32, float16, bfloat16, float64)") end
+    if not pcall(dtypes.check, "--dtypes", d) then
+      fail("unknown dtype " .. d .. " (float32, float16, bfloat16, float64)")
+    end
   end
   return o
 end

@@ -131,7 +131,8 @@ return function(model, path, options)
     device_map = infer_auto_device_map(model, { max_memory = o.max_memory, dtype = o.dtype,
                                                 no_split_module_classes = o.no_split_module_classes })
   elseif type(device_map) == "string" then
-    args.error(string.format("%s: device_map must be \"auto\" or a table of module names, got \"%s\"", where, device_map))
+    args.error(string.format("%s: device_map must be \"auto\" or a table of module names, got \"%s\"",
+                             where, device_map))
   else
     for _, key in ipairs({ "max_memory", "no_split_module_classes" }) do
       if o[key] ~= nil then args.error(string.format("%s: %s is only used with device_map = \"auto\"", where, key)) end

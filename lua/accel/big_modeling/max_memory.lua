@@ -22,7 +22,8 @@ return function(where, given)
     error(string.format("%s: max_memory must be a table such as {cpu = \"2GiB\"}, got a %s", where, type(given)), 0)
   end
   for key, value in pairs(given or {}) do
-    local what = string.format("%s: max_memory[%s]", where, type(key) == "string" and ("\"" .. key .. "\"") or tostring(key))
+    local shown = type(key) == "string" and ("\"" .. key .. "\"") or tostring(key)
+    local what = string.format("%s: max_memory[%s]", where, shown)
     local device = devices.normalize(key, what)
     budget[device] = memory_size.parse(value, what)
   end

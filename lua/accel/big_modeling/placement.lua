@@ -53,7 +53,8 @@ function placement.resolve(where, model, device_map)
     if not e.device then uncovered[#uncovered + 1] = e.name end
   end
   if #uncovered > 0 then
-    error(string.format("%s: device_map places no entry for %s (add them, or a parent module, or \"\" for the whole model)",
+    error(string.format("%s: device_map places no entry for %s "
+                        .. "(add them, or a parent module, or \"\" for the whole model)",
                         where, table.concat(sorted(uncovered), ", ")), 0)
   end
   return entries
