@@ -138,6 +138,21 @@ int run_launcher(const std::vector<std::string>& args) {
   return accel::run_recipe(options, run_context());
 }
 
+// `accel-run estimate-memory MODEL.lua [...]`: one worker runs the Lua side
+// (lua/accel/big_modeling/estimate_memory.lua), which builds the model
+// without memory and prints the estimate; its arguments go to it as a
+// recipe's do.
+int run_estimate_memory(const std::vector<std::string>& rest) {
+  if (wants_help(rest) || rest.empty()) {
+    std::fputs("usage: accel-run estimate-memory MODEL.lua [--dtypes float32 float16 bfloat16] "
+               "[--num-processes N] [--no-split CLASS ...]\n", rest.empty() ? stderr : stdout);
+    return rest.empty() ? 2 : 0;
+  }
+  std::vector<std::string> args{lua_directory() + "/accel/big_modeling/estimate_memory.lua", "--nproc", "1", "--"};
+  args.insert(args.end(), rest.begin(), rest.end());
+  return run_launcher(args);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -158,5 +173,6 @@ int main(int argc, char** argv) {
   }
   if (verb == "test") return accel::run_test_command(rest, run_context(), lua_directory());
   if (verb == "plot") return accel::run_plot_command(rest, std::cout, std::cerr);
+  if (verb == "estimate-memory") return run_estimate_memory(rest);
   return run_launcher(args);
 }

@@ -131,7 +131,18 @@ c10::optional<at::Tensor> option_tensor(lua_State* L, const Options& opts, const
   return *t;
 }
 
+namespace {
+// Where a creation call that names no device puts its tensor. Unset, ATen's
+// default (the CPU); the meta device while accel.init_empty_weights builds a
+// model, so its weights are never allocated rather than allocated and moved.
+c10::optional<at::Device> g_creation_device;
+}  // namespace
+
+void set_creation_device(c10::optional<at::Device> device) { g_creation_device = device; }
+c10::optional<at::Device> creation_device() { return g_creation_device; }
+
 at::TensorOptions tensor_options(lua_State* L, const Options& opts, at::TensorOptions base) {
+  if (g_creation_device && !base.has_device()) base = base.device(*g_creation_device);
   if (opts.index == 0) return base;
   lua_getfield(L, opts.index, "dtype");
   if (!lua_isnil(L, -1)) {

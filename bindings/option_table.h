@@ -30,7 +30,11 @@ std::vector<int64_t> option_integers(lua_State* L, const Options& opts, const ch
 // A tensor field, or nullopt when absent.
 c10::optional<at::Tensor> option_tensor(lua_State* L, const Options& opts, const char* name);
 
-// Reads dtype and device.
+// The device that creation calls naming none use (nullopt: ATen's default).
+void set_creation_device(c10::optional<at::Device> device);
+c10::optional<at::Device> creation_device();
+
+// Reads dtype and device; a base without a device gets the creation device.
 at::TensorOptions tensor_options(lua_State* L, const Options& opts,
                                  at::TensorOptions base = at::TensorOptions());
 // Applies the table's requires_grad (ATen's factories ignore it in options).

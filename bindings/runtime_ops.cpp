@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "bindings/op_tables.h"
+#include "bindings/option_table.h"
 #include "bindings/tensor_handle.h"
 #include "engine/caching_cpu_allocator.h"
 
@@ -30,6 +31,16 @@ std::vector<Binding> runtime_bindings() {
       bind("tensor_bytes", []() { return tensor_stats().live_bytes; }),
       bind("tensor_collections", []() { return tensor_stats().collections; }),
       bind("release_tensor", [](lua_State* L) { release_tensor(L, 1); }),
+      // accel.init_empty_weights makes tensors on "meta" while it builds;
+      // nil goes back to the default.
+      bind("set_creation_device", [](c10::optional<std::string> name) {
+        set_creation_device(name ? c10::optional<at::Device>(usable_device(*name, "creation device"))
+                                 : c10::nullopt);
+      }),
+      bind("creation_device", []() {
+        auto device = creation_device();
+        return device ? device->str() : std::string("cpu");
+      }),
       bind("release_pooled_blocks", []() { release_pooled_blocks(); }),
       // Rank 0 writes to accel-run's own stdout (a terminal when the user
       // watches); other ranks, and rank 0 under --log-dir, write to a pipe.

@@ -46,8 +46,9 @@ constexpr int64_t kCollectionCeilingBytes = 64 << 20;
 
 // A view counts its own extent, not its base's whole storage: indexing rows of
 // a large tensor in a loop must not look like allocating the tensor again.
+// A meta tensor has a storage size but no memory behind it.
 int64_t handle_bytes(const at::Tensor& t) {
-  if (!t.defined() || !t.has_storage()) return 0;
+  if (!t.defined() || !t.has_storage() || t.is_meta()) return 0;
   return std::min(static_cast<int64_t>(t.storage().nbytes()),
                   t.numel() * static_cast<int64_t>(t.element_size()));
 }

@@ -1,21 +1,23 @@
 -- A character-level language model: a 2-layer causal Transformer learns a
 -- text file and then writes some of its own.
---   accel-run recipes/charlm.lua --nproc 2 [-- path/to/text.txt [PROJECT_DIR [RUN_NAME [LR]]]]
+--   accel-run recipes/charlm.lua --nproc 2 [-- path/to/text.txt [PROJECT_DIR [RUN_NAME [LR [STEPS]]]]]
 -- Default text: the GPL, version 3, which every Debian system ships. The
 -- loss and learning rate go to PROJECT_DIR/RUN_NAME/ (default
 -- runs/charlm/): metrics.jsonl and TensorBoard's files; `accel-run plot
--- runs/charlm` draws them.
+-- runs/charlm` draws them. The trained model is saved with save_model in
+-- PROJECT_DIR/RUN_NAME/model/, with charlm_config.lua, for recipes/generate.lua.
 local nn, optim, data, F = accel.nn, accel.optim, accel.data, accel.nn.functional
 
 local path = arg[1] or "/usr/share/common-licenses/GPL-3"
 local seq_len, d_model, heads, layers = 64, 128, 4, 2
-local batch_size, steps, log_every = 32, 400, 50
+local batch_size, steps, log_every = 32, tonumber(arg[5]) or 400, 50
 local config = { lr = tonumber(arg[4]) or 3e-3, weight_decay = 0.01, batch_size = batch_size, steps = steps,
                  seq_len = seq_len, d_model = d_model, heads = heads, layers = layers }
 
-local acc = accel.Accelerator{ log_with = "all", project_dir = arg[2] or "runs" }
+local project_dir, run_name = arg[2] or "runs", arg[3] or "charlm"
+local acc = accel.Accelerator{ log_with = "all", project_dir = project_dir }
 accel.set_seed(0)
-acc:init_trackers(arg[3] or "charlm", config)
+acc:init_trackers(run_name, config)
 
 -- Overlapping windows (a new one every 16 characters) give more distinct samples.
 local text = data.TextDataset(path, { seq_len = seq_len, level = "char", stride = 16 })
@@ -23,29 +25,14 @@ local vocab = text.vocab
 local loader = data.DataLoader(text, { batch_size = batch_size, shuffle = true, drop_last = true })
 loader = acc:prepare(loader)
 
-local CharLM = nn.Module:extend("CharLM")
-function CharLM:init()
-  self.tokens = nn.Embedding(vocab.vocab_size, d_model)
-  self.positions = nn.Embedding(seq_len, d_model)
-  self.blocks = nn.ModuleList()
-  -- No dropout: the run is short, and dropout would only slow the fit.
-  for _ = 1, layers do
-    self.blocks:append(nn.TransformerEncoderLayer(d_model, heads, {
-      dim_feedforward = 4 * d_model, dropout = 0, activation = "gelu", norm_first = true, is_causal = true }))
-  end
-  self.norm = nn.LayerNorm(d_model)
-  self.head = nn.Linear(d_model, vocab.vocab_size)
-end
-function CharLM:forward(ids)                           -- ids: (batch, length), length <= seq_len
-  local length = ids:size(2)
-  local x = self.tokens(ids) + self.positions(accel.arange(1, length + 1, { device = ids.device }))
-  for _, block in ipairs(self.blocks) do x = block(x) end
-  return self.head(self.norm(x))                       -- logits: (batch, length, vocab)
-end
+local CharLM = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "charlm_model.lua")
+config.vocab_size = vocab.vocab_size
+config.text = path
 
-local model = CharLM()
+local model = CharLM(config)
 local opt = optim.AdamW(model:parameters(), { lr = config.lr, weight_decay = config.weight_decay })
-local sched = optim.lr_scheduler.cosine(opt, { warmup = 50, total = steps, min_lr = 1e-4 })
+local sched = optim.lr_scheduler.cosine(opt, { warmup = math.min(50, math.floor(steps / 2)), total = steps,
+                                              min_lr = 1e-4 })
 model, opt, sched = acc:prepare(model, opt, sched)
 acc:print(string.format("%d characters, vocabulary of %d, %d parameters, %d steps", text.ids:numel(),
                         vocab.vocab_size, model:num_parameters(), steps))
@@ -109,5 +96,17 @@ end
 if acc.is_main_process then
   print("sample:")
   print(sample("The ", 300, 0.8))
+end
+
+-- The weights as save_model writes them, and what generate.lua needs to
+-- rebuild the model and its vocabulary.
+local model_dir = project_dir .. "/" .. run_name .. "/model"
+acc:save_model(model, model_dir)
+if acc.is_main_process then
+  local f = assert(io.open(model_dir .. "/charlm_config.lua", "w"))
+  f:write(string.format("return { text = %q, vocab_size = %d, seq_len = %d, d_model = %d, heads = %d, layers = %d }\n",
+                        path, vocab.vocab_size, seq_len, d_model, heads, layers))
+  f:close()
+  print("model saved in " .. model_dir)
 end
 acc:end_training()

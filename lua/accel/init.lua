@@ -75,5 +75,9 @@ accel.find_executable_batch_size = require("accel.batch_size_finder")
 accel.logging = require("accel.logging")
 accel.get_logger = accel.logging.get_logger
 accel.progress = require("accel.progress")
+accel.init_empty_weights = require("accel.big_modeling.init_empty_weights")
+accel.compute_module_sizes = require("accel.big_modeling.module_sizes").compute
+accel.infer_auto_device_map = require("accel.big_modeling.infer_auto_device_map")
+accel.load_checkpoint_and_dispatch = require("accel.big_modeling.load_checkpoint_and_dispatch")
 
 return accel

@@ -25,7 +25,19 @@ local function record_field(self, key, value)
   rawset(self, key, value)
 end
 
+-- Per-instance wrappers around forward, keyed weakly by module: big-model
+-- loading uses them to refuse a module whose weights are still on the meta
+-- device and to load a disk-offloaded module's weights just for its forward.
+-- A wrapper is called as wrapper(module, ...) and calls module:forward itself.
+local forward_wrappers = setmetatable({}, { __mode = "k" })
+
+function Module.set_forward_wrapper(m, wrapper)
+  forward_wrappers[m] = wrapper
+end
+
 local function call_forward(self, ...)
+  local wrapper = forward_wrappers[self]
+  if wrapper then return wrapper(self, ...) end
   return self:forward(...)
 end
 
@@ -33,9 +45,14 @@ local function describe(self)
   return self.__name .. "()"
 end
 
+-- Called with each module once its init has run, when set: accel.init_empty_weights
+-- uses it to guard the modules it builds.
+Module.on_new_instance = nil
+
 local function new_instance(cls, ...)
   local self = setmetatable({ _fields = {}, _buffers = {}, training = true }, cls)
   self:init(...)
+  if Module.on_new_instance then Module.on_new_instance(self) end
   return self
 end
 
@@ -260,6 +277,32 @@ function Module:to(target)
         rawset(m, key, v:to(target))
       end
     end
+  end
+  return self
+end
+
+-- Replaces every parameter and buffer with an uninitialised tensor of the
+-- same shape and dtype on `device`, as PyTorch's module.to_empty(): the way
+-- to give a model built under accel.init_empty_weights real memory. LibTorch
+-- cannot swap a meta tensor's data in place, so parameters are new tensors.
+function Module:to_empty(device)
+  if type(device) ~= "string" then
+    error(self.__name .. ":to_empty: the device must be a string such as \"cpu\", got a " .. type(device), 2)
+  end
+  local replaced = {}  -- a tensor shared by several modules stays shared
+  for _, m in ipairs(self:modules()) do
+    for _, key in ipairs(m._fields) do
+      local v = rawget(m, key)
+      local buffer = m._buffers[key] and v ~= nil
+      if buffer or is_parameter(v) then
+        if not replaced[v] then
+          local fresh = core.empty(v:size(), { dtype = v.dtype, device = device })
+          replaced[v] = buffer and fresh or fresh:requires_grad_()
+        end
+        rawset(m, key, replaced[v])
+      end
+    end
+    forward_wrappers[m] = nil
   end
   return self
 end

@@ -1,0 +1,174 @@
+-- accel.load_checkpoint_and_dispatch(model, path, {device_map, max_memory,
+-- offload_folder, no_split_module_classes, dtype}) -> model, device_map
+-- Fills a model (typically built under accel.init_empty_weights) from a
+-- checkpoint, tensor by tensor, placing each where the device map says:
+-- "cpu" or a GPU get their tensors now; "disk" keeps them on the meta device
+-- and loads them around the forward of the module placed there. device_map
+-- is a table of dotted names, "auto" (accel.infer_auto_device_map with
+-- max_memory, no_split_module_classes and dtype), or absent (all on the CPU).
+-- dtype converts floating tensors while loading.
+local core = require("accel.core")
+local ck = core.checkpoint
+local args = require("accel.args")
+local Module = require("accel.nn.module")
+local dtypes = require("accel.big_modeling.dtypes")
+local weights_source = require("accel.big_modeling.weights_source")
+local placement = require("accel.big_modeling.placement")
+local disk_offload = require("accel.big_modeling.disk_offload")
+local infer_auto_device_map = require("accel.big_modeling.infer_auto_device_map")
+
+local where = "accel.load_checkpoint_and_dispatch"
+
+local function shape_text(shape)
+  return "[" .. table.concat(shape, "x") .. "]"
+end
+
+-- Runs fn, raising its error at the recipe's line with this function's name in front.
+local function try(fn, ...)
+  local ok, result = pcall(fn, ...)
+  if not ok then
+    result = tostring(result)
+    if result:sub(1, #where) ~= where then result = where .. ": " .. result end
+    args.error(result)
+  end
+  return result
+end
+
+-- Checks the checkpoint holds every tensor of the model, with its shape,
+-- and records the dtype each loads as.
+local function match_checkpoint(src, path, entries, dtype)
+  local holds = {}
+  for _, name in ipairs(src:names()) do holds[name] = true end
+  local missing = {}
+  for _, e in ipairs(entries) do
+    if not holds[e.name] then
+      missing[#missing + 1] = e.name
+    else
+      local info = src:info(e.name)
+      e.shape, e.dtype = e.tensor:size(), dtypes.converted(info.dtype, dtype)
+      if shape_text(info.shape) ~= shape_text(e.shape) then
+        error(string.format("'%s' has shape %s in '%s' but %s in the model",
+                            e.name, shape_text(info.shape), path, shape_text(e.shape)), 0)
+      end
+    end
+  end
+  if #missing > 0 then
+    table.sort(missing)
+    error(string.format("'%s' lacks %s", path, table.concat(missing, ", ")), 0)
+  end
+end
+
+-- The module whose forward loads a disk entry: the module the device map
+-- placed, all of whose tensors load together (a layer may read its
+-- children's weights without calling them, as MultiheadAttention does with
+-- out_proj). A container whose forward never runs (ModuleList) hands the
+-- entry to its child on the way to the tensor; a tensor placed by its own
+-- name loads with the module holding it.
+local function loading_module(modules, e)
+  local name = e.unit
+  local m = modules[name]
+  if not m then return e.module end
+  while m.forward == Module.forward do
+    local rest = name == "" and e.name or e.name:sub(#name + 2)
+    local child = rest:match("^([^.]+)%.")
+    if not child then break end
+    name = name == "" and child or (name .. "." .. child)
+    m = modules[name]
+  end
+  return m
+end
+
+-- Disk entries grouped by the module that loads them, in model order.
+local function disk_units(model, entries)
+  local modules = {}
+  for _, pair in ipairs(model:named_modules()) do modules[pair[1]] = pair[2] end
+  local units, order = {}, {}
+  for _, e in ipairs(entries) do
+    if e.device == "disk" then
+      local m = loading_module(modules, e)
+      if not units[m] then
+        units[m] = {}
+        order[#order + 1] = m
+      end
+      table.insert(units[m], e)
+    end
+  end
+  return units, order
+end
+
+-- How a disk unit's tensors are read at forward time: from the offload
+-- folder, one safetensors file per unit (written here, already converted),
+-- or straight from a safetensors checkpoint.
+local function disk_reader(src, o, unit_index, entries)
+  if o.offload_folder then
+    local file = string.format("%s/offloaded_%d.safetensors", o.offload_folder, unit_index)
+    local pairs_list = {}
+    for i, e in ipairs(entries) do pairs_list[i] = { e.name, src:load(e.name, e.dtype) } end
+    ck.write_safetensors(file, pairs_list)
+    return function(list)
+      local tensors = ck.read_safetensors(file)
+      local out = {}
+      for i, e in ipairs(list) do out[i] = tensors[e.name] end
+      return out
+    end
+  end
+  return function(list)
+    local out = {}
+    for i, e in ipairs(list) do out[i] = src:load(e.name, e.dtype) end
+    return out
+  end
+end
+
+return function(model, path, options)
+  if not Module.is_module(model) then args.error(where .. ": expected a module, got a " .. type(model)) end
+  if type(path) ~= "string" then args.error(where .. ": the checkpoint path must be a string, got a " .. type(path)) end
+  local o = args.options(where, options, { device_map = args.NONE, max_memory = args.NONE, offload_folder = args.NONE,
+                                           no_split_module_classes = args.NONE, dtype = args.NONE },
+                         { device_map = "string|table", offload_folder = "string" })
+  if o.dtype ~= nil then dtypes.check(where, o.dtype) end
+  local device_map = o.device_map or { [""] = "cpu" }
+  if device_map == "auto" then
+    device_map = infer_auto_device_map(model, { max_memory = o.max_memory, dtype = o.dtype,
+                                                no_split_module_classes = o.no_split_module_classes })
+  elseif type(device_map) == "string" then
+    args.error(string.format("%s: device_map must be \"auto\" or a table of module names, got \"%s\"",
+                             where, device_map))
+  else
+    for _, key in ipairs({ "max_memory", "no_split_module_classes" }) do
+      if o[key] ~= nil then args.error(string.format("%s: %s is only used with device_map = \"auto\"", where, key)) end
+    end
+  end
+
+  local entries = try(placement.resolve, where, model, device_map)
+  local src = try(weights_source.open, path)
+  try(match_checkpoint, src, path, entries, o.dtype)
+  local offloads = false
+  for _, e in ipairs(entries) do offloads = offloads or e.device == "disk" end
+  if offloads and not o.offload_folder and weights_source.format(path) == "bin" then
+    args.error(where .. ": offloading to disk from a pytorch_model.bin needs offload_folder "
+               .. "(pickled weights are held whole in memory while read)")
+  end
+  -- Created when missing, never emptied: it may be a folder of the user's.
+  if o.offload_folder and not ck.is_folder(o.offload_folder) then try(ck.make_empty_folder, o.offload_folder) end
+
+  for _, m in ipairs(model:modules()) do Module.set_forward_wrapper(m, nil) end
+  local kept_open = false
+  try(function()
+    for _, e in ipairs(entries) do
+      if e.device ~= "disk" then
+        local t = src:load(e.name, e.dtype)
+        if e.device ~= "cpu" then t = t:to(e.device) end
+        rawset(e.module, e.key, e.is_buffer and t or t:requires_grad_())
+      end
+    end
+    local units, order = disk_units(model, entries)
+    for i, unit in ipairs(order) do
+      local read = disk_reader(src, o, i, units[unit])
+      disk_offload.empty(units[unit])
+      disk_offload.attach(unit, units[unit], read)
+      kept_open = kept_open or not o.offload_folder
+    end
+  end)
+  if not kept_open then src:close() end
+  return model, device_map
+end
