@@ -3,9 +3,10 @@
 // each straight into its own memory.
 //
 // safetensors files are memory-mapped; a load copies the tensor's bytes out
-// of the map (converting the dtype on the way when asked) and then drops the
-// map's pages from the process (madvise), so reading a file costs resident
-// memory for the tensors kept and nothing for the file. A .bin file
+// of the map 16 MiB at a time (converting the dtype on the way when asked),
+// each chunk's pages read in with one call and dropped from the process once
+// copied (madvise), so reading a file costs resident memory for the tensors
+// kept and one chunk of the file's. A .bin file
 // (PyTorch's pickle format) has no index to find one tensor by without
 // unpickling the archive, so it is read whole when opened, as torch.load
 // does, and its tensors are handed out from there.

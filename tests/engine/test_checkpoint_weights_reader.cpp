@@ -94,8 +94,9 @@ TEST_CASE("a loaded tensor owns its memory: the file's pages leave the process")
   at::Tensor w = reader.load("w");
   int64_t grown = resident_bytes() - before;
   CHECK(w.sum().item<double>() == static_cast<double>(n));
-  // The tensor's own 64 MiB; the mapped copy of the file would double it.
-  CHECK(grown < n * 4 * 5 / 4);
+  // The tensor's own 64 MiB and at most a 16 MiB chunk of the map; the
+  // whole mapped copy of the file would double it.
+  CHECK(grown < n * 4 + (24 << 20));
 }
 
 TEST_CASE("unknown names, missing shards and files that are not weights are refused by name") {
