@@ -1,9 +1,19 @@
 // A worker: one rank of a run. Embeds LuaJIT, opens the accel module and
 // runs the recipe; a Lua error ends the worker with its message and
-// traceback in the rank's error file, for the launcher's report.
+// traceback in the rank's error file, for the launcher's report. Under
+// `accel-run --watch` it is a warm worker instead: it runs the recipe each
+// time the launcher says so, every run in a new Lua state, and reports each
+// run's outcome to the launcher without ending (engine/launch/warm_protocol.h).
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/GeneratorImpl.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -22,8 +32,10 @@ extern "C" {
 #include "bindings/error_log.h"
 #include "bindings/lua_random.h"
 #include "bindings/error_boundary.h"
+#include "bindings/distributed_ops.h"
 #include "engine/comm/communicator.h"
 #include "engine/launch/launch_options.h"
+#include "engine/launch/warm_protocol.h"
 #include "engine/launch/worker_variables.h"
 #include "engine/tracking/open_trackers.h"
 #include "engine/caching_cpu_allocator.h"
@@ -216,6 +228,83 @@ bool run_recipe(lua_State* L, const std::string& recipe) {
   return lua_pcall(L, 0, 0, handler) == 0;
 }
 
+// A Lua state ready for the recipe: libraries, accel.core preloaded, arg.
+lua_State* new_worker_state(const LaunchOptions& options, CommunicatorOptions* comm_options,
+                            const std::string& lua_dir) {
+  lua_State* L = luaL_newstate();
+  luaL_openlibs(L);
+  install_math_random(L);  // a generator checkpoints can save
+  install_os_exit(L);
+  set_package_path(L, lua_dir);
+  preload_core(L, comm_options);
+  set_arg_table(L, options);
+  return L;
+}
+
+// What a run may have changed outside its Lua state goes back to how a new
+// process starts, so that every run of a warm worker equals a cold one:
+// LibTorch's and Lua's generators, the thread count, the default dtype,
+// gradient mode (a failed run may have left a no_grad region).
+void reset_process(const LaunchOptions& options) {
+  at::manual_seed(c10::default_rng_seed_val);
+  reset_math_random();
+  at::set_num_threads(options.threads);
+  c10::set_default_dtype(caffe2::TypeMeta::Make<float>());
+  at::GradMode::set_enabled(true);
+}
+
+void send_to_launcher(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) std::_Exit(0);  // the launcher is gone, and this worker with it
+    done += static_cast<size_t>(n);
+  }
+}
+
+// Waits for the launcher's next "run"; false when it has gone.
+bool next_run(int fd) {
+  std::string command;
+  char c;
+  for (;;) {
+    const ssize_t n = ::read(fd, &c, 1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    if (c == '\n') return command + "\n" == kRunCommand;
+    command += c;
+  }
+}
+
+// A warm worker's life: the process group, once joined, serves every run
+// (the communicator is kept between Lua states); everything else a run
+// touches is made anew.
+[[noreturn]] void serve_warm_runs(const LaunchOptions& options, CommunicatorOptions* comm_options,
+                                  const std::string& lua_dir, int control_fd) {
+  ::fcntl(control_fd, F_SETFD, FD_CLOEXEC);  // not for what the recipe starts
+  keep_communicator_between_states();
+  send_to_launcher(control_fd, kReadyMessage);
+  while (next_run(control_fd)) {
+    reset_process(options);
+    lua_State* L = new_worker_state(options, comm_options, lua_dir);
+    WarmMessage outcome;
+    if (run_recipe(L, options.recipe)) {
+      outcome.kind = WarmMessage::Kind::ok;
+    } else {
+      outcome.kind = WarmMessage::Kind::failed;
+      const char* error = lua_tostring(L, -1);
+      outcome.error = error ? error : "(error object is not a string)";
+    }
+    lua_close(L);
+    tracking::close_open_trackers(outcome.kind == WarmMessage::Kind::ok ? tracking::RunOutcome::success
+                                                                       : tracking::RunOutcome::failure);
+    std::fflush(nullptr);
+    outcome.collectives = kept_communicator_collectives();
+    send_to_launcher(control_fd, encode_warm_message(outcome));
+  }
+  std::fflush(nullptr);
+  std::_Exit(0);
+}
+
 }  // namespace
 }  // namespace accel::lua
 
@@ -255,15 +344,12 @@ extern "C" int accel_worker_main(int argc, char** argv) {
   comm_options.timeout = std::chrono::milliseconds(std::llround(options.timeout_s * 1000));
   comm_options.debug = options.debug;
 
-  lua_State* L = luaL_newstate();
-  luaL_openlibs(L);
-  lua::install_math_random(L);  // a generator checkpoints can save
-  lua::install_os_exit(L);
   std::string lua_dir = lua::lua_directory();
   lua::set_library_source_prefix(lua_dir);
-  lua::set_package_path(L, lua_dir);
-  lua::preload_core(L, &comm_options);
-  lua::set_arg_table(L, options);
+  if (const char* control = std::getenv(kControlFdVariable)) {
+    lua::serve_warm_runs(options, &comm_options, lua_dir, std::atoi(control));
+  }
+  lua_State* L = lua::new_worker_state(options, &comm_options, lua_dir);
   if (!lua::run_recipe(L, options.recipe)) lua::exit_with_error(lua_tostring(L, -1));
   lua_close(L);  // frees tensors and ends the communicator (MPI_Finalize included)
   std::fflush(nullptr);

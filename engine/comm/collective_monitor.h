@@ -79,6 +79,7 @@ class CollectiveMonitor {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   int64_t next_seq_ = 1;
+  int64_t finishes_ = 0;  // calls of finish_together, one per run of a warm worker
   std::vector<InFlight> in_flight_;  // oldest first
   CollectiveState last_left_;        // seq 0 until one was left
   bool dirty_ = false;
