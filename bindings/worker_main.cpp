@@ -243,10 +243,12 @@ lua_State* new_worker_state(const LaunchOptions& options, CommunicatorOptions* c
 
 // What a run may have changed outside its Lua state goes back to how a new
 // process starts, so that every run of a warm worker equals a cold one:
-// LibTorch's and Lua's generators, the thread count, the default dtype,
-// gradient mode (a failed run may have left a no_grad region).
+// LibTorch's generator (a new process seeds it at random, as PyTorch's
+// does: only a recipe's own seed makes runs repeat), Lua's (seeded with 0),
+// the thread count, the default dtype, gradient mode (a failed run may
+// have left a no_grad region).
 void reset_process(const LaunchOptions& options) {
-  at::manual_seed(c10::default_rng_seed_val);
+  at::manual_seed(c10::detail::getNonDeterministicRandom());
   reset_math_random();
   at::set_num_threads(options.threads);
   c10::set_default_dtype(caffe2::TypeMeta::Make<float>());
