@@ -53,6 +53,12 @@ class CollectiveMonitor {
   // False, having done nothing, when there is no store.
   bool finish_together();
 
+  // Publishes this rank's state now rather than at the publisher's next
+  // turn: a warm worker (accel-run --watch) that has left "finish" may be
+  // told to start its next run at once, and its peers' first collective
+  // must not find it still shown in the last run's finish.
+  void publish_now() { publish(); }
+
   // "all_reduce #7 of float32[4] at recipe.lua:9 did not complete within 5 s:
   // rank 1 did not arrive (...)": asks the store where every other rank is.
   std::string timeout_message(int64_t seq);
