@@ -11,6 +11,7 @@
 #include <c10/core/GeneratorImpl.h>
 #include <fcntl.h>
 #include <malloc.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -264,44 +266,139 @@ void send_to_launcher(int fd, const std::string& text) {
   }
 }
 
-// Waits for the launcher's next "run"; false when it has gone.
-bool next_run(int fd) {
-  std::string command;
-  char c;
+// The launcher's next command; nothing when it has gone.
+std::optional<WarmCommand> next_command(int fd, WarmFrameReader& reader) {
   for (;;) {
-    const ssize_t n = ::read(fd, &c, 1);
+    if (std::optional<WarmCommand> command = reader.next_command()) return command;
+    char buffer[4096];
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    if (c == '\n') return command + "\n" == kRunCommand;
-    command += c;
+    if (n <= 0) return std::nullopt;
+    reader.feed(buffer, static_cast<size_t>(n));
   }
 }
 
-// A warm worker's life: the process group, once joined, serves every run
-// (the communicator is kept between Lua states); everything else a run
-// touches is made anew.
-[[noreturn]] void serve_warm_runs(const LaunchOptions& options, CommunicatorOptions* comm_options,
-                                  const std::string& lua_dir, int control_fd) {
+// ---- accel-run repl: chunks in one Lua state, interrupted by SIGINT -------
+
+lua_State* g_repl_state = nullptr;
+
+void interrupt_hook(lua_State* L, lua_Debug*) {
+  lua_sethook(L, nullptr, 0, 0);
+  luaL_error(L, "interrupted");
+}
+
+// As lua.c does: the next Lua instruction the chunk runs raises
+// "interrupted" (code compiled by the JIT, or a C call in progress, such as
+// a collective, finishes first).
+void on_repl_interrupt(int) {
+  if (g_repl_state) lua_sethook(g_repl_state, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+// The session's state, made on the first chunk: accel loaded as for a
+// recipe, globals strict.
+lua_State* repl_state(const LaunchOptions& options, CommunicatorOptions* comm_options,
+                      const std::string& lua_dir) {
+  if (g_repl_state) return g_repl_state;
+  lua_State* L = new_worker_state(options, comm_options, lua_dir);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "accel");
+  if (lua_pcall(L, 1, 1, 0) != 0) exit_with_error(lua_tostring(L, -1));
+  lua_setglobal(L, "accel");
+  make_globals_strict(L);
+  struct sigaction interrupt {};
+  interrupt.sa_handler = on_repl_interrupt;
+  interrupt.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &interrupt, nullptr);
+  g_repl_state = L;
+  return L;
+}
+
+// "=expr" is "return expr", as in Lua's own prompt.
+std::string chunk_source(const std::string& text) {
+  return !text.empty() && text[0] == '=' ? "return " + text.substr(1) : text;
+}
+
+// Whether `text` is a whole chunk: it compiles, or fails for another
+// reason than ending too soon (that error is the chunk's to report).
+WarmMessage check_chunk(lua_State* L, const std::string& text) {
+  const std::string source = chunk_source(text);
+  WarmMessage answer{WarmMessage::Kind::ok, 0, ""};
+  if (luaL_loadbuffer(L, source.data(), source.size(), "=repl") == LUA_ERRSYNTAX) {
+    const std::string error = lua_tostring(L, -1);
+    const std::string eof = "'<eof>'";
+    if (error.size() >= eof.size() && error.compare(error.size() - eof.size(), eof.size(), eof) == 0) {
+      answer.kind = WarmMessage::Kind::more;
+    }
+  }
+  lua_settop(L, 0);
+  return answer;
+}
+
+// Runs a chunk; its values, tab-separated, are the answer's text.
+WarmMessage run_chunk(lua_State* L, const std::string& text) {
+  const std::string source = chunk_source(text);
+  lua_settop(L, 0);
+  lua_pushcfunction(L, traceback);
+  WarmMessage answer{WarmMessage::Kind::ok, 0, ""};
+  lua_sethook(L, nullptr, 0, 0);
+  if (luaL_loadbuffer(L, source.data(), source.size(), "=repl") != 0 || lua_pcall(L, 0, LUA_MULTRET, 1) != 0) {
+    answer.kind = WarmMessage::Kind::failed;
+    answer.text = lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object is not a string)";
+  } else {
+    for (int i = 2; i <= lua_gettop(L); ++i) {
+      lua_getglobal(L, "tostring");
+      lua_pushvalue(L, i);
+      if (lua_pcall(L, 1, 1, 0) != 0 || !lua_isstring(L, -1)) {
+        answer.text += i > 2 ? "\t?" : "?";
+      } else {
+        answer.text += (i > 2 ? "\t" : "") + std::string(lua_tostring(L, -1));
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_sethook(L, nullptr, 0, 0);
+  lua_settop(L, 0);
+  return answer;
+}
+
+// Runs the recipe in a new Lua state, everything else reset.
+WarmMessage run_once(const LaunchOptions& options, CommunicatorOptions* comm_options,
+                     const std::string& lua_dir) {
+  reset_process(options);
+  lua_State* L = new_worker_state(options, comm_options, lua_dir);
+  WarmMessage outcome{WarmMessage::Kind::ok, 0, ""};
+  if (!run_recipe(L, options.recipe)) {
+    outcome.kind = WarmMessage::Kind::failed;
+    const char* error = lua_tostring(L, -1);
+    outcome.text = error ? error : "(error object is not a string)";
+  }
+  lua_close(L);
+  tracking::close_open_trackers(outcome.kind == WarmMessage::Kind::ok ? tracking::RunOutcome::success
+                                                                     : tracking::RunOutcome::failure);
+  return outcome;
+}
+
+// A warm worker's life: the process group, once joined, serves every
+// command (the communicator is kept between Lua states). A run gets a new
+// Lua state and a reset process; chunks share the session's state.
+[[noreturn]] void serve_warm_commands(const LaunchOptions& options, CommunicatorOptions* comm_options,
+                                      const std::string& lua_dir, int control_fd) {
   ::fcntl(control_fd, F_SETFD, FD_CLOEXEC);  // not for what the recipe starts
   keep_communicator_between_states();
-  send_to_launcher(control_fd, kReadyMessage);
-  while (next_run(control_fd)) {
-    reset_process(options);
-    lua_State* L = new_worker_state(options, comm_options, lua_dir);
-    WarmMessage outcome;
-    if (run_recipe(L, options.recipe)) {
-      outcome.kind = WarmMessage::Kind::ok;
+  send_to_launcher(control_fd, encode_warm_message({WarmMessage::Kind::ready, ::getpid(), ""}));
+  WarmFrameReader reader;
+  while (std::optional<WarmCommand> command = next_command(control_fd, reader)) {
+    WarmMessage answer;
+    if (command->word == "run") {
+      answer = run_once(options, comm_options, lua_dir);
+    } else if (command->word == "check") {
+      answer = check_chunk(repl_state(options, comm_options, lua_dir), command->text);
     } else {
-      outcome.kind = WarmMessage::Kind::failed;
-      const char* error = lua_tostring(L, -1);
-      outcome.error = error ? error : "(error object is not a string)";
+      answer = run_chunk(repl_state(options, comm_options, lua_dir), command->text);
     }
-    lua_close(L);
-    tracking::close_open_trackers(outcome.kind == WarmMessage::Kind::ok ? tracking::RunOutcome::success
-                                                                       : tracking::RunOutcome::failure);
     std::fflush(nullptr);
-    outcome.collectives = kept_communicator_collectives();
-    send_to_launcher(control_fd, encode_warm_message(outcome));
+    answer.number = answer.kind == WarmMessage::Kind::more ? 0 : kept_communicator_collectives();
+    send_to_launcher(control_fd, encode_warm_message(answer));
   }
   std::fflush(nullptr);
   std::_Exit(0);
@@ -349,7 +446,7 @@ extern "C" int accel_worker_main(int argc, char** argv) {
   std::string lua_dir = lua::lua_directory();
   lua::set_library_source_prefix(lua_dir);
   if (const char* control = std::getenv(kControlFdVariable)) {
-    lua::serve_warm_runs(options, &comm_options, lua_dir, std::atoi(control));
+    lua::serve_warm_commands(options, &comm_options, lua_dir, std::atoi(control));
   }
   lua_State* L = lua::new_worker_state(options, &comm_options, lua_dir);
   if (!lua::run_recipe(L, options.recipe)) lua::exit_with_error(lua_tostring(L, -1));

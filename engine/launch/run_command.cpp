@@ -16,9 +16,9 @@
 #include "engine/launch/collective_state.h"
 #include "engine/launch/mpi_launch.h"
 #include "engine/launch/node_rendezvous.h"
+#include "engine/launch/repl_controller.h"
 #include "engine/launch/run_guardian.h"
 #include "engine/launch/stall_inspector.h"
-#include "engine/launch/source_watcher.h"
 #include "engine/launch/supervisor.h"
 #include "engine/launch/warm_protocol.h"
 #include "engine/launch/watch_controller.h"
@@ -35,14 +35,6 @@ struct RoundOutcome {
   // Restarting cannot help: the launcher was interrupted by a signal, the
   // nodes did not meet, or mpirun is missing.
   bool final = false;
-};
-
-// What lasts across the sets of warm workers of `accel-run --watch`.
-struct WatchState {
-  SourceWatcher sources;
-  int runs = 0;              // runs started so far
-  bool run_at_start = true;  // the next workers run the recipe as soon as they are ready
-  explicit WatchState(const std::string& recipe) : sources(recipe) {}
 };
 
 // One socket pair per local rank: the launcher's ends and the workers'.
@@ -174,7 +166,7 @@ std::string failure_line(std::optional<int> failed_rank) {
 }
 
 RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& context, const RunScope& scope,
-                            int round, WatchState* watch) {
+                            int round, WarmSession* warm) {
   const std::string& token = scope.token;
   // Node 0's store is new for every round: no key of an earlier round survives.
   std::optional<StoreServer> store;
@@ -217,27 +209,24 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
   supervision.stdout_fd = context.stdout_fd;
   supervision.stderr_fd = context.stderr_fd;
   supervision.log_dir = options.log_dir;
-  // Under --watch the workers are warm ones (warm_protocol.h), driven by a
-  // controller that the ticks ask, often, whether they must be replaced.
-  std::optional<WatchController> controller;
-  if (watch) {
+  // Under --watch and repl the workers are warm ones (warm_protocol.h),
+  // driven by a controller that the ticks ask, often, whether they must be
+  // stopped.
+  std::unique_ptr<WarmController> controller;
+  if (warm) {
     ControlSockets sockets(options.nproc);
     supervision.control_fds = sockets.workers;
     supervision.command.env.push_back(std::string(kControlFdVariable) + "=" + std::to_string(kControlFd));
+    supervision.stdin_to_first_rank = warm->stdin_to_workers();
     supervision.tick_interval = milliseconds(20);
-    WatchControllerOptions control;
-    control.sources = &watch->sources;
-    control.sockets = sockets.launcher;
-    control.out_fd = context.stderr_fd;
-    control.run_at_start = watch->run_at_start;
-    control.runs = &watch->runs;
-    controller.emplace(std::move(control));
+    controller = warm->start(sockets.launcher, context.stderr_fd);
+    supervision.on_interrupt = [&] { return controller->interrupt(); };
   }
   bool heard = false;  // stopping because another node failed: nothing to tell them
   if (stalls || nodes || controller) {
     supervision.on_tick = [&](const SupervisorTick& tick) -> std::optional<std::string> {
       if (controller && !tick.stopping) {
-        if (std::optional<WatchController::Stop> stop = controller->stop()) return stop->reason;
+        if (std::optional<WarmController::Stop> stop = controller->stop()) return stop->reason;
       }
       if (stalls && !tick.stopping) {
         if (std::optional<std::string> abandoned = stalls->look(tick)) return abandoned;
@@ -252,12 +241,13 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
       return news;
     };
   }
-  const int runs_before = watch ? watch->runs : 0;
+  const int served_before = warm ? warm->served : 0;
   SupervisorResult result = supervise(supervision);
   if (controller) {
-    watch->run_at_start = controller->finish();
-    const std::optional<WatchController::Stop> stop = controller->stop();
+    controller->finish();
+    const std::optional<WarmController::Stop> stop = controller->stop();
     const bool interrupted = result.stop && result.stop->signal != 0;
+    if (warm->over()) return {interrupted ? result.exit_code : 0, true};
     if (!interrupted && stop && result.stop && result.stop->reason == stop->reason) {
       // The controller has reported what it saw, or the reason says it all.
       say(context.stderr_fd, "accel-run: replacing the workers: " + stop->reason + "\n");
@@ -266,7 +256,7 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
     say(context.stderr_fd, result.report);
     // Workers that end before any run started cannot be kept warm: starting
     // more of them would fail the same way.
-    return {result.exit_code, interrupted || watch->runs == runs_before};
+    return {result.exit_code, interrupted || warm->served == served_before};
   }
   if (nodes && result.exit_code != 0 && !heard) {
     // The workers may all have ended before a tick could tell the others.
@@ -386,20 +376,19 @@ int run_recipe(const LaunchOptions& options, const RunContext& context) {
     say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
     return 1;
   }
-  std::optional<WatchState> watch;
-  if (options.watch) {
-    try {
-      watch.emplace(options.recipe);
-    } catch (const std::exception& error) {
-      say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
-      return 1;
-    }
+  std::unique_ptr<WarmSession> warm;
+  try {
+    if (options.watch) warm = std::make_unique<WatchSession>(options.recipe);
+    if (options.repl) warm = std::make_unique<ReplSession>();
+  } catch (const std::exception& error) {
+    say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
+    return 1;
   }
   for (int round = 0;; ++round) {
     RoundOutcome outcome;
     try {
       outcome = options.backend == "mpi" ? run_mpi_round(options, context, scope, round)
-                                         : run_gloo_round(options, context, scope, round, watch ? &*watch : nullptr);
+                                         : run_gloo_round(options, context, scope, round, warm.get());
     } catch (const std::exception& error) {
       say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
       outcome = {1, true};
@@ -407,8 +396,8 @@ int run_recipe(const LaunchOptions& options, const RunContext& context) {
     // A rank killed between creating a segment and every rank opening it
     // leaves the name behind.
     remove_shm_segments(scope.shm_prefix);
-    if (watch) {
-      // Warm workers are replaced until the launcher is interrupted.
+    if (warm) {
+      // Warm workers are replaced until the session is over.
       if (outcome.final) return outcome.exit_code;
       say(context.stderr_fd, "accel-run: starting new workers\n");
       continue;

@@ -378,7 +378,7 @@ class Run {
     ChildPlan plan{options_.command.program.c_str(),
                    argv,
                    envp.data(),
-                   local_rank == 0 ? STDIN_FILENO : null_fd_,
+                   local_rank == 0 && options_.stdin_to_first_rank ? STDIN_FILENO : null_fd_,
                    out ? out->write : options_.stdout_fd,
                    err ? err->write : options_.stderr_fd,
                    status.write,
@@ -496,6 +496,7 @@ class Run {
   }
 
   void on_stop_signal(int signal) {
+    if (!stop_ && signal == SIGINT && options_.on_interrupt && options_.on_interrupt()) return;
     if (!stop_) {
       begin_stop(signal, signal, 0);
     } else {

@@ -19,7 +19,7 @@ struct WatchController::Rank {
   int fd = -1;
   bool open = true;
   bool ready = false;
-  WarmMessageReader reader;
+  WarmFrameReader reader;
   std::optional<WarmMessage> outcome;  // of the run in progress
 };
 
@@ -62,26 +62,35 @@ WatchController::WatchController(WatchControllerOptions options) : options_(std:
   wake_write_ = fds[1];
   ranks_.resize(options_.sockets.size());
   for (size_t r = 0; r < ranks_.size(); ++r) ranks_[r].fd = options_.sockets[r];
-  pending_ = options_.run_at_start;
+  pending_ = *options_.run_due;
   thread_ = std::thread([this] { serve(); });
 }
 
 WatchController::~WatchController() { finish(); }
 
-std::optional<WatchController::Stop> WatchController::stop() const {
+std::optional<WarmController::Stop> WatchController::stop() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stop_;
 }
 
-bool WatchController::finish() {
-  if (thread_.joinable()) {
-    write_all(wake_write_, "x");
-    thread_.join();
-    for (Rank& rank : ranks_) ::close(rank.fd);
-    ::close(wake_read_);
-    ::close(wake_write_);
-  }
-  return pending_;
+void WatchController::finish() {
+  if (!thread_.joinable()) return;
+  write_all(wake_write_, "x");
+  thread_.join();
+  for (Rank& rank : ranks_) ::close(rank.fd);
+  ::close(wake_read_);
+  ::close(wake_write_);
+  *options_.run_due = pending_;
+}
+
+std::unique_ptr<WarmController> WatchSession::start(std::vector<int> sockets, int out_fd) {
+  WatchControllerOptions options;
+  options.sources = &sources_;
+  options.sockets = std::move(sockets);
+  options.out_fd = out_fd;
+  options.run_due = &run_due_;
+  options.runs = &served;
+  return std::make_unique<WatchController>(std::move(options));
 }
 
 void WatchController::say(const std::string& text) const { write_all(options_.out_fd, text); }
@@ -112,7 +121,7 @@ void WatchController::start_run() {
   started_ = Clock::now();
   for (Rank& rank : ranks_) {
     rank.outcome.reset();
-    write_all(rank.fd, kRunCommand);
+    write_all(rank.fd, encode_warm_command({"run", ""}));
   }
 }
 
@@ -128,7 +137,7 @@ void WatchController::conclude_run(bool everyone) {
   // The culprit is the rank whose failure came first; its peers may only
   // have failed because of it.
   const std::optional<size_t> culprit = culprit_;
-  const std::string& error = ranks_[*culprit].outcome->error;
+  const std::string& error = ranks_[*culprit].outcome->text;
   std::string report = "accel-run: rank " + std::to_string(*culprit) + " failed in " + run + "\n" + indented(error);
   bool in_step = everyone;
   for (size_t r = 0; r < ranks_.size(); ++r) {
@@ -139,10 +148,10 @@ void WatchController::conclude_run(bool everyone) {
                 std::to_string(*culprit) + "\n";
       continue;
     }
-    if (outcome->collectives != ranks_[*culprit].outcome->collectives) in_step = false;
+    if (outcome->number != ranks_[*culprit].outcome->number) in_step = false;
     if (outcome->kind == WarmMessage::Kind::ok) continue;
     report += "accel-run: rank " + std::to_string(r) + " failed too";
-    report += outcome->error == error ? ", with the same error\n" : ":\n" + indented(outcome->error);
+    report += outcome->text == error ? ", with the same error\n" : ":\n" + indented(outcome->text);
   }
   say(report);
   if (in_step) {
@@ -197,7 +206,7 @@ void WatchController::serve() {
       }
       rank.reader.feed(buffer, static_cast<size_t>(n));
       try {
-        while (std::optional<WarmMessage> message = rank.reader.next()) {
+        while (std::optional<WarmMessage> message = rank.reader.next_message()) {
           if (message->kind == WarmMessage::Kind::ready) {
             rank.ready = true;
           } else {

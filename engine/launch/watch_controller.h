@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine/launch/source_watcher.h"
+#include "engine/launch/warm_session.h"
 
 namespace accel {
 
@@ -27,7 +28,9 @@ struct WatchControllerOptions {
   SourceWatcher* sources = nullptr;
   std::vector<int> sockets;  // the launcher's end of each local rank's control socket; owned
   int out_fd = 2;            // where reports and progress lines go
-  bool run_at_start = true;  // a run is due as soon as the workers are ready
+  // A run is due as soon as the workers are ready; finish() leaves here
+  // whether one is due for the next workers.
+  bool* run_due = nullptr;
   int* runs = nullptr;       // runs started so far, across sets of workers
   // Saves closer together than this are one change (an editor writing a
   // file in several steps, or several files saved at once).
@@ -37,22 +40,15 @@ struct WatchControllerOptions {
   std::chrono::milliseconds failure_grace{2000};
 };
 
-class WatchController {
+class WatchController final : public WarmController {
  public:
   explicit WatchController(WatchControllerOptions options);
-  ~WatchController();  // finish()
+  ~WatchController() override;  // finish()
   WatchController(const WatchController&) = delete;
   WatchController& operator=(const WatchController&) = delete;
 
-  struct Stop {
-    std::string reason;
-    bool reported = false;  // the controller already told the user what happened
-  };
-  // Set once the workers must be replaced.
-  std::optional<Stop> stop() const;
-  // Ends the controller's thread and closes the sockets; returns whether a
-  // run is still due (the next workers should run at once).
-  bool finish();
+  std::optional<Stop> stop() const override;
+  void finish() override;
 
  private:
   void serve();
@@ -78,6 +74,18 @@ class WatchController {
   std::chrono::steady_clock::time_point started_{};
   std::optional<std::chrono::steady_clock::time_point> first_failure_;
   size_t culprit_ = 0;  // the rank whose failure came first, once first_failure_ is set
+};
+
+// The --watch session: the recipe's folder watched for saves, and the runs
+// counted across sets of workers.
+class WatchSession final : public WarmSession {
+ public:
+  explicit WatchSession(const std::string& recipe) : sources_(recipe) {}
+  std::unique_ptr<WarmController> start(std::vector<int> sockets, int out_fd) override;
+
+ private:
+  SourceWatcher sources_;
+  bool run_due_ = true;  // the first workers run the recipe as soon as they are ready
 };
 
 }  // namespace accel
