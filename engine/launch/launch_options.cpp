@@ -858,6 +858,7 @@ std::string usage_text() {
       << "       accel-run config [--default] [--config FILE]\n"
       << "       accel-run env [options]\n"
       << "       accel-run test [options]\n"
+      << "       accel-run repl [options]\n"
       << "       accel-run plot RUN_DIR... [-o FILE.png|FILE.svg] [--metric NAME] [--smooth K]\n\n"
       << "Runs a Lua training recipe on worker processes and supervises them.\n"
       << "`config` writes a config file, `env` describes this installation for a bug\n"

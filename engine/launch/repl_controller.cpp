@@ -189,6 +189,7 @@ class ReplController final : public WarmController {
   // Runs a chunk on every rank; false when the session cannot go on with
   // these workers.
   bool run_chunk(const std::string& chunk) {
+    ++session_.served;
     for (int fd : sockets_) write_all(fd, encode_warm_command({"chunk", chunk}));
     std::vector<std::optional<WarmMessage>> answers(sockets_.size());
     bool interrupted = false;
@@ -206,7 +207,6 @@ class ReplController final : public WarmController {
       for (pid_t pid : pids_) ::kill(pid, SIGINT);
       write_all(out_fd_, "\naccel-run: interrupting the chunk on every rank (Ctrl-C again leaves)\n");
     }
-    ++session_.served;
     if (report(answers)) return true;
     write_all(out_fd_,
               "accel-run: the ranks ran different numbers of collectives in that chunk; starting new workers "
@@ -220,7 +220,11 @@ class ReplController final : public WarmController {
     write_all(sockets_[0], encode_warm_command({"check", text}));
     std::vector<std::optional<WarmMessage>> answers(sockets_.size());
     bool closed = false;
-    if (collect({0}, answers, &closed) != Wake::none || closed) return std::nullopt;
+    Wake wake;
+    // A check takes a moment: a Ctrl-C meanwhile is not worth acting on.
+    while ((wake = collect({0}, answers, &closed)) == Wake::interrupt) {
+    }
+    if (wake == Wake::quit || closed) return std::nullopt;
     return answers[0]->kind != WarmMessage::Kind::more;
   }
 

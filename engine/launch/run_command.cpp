@@ -197,7 +197,9 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
   supervision.command.argv = {context.accel_run, options.recipe, "--"};
   supervision.command.argv.insert(supervision.command.argv.end(), options.recipe_args.begin(),
                                   options.recipe_args.end());
-  supervision.command.env = round_environment(options, context, scope, round);
+  // New warm workers are no restart: every run of theirs is a first start,
+  // as a cold run's is.
+  supervision.command.env = round_environment(options, context, scope, warm ? 0 : round);
   supervision.guardian = scope.guardian;
   supervision.nproc = options.nproc;
   supervision.rank_offset = options.node_rank * options.nproc;

@@ -5,14 +5,15 @@
 // during a run (the run is abandoned, and the next workers run at once), or
 // a failed run after which the ranks are not in step (some still wait in a
 // collective for the failed rank, or they ran different numbers of
-// collectives). Then stop_reason() says why, and the caller stops the
-// workers and starts new ones.
+// collectives). Then stop() says why, and the caller stops the workers and
+// starts new ones.
 //
 // It works on a thread of its own, beside the supervisor's loop (which
-// relays output and reaps workers); the caller polls stop_reason() from the
+// relays output and reaps workers); the caller polls stop() from the
 // supervisor's ticks and calls finish() when the workers have ended.
 #pragma once
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>

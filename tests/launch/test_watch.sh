@@ -57,7 +57,7 @@ expect "that rerun's weights equal the cold run's too" same_weights
 write_recipe 0.05 'error("deliberate failure")'
 wait_runs 4; snapshot
 expect "a failing rerun is reported with its error" contains "$err" "failed in run 4
-  train.lua:33: deliberate failure"
+  train.lua:37: deliberate failure"
 expect "the other rank's identical error is named once" contains "$err" "failed too, with the same error"
 expect "the workers stay warm after it" contains "$err" "the workers stay warm"
 
@@ -79,6 +79,8 @@ wait_runs 7; snapshot
 expect "the new workers run the next save" contains "$err" "accel-run: run 7 finished"
 expect "to the cold run's weights" same_weights
 expect "the new workers are new processes" test "$(pids)" != "$first_pids"
+expect "which start as a first start (ACCEL_RESTART_COUNT=0), as a cold run does" \
+  test "$(cat "$work/warm/restart_count.0" "$work/warm/restart_count.1")" = "00"
 
 kill -INT "$launcher"
 for _ in $(seq 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done

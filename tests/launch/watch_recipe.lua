@@ -23,10 +23,14 @@ for _ = 1, helpers.epochs do
   end
 end
 acc:save_model(model, arg[1])
--- Each rank's pid, to tell warm workers from new ones.
+-- Each rank's pid, to tell warm workers from new ones, and the restart
+-- count it was started with.
 local stat = io.open("/proc/self/stat")
 local pid = stat:read("*n")
 stat:close()
 local out = io.open(arg[1] .. "/pid." .. acc.process_index, "w")
 out:write(pid)
+out:close()
+out = io.open(arg[1] .. "/restart_count." .. acc.process_index, "w")
+out:write(os.getenv("ACCEL_RESTART_COUNT"))
 out:close()
