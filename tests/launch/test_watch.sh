@@ -1,8 +1,9 @@
 # accel-run --watch: a save reruns the recipe on the same warm workers, and
 # the rerun's weights equal a cold run's bit for bit; a save of a file the
 # recipe requires reruns it too; a failing rerun is reported and the workers
-# stay warm for the next save; a crashed worker is replaced; Ctrl-C ends
-# everything and leaves no process and no shared memory behind.
+# stay warm for the next save; a crashed worker is replaced; a save during a
+# run replaces the workers; Ctrl-C ends everything and leaves no process and
+# no shared memory behind.
 source "$(dirname "$0")/lib.sh"
 export XDG_CONFIG_HOME="$work/xdg"
 proj="$work/proj"
@@ -81,6 +82,16 @@ expect "to the cold run's weights" same_weights
 expect "the new workers are new processes" test "$(pids)" != "$first_pids"
 expect "which start as a first start (ACCEL_RESTART_COUNT=0), as a cold run does" \
   test "$(cat "$work/warm/restart_count.0" "$work/warm/restart_count.1")" = "00"
+
+# A save while a run goes on abandons it: new workers run the saved recipe.
+rm -rf "$work/warm"
+write_recipe 0.05 'os.execute("sleep 30")'
+for _ in $(seq 200); do [ -s "$work/warm/pid.1" ] && break; sleep 0.05; done
+write_recipe 0.05
+wait_runs 8; snapshot
+expect "a save during a run replaces the workers" contains "$err" "accel-run: replacing the workers: train.lua changed during run 8"
+expect "and the new ones run the saved recipe" contains "$err" "accel-run: run 9 finished"
+expect "to the cold run's weights" same_weights
 
 kill -INT "$launcher"
 for _ in $(seq 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
