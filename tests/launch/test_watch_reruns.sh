@@ -47,6 +47,8 @@ out=$(cat "$work/out"); err=$(cat "$work/err")
 expect "all $reruns runs finish" test "$(grep -c '^accel-run: run [0-9]* finished' "$work/err")" -ge "$reruns"
 echo "after run 10: $(echo $early)"
 echo "after run $reruns: $(echo $late)"
+measured() { [ "$(echo $early | wc -w)" -eq 8 ] && [ "$(echo $late | wc -w)" -eq 8 ]; }
+expect "both workers were measured after run 10 and run $reruns" measured
 expect "the same worker processes ran them all" test "$(echo "$early" | cut -d' ' -f1)" = "$(echo "$late" | cut -d' ' -f1)"
 expect "and no worker was replaced" lacks "$err" "starting new workers"
 growth_ok() {  # every rank's resident memory was measured twice and grew by less than 4 MiB
