@@ -22,6 +22,10 @@ int run_repl_command(const std::vector<std::string>& args, const RunContext& con
     std::fprintf(stderr, "accel-run: error: %s\n", error.what());
     return 2;
   }
+  if (options.help) {
+    std::fputs(usage_text().c_str(), stdout);
+    return 0;
+  }
   // The workers' command line names a recipe they never run.
   options.recipe = "repl";
   options.repl = true;

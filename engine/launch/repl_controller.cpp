@@ -267,11 +267,12 @@ class ReplController final : public WarmController {
             leave(false);
             break;
           }
-          // Ctrl-C with a line typed: drop it, as shells do.
+          // Ctrl-C with a line typed: drop it, as shells do (the line stays
+          // on the screen; the cursor is at its start once readline lets go).
           chunk.clear();
           rl_replace_line("", 0);
           unprompt();
-          write_all(STDOUT_FILENO, "^C\n");
+          write_all(STDOUT_FILENO, "\n");
           prompt(kPrompt);
         }
         continue;
