@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -259,7 +260,7 @@ void reset_process(const LaunchOptions& options) {
 
 void send_to_launcher(int fd, const std::string& text) {
   for (size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    const ssize_t n = ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) std::_Exit(0);  // the launcher is gone, and this worker with it
     done += static_cast<size_t>(n);
