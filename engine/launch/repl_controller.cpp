@@ -122,7 +122,8 @@ class ReplController final : public WarmController {
   // Waits for one message from each of `ranks`, into `answers`; stops
   // early on a wake (returned) or when a rank's socket closes (the
   // supervisor reports that worker).
-  Wake collect(const std::vector<size_t>& ranks, std::vector<std::optional<WarmMessage>>& answers, bool* closed) {
+  Wake collect(const std::vector<size_t>& ranks, std::vector<std::optional<WarmMessage>>& answers,
+               bool* closed) {
     *closed = false;
     for (;;) {
       bool all = true;

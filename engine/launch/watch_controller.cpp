@@ -136,19 +136,20 @@ void WatchController::conclude_run(bool everyone) {
   }
   // The culprit is the rank whose failure came first; its peers may only
   // have failed because of it.
-  const std::optional<size_t> culprit = culprit_;
-  const std::string& error = ranks_[*culprit].outcome->text;
-  std::string report = "accel-run: rank " + std::to_string(*culprit) + " failed in " + run + "\n" + indented(error);
+  const size_t culprit = culprit_;
+  const std::string& error = ranks_[culprit].outcome->text;
+  std::string report =
+      "accel-run: rank " + std::to_string(culprit) + " failed in " + run + "\n" + indented(error);
   bool in_step = everyone;
   for (size_t r = 0; r < ranks_.size(); ++r) {
-    if (r == *culprit) continue;
+    if (r == culprit) continue;
     const std::optional<WarmMessage>& outcome = ranks_[r].outcome;
     if (!outcome) {
       report += "accel-run: rank " + std::to_string(r) + " did not end " + run + ": it waits for rank " +
-                std::to_string(*culprit) + "\n";
+                std::to_string(culprit) + "\n";
       continue;
     }
-    if (outcome->number != ranks_[*culprit].outcome->number) in_step = false;
+    if (outcome->number != ranks_[culprit].outcome->number) in_step = false;
     if (outcome->kind == WarmMessage::Kind::ok) continue;
     report += "accel-run: rank " + std::to_string(r) + " failed too";
     report += outcome->text == error ? ", with the same error\n" : ":\n" + indented(outcome->text);
@@ -223,12 +224,14 @@ void WatchController::serve() {
       }
     }
     if (running_) {
-      const bool everyone = std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& rank) { return rank.outcome.has_value(); });
+      const bool everyone = std::all_of(ranks_.begin(), ranks_.end(),
+                                        [](const Rank& rank) { return rank.outcome.has_value(); });
       if (everyone || (first_failure_ && Clock::now() >= *first_failure_ + options_.failure_grace)) {
         conclude_run(everyone);
       }
     }
-    const bool all_ready = std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& rank) { return rank.ready; });
+    const bool all_ready =
+        std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& rank) { return rank.ready; });
     if (!running_ && pending_ && all_ready && !stop()) start_run();
   }
 }
