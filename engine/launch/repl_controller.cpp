@@ -50,6 +50,18 @@ void take_line(char* line) {
 
 bool is_blank(const std::string& text) { return text.find_first_not_of(" \t\n") == std::string::npos; }
 
+// A chunk of several lines as one history line, so that Up recalls it
+// whole (and the history file keeps it whole): to Lua a line break is a
+// space, except in a comment or a long string, which keep theirs.
+std::string history_entry(const std::string& chunk) {
+  if (chunk.find("--") != std::string::npos || chunk.find('[') != std::string::npos) return chunk;
+  std::string line = chunk;
+  for (char& c : line) {
+    if (c == '\n') c = ' ';
+  }
+  return line;
+}
+
 }  // namespace
 
 class ReplController final : public WarmController {
@@ -301,7 +313,7 @@ class ReplController final : public WarmController {
         prompt(kMorePrompt);
         continue;
       }
-      add_history(chunk.c_str());
+      add_history(history_entry(chunk).c_str());
       const bool go_on = run_chunk(chunk);
       chunk.clear();
       if (!go_on) break;

@@ -1,6 +1,7 @@
 # accel-run repl, driven through a real terminal (tmux): chunks run on 2
 # ranks, =expr prints each rank's value, state is kept between chunks, a
-# chunk may span lines, an error is reported per rank and the session goes
+# chunk may span lines (and history recalls it whole), Ctrl-C drops a line
+# being typed, an error is reported per rank and the session goes
 # on, Ctrl-C interrupts a running chunk, a rank that dies is reported and
 # replaced, and Ctrl-D leaves with exit code 0 and no process left behind.
 source "$(dirname "$0")/lib.sh"
@@ -43,6 +44,12 @@ type_line 'function scaled(v)'
 type_line '  return v * 10'
 run_line 'end'
 check "an open function asks for more lines" "...>   return v * 10"
+tmux_ send-keys -t "$session" Up
+wait_for "accel> function scaled(v)   return v * 10 end"
+check "Up recalls that chunk as one line" "accel> function scaled(v)   return v * 10 end"
+tmux_ send-keys -t "$session" C-c
+prompts=$((prompts + 1))
+wait_for "accel> " "$prompts"
 run_line '=scaled(x:sum():item())'
 check "the chunk defined the function on every rank" "[rank 1] 120"
 
