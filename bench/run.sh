@@ -6,6 +6,7 @@
 #                [--quiet-load 1.5] [--wait 1200] [--output bench/RESULTS.md]
 #   bench/run.sh --allocators [--repeats N] [--only ...]
 #   bench/run.sh --sharding [--ranks 2,4] [--repeats N] [--layers 12 --width 768 ...]
+#   bench/run.sh --watch [--repeats N]
 # The build folder is $ACCEL_BENCH_BUILD, else build-bench.
 set -eu
 cd "$(dirname "$0")/.."
@@ -17,6 +18,13 @@ if [ "${1:-}" = "--sharding" ]; then
   shift
   cmake --build "$build" -j2 --target accel-run >&2
   exec /usr/bin/python3 bench/sharding_memory/harness.py --build "$build" "$@"
+fi
+# --watch: from a save to the first finished step under accel-run --watch,
+# against a cold accel-run and torchrun (bench/python/watch_latency.py).
+if [ "${1:-}" = "--watch" ]; then
+  shift
+  cmake --build "$build" -j2 --target accel-run >&2
+  exec /usr/bin/python3 bench/python/watch_latency.py --build "$build" "$@"
 fi
 cmake --build "$build" -j2 --target accel-run bench_launch bench_digits_mlp bench_cnn bench_char_lm \
   bench_allreduce >&2

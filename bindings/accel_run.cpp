@@ -3,8 +3,9 @@
 // Launcher mode reads the command line over the config file, then runs the
 // recipe on this machine's workers (engine/launch/run_command.h), each this
 // same executable started again with ACCEL_ROLE=worker. `accel-run config`,
-// `accel-run env` and `accel-run test` are subcommands. Worker mode (that
-// variable, or a rank given by mpirun or srun) loads libaccel_worker.so from
+// `accel-run env`, `accel-run test`, `accel-run plot`, `accel-run repl` and
+// `accel-run estimate-memory` are subcommands. Worker mode (that variable,
+// or a rank given by mpirun or srun) loads libaccel_worker.so from
 // this executable's directory and hands it the command line. Only workers
 // (and `env`, to ask them) load LibTorch and Lua, so the launcher stays a
 // few megabytes.
@@ -28,6 +29,7 @@
 #include "engine/launch/error_file.h"
 #include "engine/launch/launch_options.h"
 #include "engine/launch/mpi_launch.h"
+#include "engine/launch/repl_command.h"
 #include "engine/launch/run_command.h"
 #include "engine/launch/run_guardian.h"
 #include "engine/launch/test_command.h"
@@ -174,5 +176,6 @@ int main(int argc, char** argv) {
   if (verb == "test") return accel::run_test_command(rest, run_context(), lua_directory());
   if (verb == "plot") return accel::run_plot_command(rest, std::cout, std::cerr);
   if (verb == "estimate-memory") return run_estimate_memory(rest);
+  if (verb == "repl") return accel::run_repl_command(rest, run_context());
   return run_launcher(args);
 }

@@ -1,6 +1,7 @@
 // accel.core.dist: the process state and collectives a recipe's Accelerator
 // uses. The communicator is created on first use and owned by the Lua state,
-// so it is torn down when the state closes.
+// so it is torn down when the state closes, unless it is kept for the next
+// state (keep_communicator_between_states).
 #include "bindings/distributed_ops.h"
 
 #include <memory>
@@ -32,6 +33,9 @@ struct ReducerHandle {
 
 const char kContextKey = 0;
 
+bool g_keep_communicator = false;
+std::shared_ptr<Communicator> g_kept_communicator;
+
 std::vector<Binding> reducer_methods();
 const HandleType kReducer{"accel.GradientReducer", "GradientReducer:", reducer_methods};
 
@@ -46,7 +50,10 @@ DistContext& context(lua_State* L) {
 
 Communicator& communicator(lua_State* L) {
   DistContext& ctx = context(L);
-  if (!ctx.comm) ctx.comm = make_communicator(ctx.state, ctx.options);
+  if (!ctx.comm) {
+    ctx.comm = make_communicator(ctx.state, ctx.options);
+    if (g_keep_communicator) g_kept_communicator = ctx.comm;
+  }
   return *ctx.comm;
 }
 
@@ -234,10 +241,18 @@ std::shared_ptr<Communicator> shared_communicator(lua_State* L) {
   return context(L).comm;
 }
 
+void keep_communicator_between_states() { g_keep_communicator = true; }
+
+int64_t kept_communicator_collectives() {
+  if (!g_kept_communicator) return 0;
+  const CollectiveCounts c = g_kept_communicator->counts();
+  return c.all_reduce + c.broadcast + c.all_gather + c.barrier + c.reduce_scatter;
+}
+
 void open_distributed(lua_State* L, const CommunicatorOptions& options) {
   lua_pushlightuserdata(L, const_cast<char*>(&kContextKey));
   void* memory = lua_newuserdata(L, sizeof(DistContext));
-  new (memory) DistContext{ProcessState::from_environment(), options, nullptr};
+  new (memory) DistContext{ProcessState::from_environment(), options, g_kept_communicator};
   set_call_site_provider([L] { return recipe_location(L); });
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, context_gc);

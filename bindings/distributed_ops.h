@@ -5,6 +5,7 @@ extern "C" {
 #include <lua.h>
 }
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -24,6 +25,15 @@ void open_distributed(lua_State* L, const CommunicatorOptions& options);
 // This process's communicator (made on first use); objects that use it
 // hold it, since Lua finalizers run in no particular order at close.
 std::shared_ptr<Communicator> shared_communicator(lua_State* L);
+
+// From now on the communicator outlives the Lua state that made it: the
+// next state opened in this process starts with it, process group joined
+// (a warm worker of accel-run --watch runs each recipe in a new state).
+void keep_communicator_between_states();
+
+// The collectives this process's communicator has run; 0 before it exists.
+// Only for a kept communicator, which outlives its states.
+int64_t kept_communicator_collectives();
 
 // accel.core.dist.ShardedModel (sharding_ops.cpp), installed in the same table.
 std::vector<Binding> sharding_bindings();

@@ -93,6 +93,8 @@ void install_math_random(lua_State* L) {
   lua_pop(L, 1);
 }
 
+void reset_math_random() { generator().reseed(0); }
+
 std::vector<Binding> lua_random_bindings() {
   return {
       bind("math_random_state", []() {

@@ -23,6 +23,10 @@ namespace accel::lua {
 // Replaces math.random and math.randomseed in L's math table.
 void install_math_random(lua_State* L);
 
+// Puts the generator back where a new process starts it (seeded with 0),
+// for a warm worker's next run (accel-run --watch).
+void reset_math_random();
+
 // math_random_state() -> int64 tensor of 4 (the generator's state words)
 // and set_math_random_state(t), for checkpoints.
 std::vector<Binding> lua_random_bindings();

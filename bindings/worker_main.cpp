@@ -1,14 +1,27 @@
 // A worker: one rank of a run. Embeds LuaJIT, opens the accel module and
 // runs the recipe; a Lua error ends the worker with its message and
-// traceback in the rank's error file, for the launcher's report.
+// traceback in the rank's error file, for the launcher's report. Under
+// `accel-run --watch` it is a warm worker instead: it runs the recipe each
+// time the launcher says so, every run in a new Lua state, and reports each
+// run's outcome to the launcher without ending (engine/launch/warm_protocol.h).
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/GeneratorImpl.h>
+#include <fcntl.h>
 #include <malloc.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,8 +35,10 @@ extern "C" {
 #include "bindings/error_log.h"
 #include "bindings/lua_random.h"
 #include "bindings/error_boundary.h"
+#include "bindings/distributed_ops.h"
 #include "engine/comm/communicator.h"
 #include "engine/launch/launch_options.h"
+#include "engine/launch/warm_protocol.h"
 #include "engine/launch/worker_variables.h"
 #include "engine/tracking/open_trackers.h"
 #include "engine/caching_cpu_allocator.h"
@@ -216,6 +231,180 @@ bool run_recipe(lua_State* L, const std::string& recipe) {
   return lua_pcall(L, 0, 0, handler) == 0;
 }
 
+// A Lua state ready for the recipe: libraries, accel.core preloaded, arg.
+lua_State* new_worker_state(const LaunchOptions& options, CommunicatorOptions* comm_options,
+                            const std::string& lua_dir) {
+  lua_State* L = luaL_newstate();
+  luaL_openlibs(L);
+  install_math_random(L);  // a generator checkpoints can save
+  install_os_exit(L);
+  set_package_path(L, lua_dir);
+  preload_core(L, comm_options);
+  set_arg_table(L, options);
+  return L;
+}
+
+// What a run may have changed outside its Lua state goes back to how a new
+// process starts, so that every run of a warm worker equals a cold one:
+// LibTorch's generator (a new process seeds it at random, as PyTorch's
+// does: only a recipe's own seed makes runs repeat), Lua's (seeded with 0),
+// the thread count, the default dtype, gradient mode (a failed run may
+// have left a no_grad region).
+void reset_process(const LaunchOptions& options) {
+  at::manual_seed(c10::detail::getNonDeterministicRandom());
+  reset_math_random();
+  at::set_num_threads(options.threads);
+  c10::set_default_dtype(caffe2::TypeMeta::Make<float>());
+  at::GradMode::set_enabled(true);
+}
+
+void send_to_launcher(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) std::_Exit(0);  // the launcher is gone, and this worker with it
+    done += static_cast<size_t>(n);
+  }
+}
+
+// The launcher's next command; nothing when it has gone.
+std::optional<WarmCommand> next_command(int fd, WarmFrameReader& reader) {
+  for (;;) {
+    if (std::optional<WarmCommand> command = reader.next_command()) return command;
+    char buffer[4096];
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    reader.feed(buffer, static_cast<size_t>(n));
+  }
+}
+
+// ---- accel-run repl: chunks in one Lua state, interrupted by SIGINT -------
+
+lua_State* g_repl_state = nullptr;
+
+void interrupt_hook(lua_State* L, lua_Debug*) {
+  lua_sethook(L, nullptr, 0, 0);
+  luaL_error(L, "interrupted");
+}
+
+// As lua.c does: the next Lua instruction the chunk runs raises
+// "interrupted" (code compiled by the JIT, or a C call in progress, such as
+// a collective, finishes first).
+void on_repl_interrupt(int) {
+  if (g_repl_state) lua_sethook(g_repl_state, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+// The session's state, made on the first chunk: accel loaded as for a
+// recipe, globals strict.
+lua_State* repl_state(const LaunchOptions& options, CommunicatorOptions* comm_options,
+                      const std::string& lua_dir) {
+  if (g_repl_state) return g_repl_state;
+  lua_State* L = new_worker_state(options, comm_options, lua_dir);
+  lua_getglobal(L, "require");
+  lua_pushliteral(L, "accel");
+  if (lua_pcall(L, 1, 1, 0) != 0) exit_with_error(lua_tostring(L, -1));
+  lua_setglobal(L, "accel");
+  make_globals_strict(L);
+  struct sigaction interrupt {};
+  interrupt.sa_handler = on_repl_interrupt;
+  interrupt.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &interrupt, nullptr);
+  g_repl_state = L;
+  return L;
+}
+
+// "=expr" is "return expr", as in Lua's own prompt.
+std::string chunk_source(const std::string& text) {
+  return !text.empty() && text[0] == '=' ? "return " + text.substr(1) : text;
+}
+
+// Whether `text` is a whole chunk: it compiles, or fails for another
+// reason than ending too soon (that error is the chunk's to report).
+WarmMessage check_chunk(lua_State* L, const std::string& text) {
+  const std::string source = chunk_source(text);
+  WarmMessage answer{WarmMessage::Kind::ok, 0, ""};
+  if (luaL_loadbuffer(L, source.data(), source.size(), "=repl") == LUA_ERRSYNTAX) {
+    const std::string error = lua_tostring(L, -1);
+    const std::string eof = "'<eof>'";
+    if (error.size() >= eof.size() && error.compare(error.size() - eof.size(), eof.size(), eof) == 0) {
+      answer.kind = WarmMessage::Kind::more;
+    }
+  }
+  lua_settop(L, 0);
+  return answer;
+}
+
+// Runs a chunk; its values, tab-separated, are the answer's text.
+WarmMessage run_chunk(lua_State* L, const std::string& text) {
+  const std::string source = chunk_source(text);
+  lua_settop(L, 0);
+  lua_pushcfunction(L, traceback);
+  WarmMessage answer{WarmMessage::Kind::ok, 0, ""};
+  lua_sethook(L, nullptr, 0, 0);
+  if (luaL_loadbuffer(L, source.data(), source.size(), "=repl") != 0 || lua_pcall(L, 0, LUA_MULTRET, 1) != 0) {
+    answer.kind = WarmMessage::Kind::failed;
+    answer.text = lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object is not a string)";
+  } else {
+    for (int i = 2; i <= lua_gettop(L); ++i) {
+      lua_getglobal(L, "tostring");
+      lua_pushvalue(L, i);
+      if (lua_pcall(L, 1, 1, 0) != 0 || !lua_isstring(L, -1)) {
+        answer.text += i > 2 ? "\t?" : "?";
+      } else {
+        answer.text += (i > 2 ? "\t" : "") + std::string(lua_tostring(L, -1));
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_sethook(L, nullptr, 0, 0);
+  lua_settop(L, 0);
+  return answer;
+}
+
+// Runs the recipe in a new Lua state, everything else reset.
+WarmMessage run_once(const LaunchOptions& options, CommunicatorOptions* comm_options,
+                     const std::string& lua_dir) {
+  reset_process(options);
+  lua_State* L = new_worker_state(options, comm_options, lua_dir);
+  WarmMessage outcome{WarmMessage::Kind::ok, 0, ""};
+  if (!run_recipe(L, options.recipe)) {
+    outcome.kind = WarmMessage::Kind::failed;
+    const char* error = lua_tostring(L, -1);
+    outcome.text = error ? error : "(error object is not a string)";
+  }
+  lua_close(L);
+  tracking::close_open_trackers(outcome.kind == WarmMessage::Kind::ok ? tracking::RunOutcome::success
+                                                                     : tracking::RunOutcome::failure);
+  return outcome;
+}
+
+// A warm worker's life: the process group, once joined, serves every
+// command (the communicator is kept between Lua states). A run gets a new
+// Lua state and a reset process; chunks share the session's state.
+[[noreturn]] void serve_warm_commands(const LaunchOptions& options, CommunicatorOptions* comm_options,
+                                      const std::string& lua_dir, int control_fd) {
+  ::fcntl(control_fd, F_SETFD, FD_CLOEXEC);  // not for what the recipe starts
+  keep_communicator_between_states();
+  send_to_launcher(control_fd, encode_warm_message({WarmMessage::Kind::ready, ::getpid(), ""}));
+  WarmFrameReader reader;
+  while (std::optional<WarmCommand> command = next_command(control_fd, reader)) {
+    WarmMessage answer;
+    if (command->word == "run") {
+      answer = run_once(options, comm_options, lua_dir);
+    } else if (command->word == "check") {
+      answer = check_chunk(repl_state(options, comm_options, lua_dir), command->text);
+    } else {
+      answer = run_chunk(repl_state(options, comm_options, lua_dir), command->text);
+    }
+    std::fflush(nullptr);
+    answer.number = answer.kind == WarmMessage::Kind::more ? 0 : kept_communicator_collectives();
+    send_to_launcher(control_fd, encode_warm_message(answer));
+  }
+  std::fflush(nullptr);
+  std::_Exit(0);
+}
+
 }  // namespace
 }  // namespace accel::lua
 
@@ -255,15 +444,12 @@ extern "C" int accel_worker_main(int argc, char** argv) {
   comm_options.timeout = std::chrono::milliseconds(std::llround(options.timeout_s * 1000));
   comm_options.debug = options.debug;
 
-  lua_State* L = luaL_newstate();
-  luaL_openlibs(L);
-  lua::install_math_random(L);  // a generator checkpoints can save
-  lua::install_os_exit(L);
   std::string lua_dir = lua::lua_directory();
   lua::set_library_source_prefix(lua_dir);
-  lua::set_package_path(L, lua_dir);
-  lua::preload_core(L, &comm_options);
-  lua::set_arg_table(L, options);
+  if (const char* control = std::getenv(kControlFdVariable)) {
+    lua::serve_warm_commands(options, &comm_options, lua_dir, std::atoi(control));
+  }
+  lua_State* L = lua::new_worker_state(options, &comm_options, lua_dir);
   if (!lua::run_recipe(L, options.recipe)) lua::exit_with_error(lua_tostring(L, -1));
   lua_close(L);  // frees tensors and ends the communicator (MPI_Finalize included)
   std::fflush(nullptr);

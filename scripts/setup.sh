@@ -12,6 +12,8 @@ packages=(
   nlohmann-json3-dev                # checkpoint manifests, safetensors headers, weight indexes
   zlib1g-dev                        # reading .gz data files
   gnuplot-nox                       # accel-run plot draws its charts with it (PNG via pngcairo, SVG)
+  libreadline-dev                   # accel-run repl's line editing and history
+  tmux                              # the REPL's test drives it through a real terminal
   catch2                            # C++ tests
   libopenblas0-openmp               # fast BLAS for LibTorch (the reference one is ~18x slower)
   python3-sklearn                   # ships the digits data set recipes/digits.lua reads

@@ -81,8 +81,9 @@ void CollectiveMonitor::leave(int64_t seq) {
 }
 
 bool CollectiveMonitor::finish_together() {
+  ++finishes_;
   std::vector<std::string> keys;
-  for (int rank = 0; rank < world_size_; ++rank) keys.push_back(finished_key(rank));
+  for (int rank = 0; rank < world_size_; ++rank) keys.push_back(finished_key(rank, finishes_));
   // Said at once, not at the publisher's next turn: the launcher must see
   // this rank in "finish" before it can tell an abandoned peer.
   if (!publish()) return false;

@@ -53,6 +53,12 @@ class CollectiveMonitor {
   // False, having done nothing, when there is no store.
   bool finish_together();
 
+  // Publishes this rank's state now rather than at the publisher's next
+  // turn: a warm worker (accel-run --watch) that has left "finish" may be
+  // told to start its next run at once, and its peers' first collective
+  // must not find it still shown in the last run's finish.
+  void publish_now() { publish(); }
+
   // "all_reduce #7 of float32[4] at recipe.lua:9 did not complete within 5 s:
   // rank 1 did not arrive (...)": asks the store where every other rank is.
   std::string timeout_message(int64_t seq);
@@ -79,6 +85,7 @@ class CollectiveMonitor {
   mutable std::mutex mutex_;
   std::condition_variable changed_;
   int64_t next_seq_ = 1;
+  int64_t finishes_ = 0;  // calls of finish_together, one per run of a warm worker
   std::vector<InFlight> in_flight_;  // oldest first
   CollectiveState last_left_;        // seq 0 until one was left
   bool dirty_ = false;

@@ -113,6 +113,7 @@ void MonitoredCommunicator::finish() {
   monitored("finish", "", [&] {
     if (!monitor_->finish_together()) inner_->barrier();
   });
+  monitor_->publish_now();
 }
 
 void MonitoredCommunicator::barrier() {

@@ -13,7 +13,9 @@ constexpr char kSeparator = '\x1f';
 
 std::string collective_state_key(int rank) { return "accel/collective/" + std::to_string(rank); }
 
-std::string finished_key(int rank) { return "accel/finished/" + std::to_string(rank); }
+std::string finished_key(int rank, int64_t run) {
+  return "accel/finished/" + std::to_string(rank) + "/" + std::to_string(run);
+}
 
 std::string encode_collective_state(const CollectiveState& state) {
   std::string text = std::to_string(state.seq);

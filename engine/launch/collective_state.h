@@ -29,8 +29,9 @@ struct CollectiveState {
 // The store key of a rank's state.
 std::string collective_state_key(int rank);
 // The store key a rank sets once its recipe has finished
-// (CollectiveMonitor::finish_together).
-std::string finished_key(int rank);
+// (CollectiveMonitor::finish_together) for the `run`-th time: warm workers
+// (accel-run --watch) finish once per run on the same store.
+std::string finished_key(int rank, int64_t run);
 
 std::string encode_collective_state(const CollectiveState& state);
 // Nothing when `text` is not an encoded state.

@@ -161,6 +161,10 @@ const OptionRow kOptions[] = {
      "check before every collective that all ranks call the same one with the same shapes",
      [](LaunchOptions& o, const Value& v) { o.debug = v.integer != 0; },
      [](const LaunchOptions& o) { return std::string(o.debug ? "true" : "false"); }},
+    // No config key: watching is how one session is run, not a setting of the run.
+    {"--watch", nullptr, ValueKind::none, nullptr, 0, 0, nullptr, nullptr,
+     "keep the workers warm and rerun the recipe each time a Lua file of its folder is saved",
+     [](LaunchOptions& o, const Value& v) { o.watch = v.integer != 0; }, nullptr},
     {"--timeout", nullptr, ValueKind::seconds, "SECONDS", 0.1, 1e8, nullptr, "timeout",
      "fail the run when a collective takes longer, naming it and the missing ranks (default 1800)",
      [](LaunchOptions& o, const Value& v) { o.timeout_s = v.number; },
@@ -714,6 +718,19 @@ void settle(LaunchOptions& options, int cpu_cores, RecipeRule rule) {
                              " does not apply to --backend mpi, whose ranks' output is mpirun's: "
                              "use mpirun's --output-filename");
   }
+  if (options.watch && options.nnodes > 1) {
+    throw LaunchOptionsError("--watch runs on one machine; it cannot be combined with " +
+                             named(options, "--nnodes") + " " + std::to_string(options.nnodes));
+  }
+  if (options.watch && options.backend == "mpi") {
+    throw LaunchOptionsError("--watch keeps its workers' process group between runs, which " +
+                             named(options, "--backend") + " mpi (mpirun's ranks) cannot do; "
+                             "use gloo");
+  }
+  if (options.watch && options.max_restarts > 0) {
+    throw LaunchOptionsError("--watch replaces failed workers by itself; drop " +
+                             named(options, "--max-restarts"));
+  }
   if (options.threads == 0) options.threads = std::max(1, cpu_cores / options.nproc);
   settle_sharding(options);
 }
@@ -841,6 +858,7 @@ std::string usage_text() {
       << "       accel-run config [--default] [--config FILE]\n"
       << "       accel-run env [options]\n"
       << "       accel-run test [options]\n"
+      << "       accel-run repl [options]\n"
       << "       accel-run plot RUN_DIR... [-o FILE.png|FILE.svg] [--metric NAME] [--smooth K]\n\n"
       << "Runs a Lua training recipe on worker processes and supervises them.\n"
       << "`config` writes a config file, `env` describes this installation for a bug\n"

@@ -47,6 +47,8 @@ struct LaunchOptions {
   double stall_report_s = 60;            // report ranks stuck in a collective this long; 0: never
   int max_restarts = 0;                  // restarts of all workers after a failure
   bool debug = false;                    // check every collective's operation and shapes across ranks
+  bool watch = false;                    // --watch: warm workers rerun the recipe on every save
+  bool repl = false;                     // accel-run repl: warm workers run the chunks typed
   std::string log_dir;                   // each rank's output also goes to DIR/rank-N.log
   std::string mixed_precision;           // the Accelerator's default; "" leaves the recipe's
   int gradient_accumulation_steps = 0;   // the Accelerator's default; 0 leaves the recipe's

@@ -1,6 +1,7 @@
 #include "engine/launch/run_command.h"
 
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -15,9 +16,12 @@
 #include "engine/launch/collective_state.h"
 #include "engine/launch/mpi_launch.h"
 #include "engine/launch/node_rendezvous.h"
+#include "engine/launch/repl_controller.h"
 #include "engine/launch/run_guardian.h"
 #include "engine/launch/stall_inspector.h"
 #include "engine/launch/supervisor.h"
+#include "engine/launch/warm_protocol.h"
+#include "engine/launch/watch_controller.h"
 #include "engine/launch/worker_variables.h"
 #include "engine/store/store_server.h"
 
@@ -31,6 +35,24 @@ struct RoundOutcome {
   // Restarting cannot help: the launcher was interrupted by a signal, the
   // nodes did not meet, or mpirun is missing.
   bool final = false;
+};
+
+// One socket pair per local rank: the launcher's ends and the workers'.
+struct ControlSockets {
+  std::vector<int> launcher, workers;
+  explicit ControlSockets(int nproc) {
+    for (int rank = 0; rank < nproc; ++rank) {
+      int pair[2];
+      if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+        const int error = errno;
+        for (int fd : launcher) ::close(fd);
+        for (int fd : workers) ::close(fd);
+        throw std::runtime_error(std::string("cannot create a control socket: ") + std::strerror(error));
+      }
+      launcher.push_back(pair[0]);
+      workers.push_back(pair[1]);
+    }
+  }
 };
 
 milliseconds to_ms(double seconds) { return milliseconds(std::llround(seconds * 1000)); }
@@ -144,7 +166,7 @@ std::string failure_line(std::optional<int> failed_rank) {
 }
 
 RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& context, const RunScope& scope,
-                            int round) {
+                            int round, WarmSession* warm) {
   const std::string& token = scope.token;
   // Node 0's store is new for every round: no key of an earlier round survives.
   std::optional<StoreServer> store;
@@ -175,7 +197,9 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
   supervision.command.argv = {context.accel_run, options.recipe, "--"};
   supervision.command.argv.insert(supervision.command.argv.end(), options.recipe_args.begin(),
                                   options.recipe_args.end());
-  supervision.command.env = round_environment(options, context, scope, round);
+  // New warm workers are no restart: every run of theirs is a first start,
+  // as a cold run's is.
+  supervision.command.env = round_environment(options, context, scope, warm ? 0 : round);
   supervision.guardian = scope.guardian;
   supervision.nproc = options.nproc;
   supervision.rank_offset = options.node_rank * options.nproc;
@@ -187,9 +211,25 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
   supervision.stdout_fd = context.stdout_fd;
   supervision.stderr_fd = context.stderr_fd;
   supervision.log_dir = options.log_dir;
+  // Under --watch and repl the workers are warm ones (warm_protocol.h),
+  // driven by a controller that the ticks ask, often, whether they must be
+  // stopped.
+  std::unique_ptr<WarmController> controller;
+  if (warm) {
+    ControlSockets sockets(options.nproc);
+    supervision.control_fds = sockets.workers;
+    supervision.command.env.push_back(std::string(kControlFdVariable) + "=" + std::to_string(kControlFd));
+    supervision.stdin_to_first_rank = warm->stdin_to_workers();
+    supervision.tick_interval = milliseconds(20);
+    controller = warm->start(sockets.launcher, context.stderr_fd);
+    supervision.on_interrupt = [&] { return controller->interrupt(); };
+  }
   bool heard = false;  // stopping because another node failed: nothing to tell them
-  if (stalls || nodes) {
+  if (stalls || nodes || controller) {
     supervision.on_tick = [&](const SupervisorTick& tick) -> std::optional<std::string> {
+      if (controller && !tick.stopping) {
+        if (std::optional<WarmController::Stop> stop = controller->stop()) return stop->reason;
+      }
       if (stalls && !tick.stopping) {
         if (std::optional<std::string> abandoned = stalls->look(tick)) return abandoned;
       }
@@ -203,7 +243,23 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
       return news;
     };
   }
+  const int served_before = warm ? warm->served : 0;
   SupervisorResult result = supervise(supervision);
+  if (controller) {
+    controller->finish();
+    const std::optional<WarmController::Stop> stop = controller->stop();
+    const bool interrupted = result.stop && result.stop->signal != 0;
+    if (warm->over()) return {interrupted ? result.exit_code : 0, true};
+    if (!interrupted && stop && result.stop && result.stop->reason == stop->reason) {
+      // The controller has reported what it saw, or the reason says it all.
+      say(context.stderr_fd, "accel-run: replacing the workers: " + stop->reason + "\n");
+      return {0, false};
+    }
+    say(context.stderr_fd, result.report);
+    // Workers that end before any run started cannot be kept warm: starting
+    // more of them would fail the same way.
+    return {result.exit_code, interrupted || warm->served == served_before};
+  }
   if (nodes && result.exit_code != 0 && !heard) {
     // The workers may all have ended before a tick could tell the others.
     std::optional<int> culprit;
@@ -322,11 +378,19 @@ int run_recipe(const LaunchOptions& options, const RunContext& context) {
     say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
     return 1;
   }
+  std::unique_ptr<WarmSession> warm;
+  try {
+    if (options.watch) warm = std::make_unique<WatchSession>(options.recipe);
+    if (options.repl) warm = std::make_unique<ReplSession>();
+  } catch (const std::exception& error) {
+    say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
+    return 1;
+  }
   for (int round = 0;; ++round) {
     RoundOutcome outcome;
     try {
       outcome = options.backend == "mpi" ? run_mpi_round(options, context, scope, round)
-                                         : run_gloo_round(options, context, scope, round);
+                                         : run_gloo_round(options, context, scope, round, warm.get());
     } catch (const std::exception& error) {
       say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
       outcome = {1, true};
@@ -334,6 +398,12 @@ int run_recipe(const LaunchOptions& options, const RunContext& context) {
     // A rank killed between creating a segment and every rank opening it
     // leaves the name behind.
     remove_shm_segments(scope.shm_prefix);
+    if (warm) {
+      // Warm workers are replaced until the session is over.
+      if (outcome.final) return outcome.exit_code;
+      say(context.stderr_fd, "accel-run: starting new workers\n");
+      continue;
+    }
     if (outcome.exit_code == 0 || outcome.final || round >= options.max_restarts) {
       return outcome.exit_code;
     }

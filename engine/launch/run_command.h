@@ -5,7 +5,10 @@
 // After a failure, with --max-restarts K, all workers start again in a new
 // round, up to K times; ACCEL_RESTART_COUNT tells them which start it is, so
 // a recipe can resume from its newest checkpoint. A launcher interrupted by
-// a signal does not restart.
+// a signal does not restart. Under --watch (and for `accel-run repl`) a
+// round's workers are warm ones, driven by the session's controller
+// (warm_session.h); a set of them that ends is replaced by a new one until
+// the session is over.
 #pragma once
 #include <unistd.h>
 

@@ -22,6 +22,7 @@
 #include "engine/launch/error_file.h"
 #include "engine/launch/oom_kills.h"
 #include "engine/launch/output_relay.h"
+#include "engine/launch/warm_protocol.h"
 
 namespace accel {
 namespace {
@@ -174,6 +175,7 @@ struct ChildPlan {
   int stdout_fd;
   int stderr_fd;
   int status_fd;  // write end of the exec-status pipe: gets errno if exec fails
+  int control_fd;  // becomes kControlFd; -1: none
   pid_t launcher;
   const SignalPipe* signals;
   const sigset_t* mask;  // the launcher's signal mask before fork blocked everything
@@ -193,7 +195,8 @@ bool move_fd(int from, int to) {
   // (a background group reading the terminal would get SIGTTIN).
   ::setsid();
   if (move_fd(plan.stdin_fd, STDIN_FILENO) && move_fd(plan.stdout_fd, STDOUT_FILENO) &&
-      move_fd(plan.stderr_fd, STDERR_FILENO)) {
+      move_fd(plan.stderr_fd, STDERR_FILENO) &&
+      (plan.control_fd < 0 || move_fd(plan.control_fd, kControlFd))) {
     plan.signals->set_for_child();
     ::pthread_sigmask(SIG_SETMASK, plan.mask, nullptr);
     ::execve(plan.program, plan.argv, plan.envp);
@@ -293,6 +296,7 @@ class Run {
       if (worker.status_fd >= 0) ::close(worker.status_fd);
       if (worker.log_fd >= 0) ::close(worker.log_fd);
     }
+    for (size_t i = control_fds_closed_; i < options_.control_fds.size(); ++i) ::close(options_.control_fds[i]);
     ::close(null_fd_);
   }
 
@@ -374,10 +378,11 @@ class Run {
     ChildPlan plan{options_.command.program.c_str(),
                    argv,
                    envp.data(),
-                   local_rank == 0 ? STDIN_FILENO : null_fd_,
+                   local_rank == 0 && options_.stdin_to_first_rank ? STDIN_FILENO : null_fd_,
                    out ? out->write : options_.stdout_fd,
                    err ? err->write : options_.stderr_fd,
                    status.write,
+                   options_.control_fds.empty() ? -1 : options_.control_fds[local_rank],
                    ::getpid(),
                    &signals_,
                    nullptr};
@@ -398,6 +403,8 @@ class Run {
       throw_errno("cannot start rank " + std::to_string(rank));
     }
 
+    if (!options_.control_fds.empty()) ::close(options_.control_fds[local_rank]);
+    control_fds_closed_ = local_rank + 1;
     if (options_.guardian) options_.guardian->watch(pid);
     worker.pid = pid;
     worker.exit.pid = pid;
@@ -489,6 +496,7 @@ class Run {
   }
 
   void on_stop_signal(int signal) {
+    if (!stop_ && signal == SIGINT && options_.on_interrupt && options_.on_interrupt()) return;
     if (!stop_) {
       begin_stop(signal, signal, 0);
     } else {
@@ -585,6 +593,7 @@ class Run {
   int64_t first_failure_ns_ = 0;
   bool killed_ = false;
   std::optional<long> oom_kills_at_start_;
+  size_t control_fds_closed_ = 0;  // options_.control_fds before this are closed
 };
 
 }  // namespace
@@ -593,6 +602,10 @@ SupervisorResult supervise(const SupervisorOptions& options) {
   if (options.nproc < 1) {
     throw std::invalid_argument("supervise(): nproc is " + std::to_string(options.nproc) +
                                 ", must be at least 1");
+  }
+  if (!options.control_fds.empty() && options.control_fds.size() != static_cast<size_t>(options.nproc)) {
+    throw std::invalid_argument("supervise(): " + std::to_string(options.control_fds.size()) +
+                                " control descriptors for " + std::to_string(options.nproc) + " workers");
   }
   return Run(options).execute();
 }

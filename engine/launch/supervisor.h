@@ -79,6 +79,17 @@ struct SupervisorOptions {
   // Told each worker's process group, to end them should the launcher die
   // (run_guardian.h); none: only the launcher ends them.
   RunGuardian* guardian = nullptr;
+  // Empty, or one descriptor per local rank that the worker inherits as
+  // kControlFd (warm_protocol.h: `accel-run --watch` talks to it there).
+  // supervise() owns them: it closes each once its worker is started, so
+  // the other end sees the worker go, and all of them should it fail.
+  std::vector<int> control_fds;
+  // Whether the first local rank reads the launcher's stdin (else /dev/null).
+  bool stdin_to_first_rank = true;
+  // Asked, on the supervising thread, when the launcher gets SIGINT before
+  // any stop: true when the caller has dealt with it (accel-run repl
+  // interrupts the chunk running), and the workers go on.
+  std::function<bool()> on_interrupt;
 };
 
 struct SupervisorResult {

@@ -1,0 +1,239 @@
+#include "engine/launch/watch_controller.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <stdexcept>
+
+#include "engine/launch/warm_protocol.h"
+
+namespace accel {
+
+using Clock = std::chrono::steady_clock;
+
+struct WatchController::Rank {
+  int fd = -1;
+  bool open = true;
+  bool ready = false;
+  WarmFrameReader reader;
+  std::optional<WarmMessage> outcome;  // of the run in progress
+};
+
+namespace {
+
+void write_all(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string indented(const std::string& text) {
+  std::string out = "  ";
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += "  ";
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == '\n')) out.pop_back();
+  return out + "\n";
+}
+
+std::string seconds_text(Clock::duration d) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", std::chrono::duration<double>(d).count());
+  return text;
+}
+
+}  // namespace
+
+WatchController::WatchController(WatchControllerOptions options) : options_(std::move(options)) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
+    for (int fd : options_.sockets) ::close(fd);
+    throw std::runtime_error("cannot create the watch controller's pipe");
+  }
+  wake_read_ = fds[0];
+  wake_write_ = fds[1];
+  ranks_.resize(options_.sockets.size());
+  for (size_t r = 0; r < ranks_.size(); ++r) ranks_[r].fd = options_.sockets[r];
+  pending_ = *options_.run_due;
+  thread_ = std::thread([this] { serve(); });
+}
+
+WatchController::~WatchController() { finish(); }
+
+std::optional<WarmController::Stop> WatchController::stop() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stop_;
+}
+
+void WatchController::finish() {
+  if (!thread_.joinable()) return;
+  write_all(wake_write_, "x");
+  thread_.join();
+  for (Rank& rank : ranks_) ::close(rank.fd);
+  ::close(wake_read_);
+  ::close(wake_write_);
+  *options_.run_due = pending_;
+}
+
+std::unique_ptr<WarmController> WatchSession::start(std::vector<int> sockets, int out_fd) {
+  WatchControllerOptions options;
+  options.sources = &sources_;
+  options.sockets = std::move(sockets);
+  options.out_fd = out_fd;
+  options.run_due = &run_due_;
+  options.runs = &served;
+  return std::make_unique<WatchController>(std::move(options));
+}
+
+void WatchController::say(const std::string& text) const { write_all(options_.out_fd, text); }
+
+void WatchController::request_stop(const std::string& reason, bool reported) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!stop_) stop_ = Stop{reason, reported};
+}
+
+void WatchController::handle_change(const std::string& file) {
+  changed_file_ = file;
+  pending_ = true;
+  // The run in progress computes what the file no longer says; its ranks
+  // may be anywhere in their collectives, so new workers take over.
+  if (running_) {
+    request_stop(file + " changed during run " + std::to_string(*options_.runs), false);
+  }
+}
+
+void WatchController::start_run() {
+  pending_ = false;
+  running_ = true;
+  first_failure_.reset();
+  ++*options_.runs;
+  if (!changed_file_.empty()) {
+    say("accel-run: run " + std::to_string(*options_.runs) + ": " + changed_file_ + " changed\n");
+  }
+  started_ = Clock::now();
+  for (Rank& rank : ranks_) {
+    rank.outcome.reset();
+    write_all(rank.fd, encode_warm_command({"run", ""}));
+  }
+}
+
+// everyone: every rank reported; else the failure grace ran out.
+void WatchController::conclude_run(bool everyone) {
+  running_ = false;
+  const std::string run = "run " + std::to_string(*options_.runs);
+  if (!first_failure_) {
+    say("accel-run: " + run + " finished in " + seconds_text(Clock::now() - started_) + " s; watching " +
+        options_.sources->folder() + " for saved Lua files (Ctrl-C ends)\n");
+    return;
+  }
+  // The culprit is the rank whose failure came first; its peers may only
+  // have failed because of it.
+  const size_t culprit = culprit_;
+  const std::string& error = ranks_[culprit].outcome->text;
+  std::string report =
+      "accel-run: rank " + std::to_string(culprit) + " failed in " + run + "\n" + indented(error);
+  bool in_step = everyone;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    if (r == culprit) continue;
+    const std::optional<WarmMessage>& outcome = ranks_[r].outcome;
+    if (!outcome) {
+      report += "accel-run: rank " + std::to_string(r) + " did not end " + run + ": it waits for rank " +
+                std::to_string(culprit) + "\n";
+      continue;
+    }
+    if (outcome->number != ranks_[culprit].outcome->number) in_step = false;
+    if (outcome->kind == WarmMessage::Kind::ok) continue;
+    report += "accel-run: rank " + std::to_string(r) + " failed too";
+    report += outcome->text == error ? ", with the same error\n" : ":\n" + indented(outcome->text);
+  }
+  say(report);
+  if (in_step) {
+    say("accel-run: the workers stay warm; save a Lua file in " + options_.sources->folder() + " to rerun\n");
+  } else {
+    request_stop("the ranks are not in step after the failure of " + run, true);
+  }
+}
+
+void WatchController::serve() {
+  std::optional<Clock::time_point> debounce_at;
+  std::string last_changed;
+  std::vector<pollfd> fds;
+  for (;;) {
+    fds.assign({pollfd{wake_read_, POLLIN, 0}, pollfd{options_.sources->fd(), POLLIN, 0}});
+    for (Rank& rank : ranks_) fds.push_back(pollfd{rank.open ? rank.fd : -1, POLLIN, 0});
+    std::optional<Clock::time_point> deadline = debounce_at;
+    if (running_ && first_failure_) {
+      const Clock::time_point give_up = *first_failure_ + options_.failure_grace;
+      if (!deadline || give_up < *deadline) deadline = give_up;
+    }
+    int timeout = -1;
+    if (deadline) {
+      timeout = static_cast<int>(std::max<int64_t>(
+          0, std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count()));
+    }
+    if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
+    if (fds[0].revents != 0) return;
+    if (fds[1].revents != 0) {
+      std::vector<std::string> changed = options_.sources->drain();
+      if (!changed.empty()) {
+        last_changed = changed.back();
+        debounce_at = Clock::now() + options_.debounce;
+      }
+    }
+    if (debounce_at && Clock::now() >= *debounce_at) {
+      debounce_at.reset();
+      handle_change(last_changed);
+    }
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      Rank& rank = ranks_[r];
+      if (fds[r + 2].revents == 0) continue;
+      char buffer[4096];
+      const ssize_t n = ::read(rank.fd, buffer, sizeof buffer);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        // The supervisor reports a worker that failed; one that exited 0
+        // (os.exit) it would let be, so it is replaced here.
+        rank.open = false;
+        request_stop("rank " + std::to_string(r) + "'s worker exited", false);
+        continue;
+      }
+      rank.reader.feed(buffer, static_cast<size_t>(n));
+      try {
+        while (std::optional<WarmMessage> message = rank.reader.next_message()) {
+          if (message->kind == WarmMessage::Kind::ready) {
+            rank.ready = true;
+          } else {
+            if (message->kind == WarmMessage::Kind::failed && !first_failure_) {
+              first_failure_ = Clock::now();
+              culprit_ = r;
+            }
+            rank.outcome = std::move(message);
+          }
+        }
+      } catch (const std::exception& error) {
+        rank.open = false;
+        request_stop("rank " + std::to_string(r) + ": " + error.what(), false);
+      }
+    }
+    if (running_) {
+      const bool everyone = std::all_of(ranks_.begin(), ranks_.end(),
+                                        [](const Rank& rank) { return rank.outcome.has_value(); });
+      if (everyone || (first_failure_ && Clock::now() >= *first_failure_ + options_.failure_grace)) {
+        conclude_run(everyone);
+      }
+    }
+    const bool all_ready =
+        std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& rank) { return rank.ready; });
+    if (!running_ && pending_ && all_ready && !stop()) start_run();
+  }
+}
+
+}  // namespace accel

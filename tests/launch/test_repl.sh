@@ -1,0 +1,93 @@
+# accel-run repl, driven through a real terminal (tmux): chunks run on 2
+# ranks, =expr prints each rank's value, state is kept between chunks, a
+# chunk may span lines (and history recalls it whole), Ctrl-C drops a line
+# being typed, an error is reported per rank and the session goes
+# on, Ctrl-C interrupts a running chunk, a rank that dies is reported and
+# replaced, and Ctrl-D leaves with exit code 0 and no process left behind.
+source "$(dirname "$0")/lib.sh"
+command -v tmux >/dev/null || { echo "tmux is not installed: skipped"; exit 77; }
+export XDG_CONFIG_HOME="$work/xdg"
+session="accel-repl-$$"
+socket="$work/tmux.sock"
+tmux_() { tmux -S "$socket" "$@"; }
+trap 'tmux_ kill-server 2>/dev/null; rm -rf "$work"' EXIT
+
+tmux_ new-session -d -s "$session" -x 160 -y 50 \
+  "HOME='$work' '$accel_run' repl --nproc 2; echo \$? >'$work/exit'; sleep 60"
+screen() { tmux_ capture-pane -p -t "$session" -S -400 -J; }
+# wait_for TEXT [COUNT]: waits (15 s at most) until the screen shows TEXT COUNT times.
+wait_for() {
+  for _ in $(seq 150); do
+    [ "$(screen | grep -c -F -- "$1")" -ge "${2:-1}" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+type_line() { tmux_ send-keys -t "$session" -l -- "$1"; tmux_ send-keys -t "$session" Enter; }
+prompts=1
+# run_line LINE: types it and waits for the next prompt.
+run_line() {
+  type_line "$1"
+  prompts=$((prompts + 1))
+  wait_for "accel> " "$prompts"
+}
+check() { out=$(screen); err=""; expect "$1" contains "$out" "$2"; }
+
+wait_for "accel> "
+check "the prompt says what it is" "Lua on 2 rank(s)"
+run_line 'x = accel.tensor({1, 2, 3}) * (accel.PartialState().process_index + 1)'
+run_line '=x:sum():item()'
+check "=expr prints rank 0's value" "[rank 0] 6"
+check "and rank 1's" "[rank 1] 12"
+
+type_line 'function scaled(v)'
+type_line '  return v * 10'
+run_line 'end'
+check "an open function asks for more lines" "...>   return v * 10"
+tmux_ send-keys -t "$session" Up
+wait_for "accel> function scaled(v)   return v * 10 end"
+check "Up recalls that chunk as one line" "accel> function scaled(v)   return v * 10 end"
+tmux_ send-keys -t "$session" C-c
+prompts=$((prompts + 1))
+wait_for "accel> " "$prompts"
+run_line '=scaled(x:sum():item())'
+check "the chunk defined the function on every rank" "[rank 1] 120"
+
+run_line 'error("deliberate")'
+check "an error is reported with its rank" "[rank 0] repl:1: deliberate"
+check "once per distinct error" "[rank 1] the same error"
+run_line 'if accel.PartialState().process_index == 1 then error("only on rank one") end'
+check "an error of one rank names that rank" "[rank 1] repl:1: only on rank one"
+run_line '=x:max():item()'
+check "the session goes on with its state" "[rank 1] 6"
+
+type_line 'while true do accel.zeros(1) end'
+sleep 1
+tmux_ send-keys -t "$session" C-c
+prompts=$((prompts + 1))
+wait_for "accel> " "$prompts"
+check "Ctrl-C interrupts the running chunk" "[rank 0] repl:1: interrupted"
+run_line 'pid = io.open("/proc/self/stat"):read("*n")'
+run_line '=pid'
+pids=$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')
+
+type_line 'if accel.PartialState().process_index == 1 then os.execute("kill -KILL " .. pid) end'
+wait_for "new workers: the session's state is lost"
+check "a rank that dies is reported" "rank 1 was killed by signal 9"
+wait_for "accel> " $((prompts + 1))
+prompts=$((prompts + 1))
+run_line '=x'
+check "new workers start with a fresh state (strict globals: x is unknown)" "[rank 1] the same error"
+check "as rank 0 says" "[rank 0] repl:1: undefined global 'x'"
+run_line 'pid = io.open("/proc/self/stat"):read("*n")'
+run_line '=pid'
+pids="$pids$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')"
+
+tmux_ send-keys -t "$session" C-d
+for _ in $(seq 100); do [ -s "$work/exit" ] && break; sleep 0.1; done
+expect "Ctrl-D leaves with exit code 0" test "$(cat "$work/exit" 2>/dev/null)" = 0
+alive=""
+for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive="$alive $pid"; done
+expect "no worker outlives the REPL (checked pids: $pids)" test -z "$alive" -a -n "$pids"
+out=$(screen); err=""
+finish

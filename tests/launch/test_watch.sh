@@ -1,0 +1,106 @@
+# accel-run --watch: a save reruns the recipe on the same warm workers, and
+# the rerun's weights equal a cold run's bit for bit; a save of a file the
+# recipe requires reruns it too; a failing rerun is reported and the workers
+# stay warm for the next save; a crashed worker is replaced; a save during a
+# run replaces the workers; Ctrl-C ends everything and leaves no process and
+# no shared memory behind.
+source "$(dirname "$0")/lib.sh"
+export XDG_CONFIG_HOME="$work/xdg"
+proj="$work/proj"
+mkdir -p "$proj"
+cd "$proj" || exit 1
+
+# An editor's save: a new file renamed over the old one.
+write_recipe() {  # write_recipe LR [EXTRA LUA LINE]
+  { sed "s/lr = LR/lr = $1/" "$source_root/tests/launch/watch_recipe.lua"; echo "${2:-}"; } >"$proj/train.tmp"
+  mv "$proj/train.tmp" "$proj/train.lua"
+}
+echo "return { epochs = 2 }" >"$proj/helpers.lua"
+
+write_recipe 0.05
+run_accel train.lua --nproc 2 -- "$work/cold"
+expect "the cold run trains and saves its weights" test "$status" -eq 0 -a -s "$work/cold/model.safetensors"
+
+# wait_runs N: waits (20 s at most) until the launcher has ended N runs.
+wait_runs() {
+  for _ in $(seq 200); do
+    [ "$(grep -c -E '^accel-run: (run [0-9]+ finished|rank [0-9]+ failed in run|rank [0-9]+ was killed)' "$work/err")" -ge "$1" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}
+snapshot() { out=$(cat "$work/out"); err=$(cat "$work/err"); }
+same_weights() { cmp -s "$work/warm/model.safetensors" "$work/cold/model.safetensors"; }
+pids() { cat "$work/warm/pid.0" "$work/warm/pid.1"; }
+
+write_recipe 0.1
+set -m  # job control: the launcher must not start with SIGINT ignored
+"$accel_run" train.lua --watch --nproc 2 -- "$work/warm" >"$work/out" 2>"$work/err" &
+launcher=$!
+set +m
+wait_runs 1; snapshot
+expect "the first run finishes under --watch" contains "$err" "accel-run: run 1 finished"
+first_pids=$(pids)
+
+write_recipe 0.05
+wait_runs 2; snapshot
+expect "a save reruns the recipe" contains "$err" "accel-run: run 2: train.lua changed"
+expect "the rerun finishes" contains "$err" "accel-run: run 2 finished"
+expect "the rerun's weights equal the cold run's bit for bit" same_weights
+expect "the rerun ran on the same warm workers" test "$(pids)" = "$first_pids"
+
+rm -rf "$work/warm"
+echo "return { epochs = 2 }" >"$proj/helpers.lua"
+wait_runs 3; snapshot
+expect "a save of a file the recipe requires reruns it" contains "$err" "accel-run: run 3: helpers.lua changed"
+expect "that rerun's weights equal the cold run's too" same_weights
+
+write_recipe 0.05 'error("deliberate failure")'
+wait_runs 4; snapshot
+expect "a failing rerun is reported with its error" contains "$err" "failed in run 4
+  train.lua:37: deliberate failure"
+expect "the other rank's identical error is named once" contains "$err" "failed too, with the same error"
+expect "the workers stay warm after it" contains "$err" "the workers stay warm"
+
+rm -rf "$work/warm"
+write_recipe 0.05
+wait_runs 5; snapshot
+expect "the next save runs again" contains "$err" "accel-run: run 5 finished"
+expect "on the same warm workers" test "$(pids)" = "$first_pids"
+expect "with the cold run's weights" same_weights
+
+write_recipe 0.05 'if acc.process_index == 1 then os.execute("kill -KILL " .. pid) end acc:wait_for_everyone()'
+wait_runs 6; snapshot
+expect "a crashed worker is reported" contains "$err" "accel-run: rank 1 was killed by signal 9"
+expect "and replaced" contains "$err" "accel-run: starting new workers"
+
+rm -rf "$work/warm"
+write_recipe 0.05
+wait_runs 7; snapshot
+expect "the new workers run the next save" contains "$err" "accel-run: run 7 finished"
+expect "to the cold run's weights" same_weights
+expect "the new workers are new processes" test "$(pids)" != "$first_pids"
+expect "which start as a first start (ACCEL_RESTART_COUNT=0), as a cold run does" \
+  test "$(cat "$work/warm/restart_count.0" "$work/warm/restart_count.1")" = "00"
+
+# A save while a run goes on abandons it: new workers run the saved recipe.
+rm -rf "$work/warm"
+write_recipe 0.05 'os.execute("sleep 30")'
+for _ in $(seq 200); do [ -s "$work/warm/pid.1" ] && break; sleep 0.05; done
+write_recipe 0.05
+wait_runs 8; snapshot
+expect "a save during a run replaces the workers" contains "$err" "accel-run: replacing the workers: train.lua changed during run 8"
+expect "and the new ones run the saved recipe" contains "$err" "accel-run: run 9 finished"
+expect "to the cold run's weights" same_weights
+
+kill -INT "$launcher"
+for _ in $(seq 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
+wait "$launcher"
+status=$?
+snapshot
+expect "Ctrl-C ends the watch with 128 + SIGINT" test "$status" -eq 130
+expect "and says so" contains "$err" "interrupted by SIGINT"
+sleep 0.2
+expect "no process outlives it" no_survivors
+expect "no shared memory outlives it" test -z "$(ls /dev/shm | grep "^accel-$launcher-")"
+finish
