@@ -1,13 +1,10 @@
 #include "engine/checkpoint/weights_reader.h"
 
 #include <ATen/ATen.h>
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -16,61 +13,39 @@
 
 namespace accel::checkpoint {
 
-// A safetensors file mapped read-only for as long as the reader lives.
-struct WeightsReader::MappedFile {
-  std::string path;
-  const unsigned char* base = nullptr;
-  std::size_t size = 0;
+// A safetensors file, open for as long as the reader lives, its header
+// read and checked.
+struct WeightsReader::TensorFile {
+  FileReader reader;  // refuses what is not a regular file, naming it
   SafetensorsHeader header;
 
-  explicit MappedFile(std::string file) : path(std::move(file)) {
-    FileReader reader(path);  // refuses what is not a regular file, naming it
-    size = reader.size();
-    header = read_safetensors_header(reader);
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw CheckpointError("cannot open '" + path + "': " + std::strerror(errno));
-    // The header was checked against the size read then: a file that has
-    // changed since would let a tensor's range run past the map.
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != size) {
-      ::close(fd);
-      throw CheckpointError("'" + path + "' changed while it was being opened");
-    }
-    void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    int saved = errno;
-    ::close(fd);  // the mapping keeps the file
-    if (map == MAP_FAILED) throw CheckpointError("cannot map '" + path + "' into memory: " + std::strerror(saved));
-    base = static_cast<const unsigned char*>(map);
-  }
-  ~MappedFile() { ::munmap(const_cast<unsigned char*>(base), size); }
-  MappedFile(const MappedFile&) = delete;
-  MappedFile& operator=(const MappedFile&) = delete;
+  explicit TensorFile(const std::string& path) : reader(path), header(read_safetensors_header(reader)) {}
 
-  // Copies one tensor out of the map a chunk at a time, each chunk's pages
-  // read in with one call and handed back once copied: they stay in the page
-  // cache, not in this process, so loading a tensor costs its own memory and
-  // at most one chunk of the file's.
-  at::Tensor load(const TensorEntry& entry, at::ScalarType dtype) const {
+  // Reads one tensor straight into its own memory; a conversion goes
+  // through a buffer of one chunk.
+  at::Tensor load(const TensorEntry& entry, at::ScalarType dtype) {
     at::Tensor out = at::empty(entry.shape, at::TensorOptions().dtype(dtype));
     const int64_t numel = out.numel();
     if (numel == 0) return out;
-    const unsigned char* data = base + header.data_start + entry.begin;
-    // from_blob never writes through the pointer; copy_ only reads it.
-    at::Tensor stored = at::from_blob(const_cast<unsigned char*>(data), {numel},
-                                      at::TensorOptions().dtype(entry.dtype));
-    at::Tensor flat = out.view({numel});
-    // The tensor's own fresh pages fault in as the copy first writes them:
-    // as huge pages, 512 times fewer faults (where the kernel leaves
+    // The tensor's fresh pages fault in as the read first writes them: as
+    // huge pages, 512 times fewer faults (where the kernel leaves
     // transparent huge pages to madvise).
-    advise(static_cast<const unsigned char*>(out.data_ptr()), static_cast<int64_t>(out.nbytes()), MADV_HUGEPAGE);
+    advise_huge_pages(out.data_ptr(), out.nbytes());
+    const uint64_t at_offset = header.data_start + entry.begin;
+    const std::string what = "tensor '" + entry.name + "'";
+    if (dtype == entry.dtype) {
+      reader.read_at(at_offset, out.data_ptr(), out.nbytes(), what.c_str());
+      return out;
+    }
+    at::Tensor flat = out.view({numel});
     const int64_t element = static_cast<int64_t>(at::elementSize(entry.dtype));
     const int64_t chunk = std::max<int64_t>(1, kChunkBytes / element);
+    at::Tensor stored = at::empty({std::min(chunk, numel)}, at::TensorOptions().dtype(entry.dtype));
     for (int64_t first = 0; first < numel; first += chunk) {
       const int64_t n = std::min(chunk, numel - first);
-      const unsigned char* from = data + first * element;
-      advise(from, n * element, MADV_POPULATE_READ);
-      flat.narrow(0, first, n).copy_(stored.narrow(0, first, n));
-      advise(from, n * element, MADV_DONTNEED);
+      reader.read_at(at_offset + static_cast<uint64_t>(first * element), stored.data_ptr(),
+                     static_cast<std::size_t>(n * element), what.c_str());
+      flat.narrow(0, first, n).copy_(stored.narrow(0, 0, n));
     }
     return out;
   }
@@ -78,14 +53,11 @@ struct WeightsReader::MappedFile {
  private:
   static constexpr int64_t kChunkBytes = int64_t{16} << 20;
 
-  // madvise over the whole pages that hold [from, from + bytes). Advice only:
-  // a kernel without MADV_POPULATE_READ (before Linux 5.14) faults the pages
-  // in as the copy reads them.
-  static void advise(const unsigned char* from, int64_t bytes, int advice) {
+  static void advise_huge_pages(void* data, std::size_t bytes) {
     static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    const uintptr_t first = reinterpret_cast<uintptr_t>(from) / page * page;
-    const uintptr_t last = (reinterpret_cast<uintptr_t>(from) + static_cast<uintptr_t>(bytes) + page - 1) / page * page;
-    ::madvise(reinterpret_cast<void*>(first), last - first, advice);
+    const uintptr_t first = (reinterpret_cast<uintptr_t>(data) + page - 1) / page * page;
+    const uintptr_t last = (reinterpret_cast<uintptr_t>(data) + bytes) / page * page;
+    if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
   }
 };
 
@@ -124,7 +96,7 @@ void WeightsReader::add_file(const WeightsFiles& weights, const std::string& fil
     names_.push_back(name);
   };
   if (weights.safe) {
-    files_.push_back(std::make_unique<MappedFile>(file));
+    files_.push_back(std::make_unique<TensorFile>(file));
     for (const TensorEntry& entry : files_.back()->header.tensors) add(entry.name, {files_.back().get(), entry, {}});
   } else {
     for (auto& [name, tensor] : read_torch_state_dict(file)) {

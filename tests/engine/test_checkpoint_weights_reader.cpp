@@ -1,10 +1,11 @@
-// WeightsReader: one tensor at a time out of safetensors files (mapped),
+// WeightsReader: one tensor at a time out of safetensors files,
 // sharded folders and .bin files, on real files.
 #include <catch2/catch.hpp>
 
 #include <ATen/ATen.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -85,7 +86,7 @@ TEST_CASE("folders save_weights wrote read back, sharded or not, safetensors or 
   }
 }
 
-TEST_CASE("a loaded tensor owns its memory: the file's pages leave the process") {
+TEST_CASE("a loaded tensor costs its own memory and none of the file's") {
   TempDir dir;
   const int64_t n = 16 << 20;  // 64 MiB of float32
   write_safetensors(dir.path + "/big.safetensors", {{"w", at::ones({n})}});
@@ -94,8 +95,8 @@ TEST_CASE("a loaded tensor owns its memory: the file's pages leave the process")
   at::Tensor w = reader.load("w");
   int64_t grown = resident_bytes() - before;
   CHECK(w.sum().item<double>() == static_cast<double>(n));
-  // The tensor's own 64 MiB and at most a 16 MiB chunk of the map; the
-  // whole mapped copy of the file would double it.
+  // The tensor's own 64 MiB; a mapped or buffered copy of the file's bytes
+  // kept in the process would double it.
   CHECK(grown < n * 4 + (24 << 20));
 }
 
@@ -113,4 +114,14 @@ TEST_CASE("unknown names, missing shards and files that are not weights are refu
   CHECK_THROWS_WITH(WeightsReader(empty.path), Catch::Contains("holds no model weights"));
   accel::testing::spit(empty.path + "/junk.safetensors", "not a safetensors file at all");
   CHECK_THROWS_WITH(WeightsReader(empty.path + "/junk.safetensors"), Catch::Contains("junk.safetensors"));
+}
+
+TEST_CASE("a file that shrinks after it was opened ends the load with an error naming it") {
+  TempDir dir;
+  const std::string path = dir.path + "/w.safetensors";
+  write_safetensors(path, {{"a", at::ones({1000})}, {"b", at::ones({1000})}});
+  WeightsReader reader(path);
+  std::filesystem::resize_file(path, std::filesystem::file_size(path) - 100);
+  CHECK(at::equal(reader.load("a"), at::ones({1000})));
+  CHECK_THROWS_WITH(reader.load("b"), Catch::Contains("w.safetensors") && Catch::Contains("tensor 'b'"));
 }
