@@ -1,6 +1,6 @@
 -- The checkpoint a model loads from, read one tensor at a time by the
--- engine's weights reader (checkpoint.open_weights): safetensors files are
--- memory-mapped and only the tensors asked for are read; a pytorch_model.bin
+-- engine's weights reader (checkpoint.open_weights): of safetensors files
+-- only the tensors asked for are read; a pytorch_model.bin
 -- is unpickled whole when opened.
 --   local src = weights_source.open(path)
 --   src:names(); src:info(name) -> {dtype, shape, bytes}
