@@ -56,12 +56,15 @@ for _ in $(seq 300); do
 done
 expect "SIGKILL: both ranks started their children" [ -f "$work/sleep.0" ] && [ -f "$work/sleep.1" ]
 workers=$(pgrep -P "$launcher" -d ' ')
+# This run's guardian only: other runs on the machine have their own.
+guardian=$(pgrep -P "$launcher" -f accel-run-guardian)
+expect "SIGKILL: the launcher started its guardian" [ -n "$guardian" ]
 kill -KILL "$launcher"
 wait "$launcher" 2>/dev/null
 # shellcheck disable=SC2086
 expect "SIGKILL: the workers and their background children are gone" \
   gone_within 10 $workers "$(cat "$work/sleep.0")" "$(cat "$work/sleep.1")"
-expect "SIGKILL: no guardian is left" gone_within 10 $(pgrep -f accel-run-guardian | tr '\n' ' ')
+expect "SIGKILL: no guardian is left" gone_within 10 "$guardian"
 
 # 3. Rank 0 killed right after it created the segment (the fault point sends
 #    it SIGKILL before the other ranks open it): the name is removed.
