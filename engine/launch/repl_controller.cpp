@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -100,7 +101,14 @@ class ReplController final : public WarmController {
   }
 
  private:
-  enum class Wake { none, interrupt, quit };
+  enum class Wake { none, interrupt, quit, timeout };
+  using Clock = std::chrono::steady_clock;
+
+  // How long a chunk has to stop after Ctrl-C. A loop LuaJIT has compiled
+  // and that calls no C function never runs the interrupt hook; past this
+  // the workers are replaced, as a notebook restarts a kernel that ignores
+  // its interrupt.
+  static constexpr std::chrono::seconds kInterruptGrace{3};
 
   void request_stop(const std::string& reason) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -132,10 +140,10 @@ class ReplController final : public WarmController {
   }
 
   // Waits for one message from each of `ranks`, into `answers`; stops
-  // early on a wake (returned) or when a rank's socket closes (the
-  // supervisor reports that worker).
+  // early on a wake (returned), at `deadline` (Wake::timeout), or when a
+  // rank's socket closes (the supervisor reports that worker).
   Wake collect(const std::vector<size_t>& ranks, std::vector<std::optional<WarmMessage>>& answers,
-               bool* closed) {
+               bool* closed, std::optional<Clock::time_point> deadline = std::nullopt) {
     *closed = false;
     for (;;) {
       bool all = true;
@@ -143,7 +151,13 @@ class ReplController final : public WarmController {
       if (all) return Wake::none;
       std::vector<pollfd> fds{pollfd{wake_read_, POLLIN, 0}};
       for (size_t r : ranks) fds.push_back(pollfd{answers[r] ? -1 : sockets_[r], POLLIN, 0});
-      if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return Wake::quit;
+      int wait_ms = -1;
+      if (deadline) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
+        if (left.count() <= 0) return Wake::timeout;
+        wait_ms = static_cast<int>(left.count());
+      }
+      if (::poll(fds.data(), fds.size(), wait_ms) < 0 && errno != EINTR) return Wake::quit;
       if (fds[0].revents != 0) {
         Wake wake = drain_wake();
         if (wake != Wake::none) return wake;
@@ -205,18 +219,26 @@ class ReplController final : public WarmController {
     ++session_.served;
     for (int fd : sockets_) write_all(fd, encode_warm_command({"chunk", chunk}));
     std::vector<std::optional<WarmMessage>> answers(sockets_.size());
-    bool interrupted = false;
+    std::optional<Clock::time_point> interrupted;
     for (;;) {
       bool closed = false;
-      const Wake wake = collect(all_ranks(), answers, &closed);
+      const Wake wake = collect(all_ranks(), answers, &closed,
+                                interrupted ? std::optional(*interrupted + kInterruptGrace) : std::nullopt);
       if (closed) return false;  // the supervisor reports the worker that died
       if (wake == Wake::quit) return false;
       if (wake == Wake::none) break;
+      if (wake == Wake::timeout) {
+        write_all(out_fd_, "accel-run: the chunk did not stop within " + std::to_string(kInterruptGrace.count()) +
+                               " s of Ctrl-C (a loop LuaJIT compiled, calling no C function, never sees it); "
+                               "starting new workers (the session's state is lost)\n");
+        request_stop("the chunk did not stop after Ctrl-C");
+        return false;
+      }
       if (interrupted) {  // a second Ctrl-C
         leave(true);
         return false;
       }
-      interrupted = true;
+      interrupted = Clock::now();
       for (pid_t pid : pids_) ::kill(pid, SIGINT);
       write_all(out_fd_, "\naccel-run: interrupting the chunk on every rank (Ctrl-C again leaves)\n");
     }

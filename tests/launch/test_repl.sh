@@ -2,7 +2,8 @@
 # ranks, =expr prints each rank's value, state is kept between chunks, a
 # chunk may span lines (and history recalls it whole), Ctrl-C drops a line
 # being typed, an error is reported per rank and the session goes
-# on, Ctrl-C interrupts a running chunk, a rank that dies is reported and
+# on, Ctrl-C interrupts a running chunk (and replaces the workers when a
+# compiled loop never sees it), a rank that dies is reported and
 # replaced, and Ctrl-D leaves with exit code 0 and no process left behind.
 source "$(dirname "$0")/lib.sh"
 command -v tmux >/dev/null || { echo "tmux is not installed: skipped"; exit 77; }
@@ -79,6 +80,20 @@ prompts=$((prompts + 1))
 run_line '=x'
 check "new workers start with a fresh state (strict globals: x is unknown)" "[rank 1] the same error"
 check "as rank 0 says" "[rank 0] repl:1: undefined global 'x'"
+run_line 'pid = io.open("/proc/self/stat"):read("*n")'
+run_line '=pid'
+pids="$pids$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')"
+
+type_line 'while true do end'
+sleep 1
+tmux_ send-keys -t "$session" C-c
+wait_for "did not stop within"
+check "a compiled loop that never sees Ctrl-C is ended by new workers" \
+  "starting new workers (the session's state is lost)"
+wait_for "accel> " $((prompts + 1))
+prompts=$((prompts + 1))
+run_line '=1 + 1'
+check "and the session goes on" "[rank 1] 2"
 run_line 'pid = io.open("/proc/self/stat"):read("*n")'
 run_line '=pid'
 pids="$pids$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')"
