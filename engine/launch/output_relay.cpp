@@ -22,6 +22,8 @@ constexpr int kMaxFinishPumps = 16;
 // How long a full output stream may hold up the launcher before a line is dropped.
 constexpr int kWriteTimeoutMs = 1000;
 
+}  // namespace
+
 void write_all(int fd, const std::string& data) {
   size_t done = 0;
   while (done < data.size()) {
@@ -37,8 +39,6 @@ void write_all(int fd, const std::string& data) {
     }
   }
 }
-
-}  // namespace
 
 OutputRelay::OutputRelay(int pipe_fd, int out_fd, std::string prefix, int log_fd)
     : pipe_fd_(pipe_fd), out_fd_(out_fd), log_fd_(log_fd), prefix_(std::move(prefix)) {

@@ -11,6 +11,11 @@
 
 namespace accel {
 
+// Writes all of `data` to `fd`. A non-blocking pipe that stays full for a
+// second drops the rest, and a reader that has gone drops it at once: the
+// launcher's output never holds up the run.
+void write_all(int fd, const std::string& data);
+
 class OutputRelay {
  public:
   // Takes ownership of `pipe_fd` (the read end; made non-blocking here) and

@@ -19,6 +19,7 @@
 #include <readline/history.h>
 #include <readline/readline.h>
 
+#include "engine/launch/output_relay.h"
 #include "engine/launch/warm_protocol.h"
 
 namespace accel {
@@ -26,15 +27,6 @@ namespace {
 
 constexpr const char* kPrompt = "accel> ";
 constexpr const char* kMorePrompt = "...> ";
-
-void write_all(int fd, const std::string& text) {
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
 
 // readline's callback interface hands a whole line to a plain function.
 std::optional<std::string>* g_line = nullptr;  // where the callback leaves it

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "engine/launch/output_relay.h"
 #include "engine/launch/warm_protocol.h"
 
 namespace accel {
@@ -25,14 +26,6 @@ struct WatchController::Rank {
 
 namespace {
 
-void write_all(int fd, const std::string& text) {
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
 
 std::string indented(const std::string& text) {
   std::string out = "  ";
