@@ -68,34 +68,10 @@ while step < steps do
 end
 bar:close()
 
--- Sampling: each next character is drawn from the model's distribution
--- (sharpened by a temperature) given at most the last seq_len characters.
-local function sample(prompt, count, temperature)
-  local ids = vocab:encode(prompt):totable()
-  model:eval()
-  accel.no_grad(function()
-    for _ = 1, count do
-      local context = {}
-      for i = math.max(1, #ids - seq_len + 1), #ids do context[#context + 1] = ids[i] end
-      local logits = model(accel.LongTensor({ context }):to(acc.device))[1][#context]
-      local probs = F.softmax(logits / temperature, 1):totable()
-      local u, id = math.random(), #probs
-      for i, p in ipairs(probs) do
-        u = u - p
-        if u <= 0 then
-          id = i
-          break
-        end
-      end
-      ids[#ids + 1] = id
-    end
-  end)
-  return vocab:decode(ids)
-end
-
 if acc.is_main_process then
   print("sample:")
-  print(sample("The ", 300, 0.8))
+  model:eval()
+  print(CharLM.sample(model, vocab, "The ", { count = 300, temperature = 0.8, seq_len = seq_len, device = acc.device }))
 end
 
 -- The weights as save_model writes them, and what generate.lua needs to

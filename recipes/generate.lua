@@ -7,8 +7,6 @@
 -- process gathers and prints them all. With MAX_MEMORY (a size such as
 -- "300KB"), device_map = "auto" keeps that much of the model in memory and
 -- leaves the rest on disk, read around each offloaded block's forward.
-local F = accel.nn.functional
-
 local usage = "usage: accel-run recipes/generate.lua -- MODEL_DIR [MAX_MEMORY]"
 local model_dir, max_memory = assert(arg[1], usage), arg[2]
 local temperature, top_k, length, seed = 0.8, 10, 80, 0
@@ -33,26 +31,8 @@ if max_memory then acc:print(tostring(device_map)) end
 -- process samples it and however many there are.
 local function sample(prompt, index)
   math.randomseed(seed + index)
-  local ids = vocab:encode(prompt):totable()
-  accel.no_grad(function()
-    for _ = 1, length do
-      local context = {}
-      for i = math.max(1, #ids - config.seq_len + 1), #ids do context[#context + 1] = ids[i] end
-      local logits = model(accel.LongTensor({ context }))[1][#context]
-      local values, indices = logits:topk(top_k)
-      local probs, choices = F.softmax(values / temperature, 1):totable(), indices:totable()
-      local u, id = math.random(), choices[#choices]
-      for i, p in ipairs(probs) do
-        u = u - p
-        if u <= 0 then
-          id = choices[i]
-          break
-        end
-      end
-      ids[#ids + 1] = id
-    end
-  end)
-  return vocab:decode(ids)
+  return CharLM.sample(model, vocab, prompt, { count = length, temperature = temperature, top_k = top_k,
+                                               seq_len = config.seq_len })
 end
 
 local positions = {}
