@@ -225,6 +225,23 @@ end
 -- `optimizer` (the engine optimizer holding the model's parameters) is
 -- needed when the Accelerator shards: it is pointed at the shards.
 function Accelerator:prepare_model(model, optimizer)
+  -- Weights on the meta device (built under accel.init_empty_weights, or
+  -- offloaded to disk by load_checkpoint_and_dispatch, which Accelerate
+  -- refuses to prepare too) have no values to train, broadcast or shard;
+  -- new tensors made for them here would not be the optimizer's.
+  local empty = {}
+  for name, t in pairs(model:state_dict()) do
+    if t.device == "meta" then empty[#empty + 1] = name end
+  end
+  if #empty > 0 then
+    table.sort(empty)
+    args_error(string.format("Accelerator:prepare: the model's %s on the meta device (built under "
+                             .. "accel.init_empty_weights, or offloaded to disk): load its weights into memory "
+                             .. "(accel.load_checkpoint_and_dispatch) or give them memory (model:to_empty) "
+                             .. "before making its optimizer",
+                             table.concat(empty, ", ", 1, math.min(#empty, 3)) .. (#empty > 3 and ", ..." or "")
+                               .. (#empty > 1 and " are" or " is")))
+  end
   if self.device ~= "cpu" then model:to(self.device) end
   if self.num_processes > 1 then
     core.no_grad(function()

@@ -63,6 +63,9 @@ local small = accel.init_empty_weights(function() return nn.Sequential(nn.Linear
 check.raises(function() small(accel.randn(2, 4)) end, "forward on meta weights",
              "Linear(4 -> 3)", "weight, bias are on the meta device", "to_empty")
 
+check.raises(function() accel.Accelerator():prepare(small) end, "preparing meta weights",
+             "Accelerator:prepare: the model's 1.bias, 1.weight are on the meta device", "to_empty")
+
 small:to_empty("cpu")
 check.equal(small[1].weight.device, "cpu", "weight after to_empty")
 check.equal(table.concat(small[1].weight:size(), "x"), "3x4", "weight's shape after to_empty")
