@@ -319,12 +319,18 @@ std::string chunk_source(const std::string& text) {
   return !text.empty() && text[0] == '=' ? "return " + text.substr(1) : text;
 }
 
+// A REPL chunk as a function on the stack, or the error. Text only: a
+// chunk that begins as LuaJIT bytecode would run unverified.
+int load_chunk(lua_State* L, const std::string& source) {
+  return luaL_loadbufferx(L, source.data(), source.size(), "=repl", "t");
+}
+
 // Whether `text` is a whole chunk: it compiles, or fails for another
 // reason than ending too soon (that error is the chunk's to report).
 WarmMessage check_chunk(lua_State* L, const std::string& text) {
   const std::string source = chunk_source(text);
   WarmMessage answer{WarmMessage::Kind::ok, 0, ""};
-  if (luaL_loadbuffer(L, source.data(), source.size(), "=repl") == LUA_ERRSYNTAX) {
+  if (load_chunk(L, source) == LUA_ERRSYNTAX) {
     const std::string error = lua_tostring(L, -1);
     const std::string eof = "'<eof>'";
     if (error.size() >= eof.size() && error.compare(error.size() - eof.size(), eof.size(), eof) == 0) {
@@ -342,7 +348,7 @@ WarmMessage run_chunk(lua_State* L, const std::string& text) {
   lua_pushcfunction(L, traceback);
   WarmMessage answer{WarmMessage::Kind::ok, 0, ""};
   lua_sethook(L, nullptr, 0, 0);
-  if (luaL_loadbuffer(L, source.data(), source.size(), "=repl") != 0 || lua_pcall(L, 0, LUA_MULTRET, 1) != 0) {
+  if (load_chunk(L, source) != 0 || lua_pcall(L, 0, LUA_MULTRET, 1) != 0) {
     answer.kind = WarmMessage::Kind::failed;
     answer.text = lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object is not a string)";
   } else {
