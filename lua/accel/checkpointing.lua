@@ -476,7 +476,7 @@ local function read_checkpoint(c, folder)
   local rank = c.state.process_index
   for i, model in ipairs(c.models) do
     if listed[names.sharding(i)] then
-      local saved = read_value(names.sharding(i))
+      local saved = sharded_state.check_layout(read_value(names.sharding(i)), folder .. "/" .. names.sharding(i))
       local j = saved.optimizer
       local sharded, info = c.sharded_models[model], c.shard_layouts[model]
       local current = sharded and sharded_state.layout(sharded, info.optimizer, info.param_names, c.state.num_processes)

@@ -41,6 +41,41 @@ function sharded_state.model_tensors(sharded, model)
   return out
 end
 
+-- A layout read from a checkpoint, checked before anything is sliced by
+-- it: a file's contents are data, and a field of the wrong kind is an error
+-- naming the file and the field.
+function sharded_state.check_layout(layout, path)
+  local function fail(what) error(string.format("'%s': %s", path, what), 0) end
+  local function whole(v, what, least)
+    if type(v) ~= "number" or v % 1 ~= 0 or v < least then
+      fail(string.format("%s must be a whole number of at least %d, got %s", what, least, tostring(v)))
+    end
+  end
+  local function list(v, what)
+    if type(v) ~= "table" then fail(what .. " must be a list, got a " .. type(v)) end
+    return v
+  end
+  list(layout, "the layout")
+  whole(layout.world_size, "world_size", 1)
+  whole(layout.optimizer, "optimizer", 1)
+  for g, n in ipairs(list(layout.group_sizes, "group_sizes")) do whole(n, "group_sizes[" .. g .. "]", 0) end
+  for k, flat in ipairs(list(layout.flats, "flats")) do
+    local where = "flats[" .. k .. "]"
+    list(flat, where)
+    whole(flat.numel, where .. ".numel", 0)
+    whole(flat.shard_numel, where .. ".shard_numel", 0)
+    whole(flat.optimizer_index, where .. ".optimizer_index", -1)
+    for j, p in ipairs(list(flat.params, where .. ".params")) do
+      local at = where .. ".params[" .. j .. "]"
+      if type(list(p, at).name) ~= "string" then fail(at .. ".name must be a string") end
+      whole(p.offset, at .. ".offset", 0)
+      whole(p.optimizer_index, at .. ".optimizer_index", -1)
+      for d, size in ipairs(list(p.shape, at .. ".shape")) do whole(size, at .. ".shape[" .. d .. "]", 0) end
+    end
+  end
+  return layout
+end
+
 local function same(a, b)
   if type(a) ~= "table" or type(b) ~= "table" then return a == b end
   for k, v in pairs(a) do
