@@ -4,7 +4,7 @@
 -- shards and a pytorch_model.bin, giving outputs equal bit for bit to the
 -- model it was saved from; with dtype conversion; and with parts on disk,
 -- loaded around their forward only. accel.infer_auto_device_map places by
--- max_memory and keeps no_split_module_classes whole.
+-- max_memory and keeps no_split_module_classes whole. Tied weights stay tied.
 local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "helpers/check.lua")
 local big_model = dofile(here .. "helpers/big_model.lua")
@@ -138,6 +138,29 @@ check.raises(function() accel.load_checkpoint_and_dispatch(wider, narrow_dir) en
              "'weight'", "[4x3]", "[5x3]")
 check.raises(function() accel.load_checkpoint_and_dispatch(big_model.build(), narrow_dir) end,
              "a checkpoint lacking tensors", "lacks", "embed.weight")
+
+-- Tied weights: one tensor shared by two modules is saved once and loaded
+-- once, still shared; placing its names apart is refused, naming both.
+local Tied = accel.nn.Module:extend("Tied")
+function Tied:init()
+  self.a = accel.nn.Linear(3, 3)
+  self.b = accel.nn.Linear(3, 3)
+  self.b.weight = self.a.weight
+end
+function Tied:forward(x) return self.b(self.a(x)) end
+local tied = Tied()
+local tied_dir = root .. "/tied"
+big_model.save(tied, tied_dir)
+check.raises(function() ck.open_weights(tied_dir):info("b.weight") end, "a tied tensor is saved once", "b.weight")
+local x = accel.randn(2, 3)
+local empty_tied = accel.init_empty_weights(function() return Tied() end)
+accel.load_checkpoint_and_dispatch(empty_tied, tied_dir)
+check.truthy(rawequal(empty_tied.a.weight, empty_tied.b.weight), "tied weights stay one tensor")
+same(accel.no_grad(function() return empty_tied(x) end), accel.no_grad(function() return tied(x) end), "tied model")
+check.raises(function()
+  accel.load_checkpoint_and_dispatch(accel.init_empty_weights(function() return Tied() end), tied_dir,
+                                     { device_map = { a = "cpu", b = "disk" } })
+end, "tied weights placed apart", "'a.weight' and 'b.weight' are one tensor (tied weights)", "cpu and disk")
 
 ck.remove_folder(root)
 check.done("test_big_modeling_dispatch")

@@ -35,16 +35,32 @@ local function try(fn, ...)
 end
 
 -- Checks the checkpoint holds every tensor of the model, with its shape,
--- and records the dtype each loads as.
+-- and records the name each is read by (`e.source`) and the dtype it loads
+-- as. A tensor several modules share (tied weights) is saved once, under
+-- one of its names (save_model writes each tensor once): the others read
+-- that one, and must be placed on the same device, not on disk.
 local function match_checkpoint(src, path, entries, dtype)
   local holds = {}
   for _, name in ipairs(src:names()) do holds[name] = true end
+  local saved_as, placed = {}, {}  -- model tensor -> its name in the checkpoint, the entry placing it first
+  for _, e in ipairs(entries) do
+    if holds[e.name] and not saved_as[e.tensor] then saved_as[e.tensor] = e.name end
+    local first = placed[e.tensor]
+    if not first then
+      placed[e.tensor] = e
+    elseif first.device ~= e.device or e.device == "disk" then
+      error(string.format("'%s' and '%s' are one tensor (tied weights): place them on one device, not on disk "
+                          .. "(they are on %s and %s)", first.name, e.name, tostring(first.device),
+                          tostring(e.device)), 0)
+    end
+  end
   local missing = {}
   for _, e in ipairs(entries) do
-    if not holds[e.name] then
+    e.source = saved_as[e.tensor]
+    if not e.source then
       missing[#missing + 1] = e.name
     else
-      local info = src:info(e.name)
+      local info = src:info(e.source)
       e.shape, e.dtype = e.tensor:size(), dtypes.converted(info.dtype, dtype)
       if shape_text(info.shape) ~= shape_text(e.shape) then
         error(string.format("'%s' has shape %s in '%s' but %s in the model",
@@ -103,7 +119,7 @@ local function disk_reader(src, o, unit_index, entries)
   if o.offload_folder then
     local file = string.format("%s/offloaded_%d.safetensors", o.offload_folder, unit_index)
     local pairs_list = {}
-    for i, e in ipairs(entries) do pairs_list[i] = { e.name, src:load(e.name, e.dtype) } end
+    for i, e in ipairs(entries) do pairs_list[i] = { e.name, src:load(e.source, e.dtype) } end
     ck.write_safetensors(file, pairs_list)
     return function(list)
       local tensors = ck.read_safetensors(file)
@@ -114,7 +130,7 @@ local function disk_reader(src, o, unit_index, entries)
   end
   return function(list)
     local out = {}
-    for i, e in ipairs(list) do out[i] = src:load(e.name, e.dtype) end
+    for i, e in ipairs(list) do out[i] = src:load(e.source, e.dtype) end
     return out
   end
 end
@@ -154,11 +170,17 @@ return function(model, path, options)
   for _, m in ipairs(model:modules()) do Module.set_forward_wrapper(m, nil) end
   local kept_open = false
   try(function()
+    local loaded = {}  -- model tensor -> what it became: tied weights stay one tensor
     for _, e in ipairs(entries) do
       if e.device ~= "disk" then
-        local t = src:load(e.name, e.dtype)
-        if e.device ~= "cpu" then t = t:to(e.device) end
-        rawset(e.module, e.key, e.is_buffer and t or t:requires_grad_())
+        local t = loaded[e.tensor]
+        if not t then
+          t = src:load(e.source, e.dtype)
+          if e.device ~= "cpu" then t = t:to(e.device) end
+          t = e.is_buffer and t or t:requires_grad_()
+          loaded[e.tensor] = t
+        end
+        rawset(e.module, e.key, t)
       end
     end
     local units, order = disk_units(model, entries)
