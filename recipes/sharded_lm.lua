@@ -10,7 +10,7 @@
 -- Every `every` steps it prints the mean loss and, for each rank, its
 -- resident memory and the bytes of model state it holds (parameter shards,
 -- their gradient slices, AdamW's state for them).
-local nn, optim, data, F = accel.nn, accel.optim, accel.data, accel.nn.functional
+local optim, data, F = accel.optim, accel.data, accel.nn.functional
 local args = require("accel.args")
 
 local o = { steps = 30, layers = 14, width = 768, heads = 12, seq = 64, batch = 4, every = 5,
@@ -38,37 +38,8 @@ local text = data.TextDataset(o.text, { seq_len = o.seq, level = "char", stride 
 local vocab = text.vocab.vocab_size
 local loader = acc:prepare(data.DataLoader(text, { batch_size = o.batch, shuffle = true, drop_last = true }))
 
--- Pre-norm transformer block: causal self-attention, then a 4x GELU feed-forward.
-local Block = nn.Module:extend("Block")
-function Block:init(width, heads)
-  self.norm1 = nn.LayerNorm(width)
-  self.attn = nn.MultiheadAttention(width, heads)
-  self.norm2 = nn.LayerNorm(width)
-  self.fc = nn.Linear(width, 4 * width)
-  self.proj = nn.Linear(4 * width, width)
-end
-function Block:forward(x)
-  local h = self.norm1(x)
-  x = x + self.attn(h, h, h, { is_causal = true, need_weights = false })
-  return x + self.proj(F.gelu(self.fc(self.norm2(x))))
-end
-
-local ShardedLM = nn.Module:extend("ShardedLM")
-function ShardedLM:init()
-  self.tokens = nn.Embedding(vocab, o.width)
-  self.positions = nn.Embedding(o.seq, o.width)
-  self.blocks = nn.ModuleList()
-  for _ = 1, o.layers do self.blocks:append(Block(o.width, o.heads)) end
-  self.norm = nn.LayerNorm(o.width)
-  self.head = nn.Linear(o.width, vocab)
-end
-function ShardedLM:forward(ids)                        -- ids: (batch, length), length <= seq
-  local x = self.tokens(ids) + self.positions(accel.arange(1, ids:size(2) + 1))
-  for _, block in ipairs(self.blocks) do x = block(x) end
-  return self.head(self.norm(x))                       -- logits: (batch, length, vocab)
-end
-
-local model = ShardedLM()
+local ShardedLM = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "sharded_lm_model.lua")
+local model = ShardedLM{ vocab = vocab, seq = o.seq, width = o.width, heads = o.heads, layers = o.layers }
 -- Counted before prepare: sharded, the model's own parameters are empty
 -- outside forward and backward.
 local count = model:num_parameters()

@@ -8,12 +8,7 @@ local build = dofile(arg[0]:match("(.*/)") .. "model.lua")
 local folder = arg[1] or error("usage: accel-run bench/big_model/load.lua -- FOLDER [MAX_MEMORY]")
 local max_memory = arg[2]
 
-local function status_kib(field)
-  local f = assert(io.open("/proc/self/status"))
-  local text = f:read("*a")
-  f:close()
-  return tonumber(text:match(field .. ":%s*(%d+)"))
-end
+local status_kib = dofile(arg[0]:match("(.*/)") .. "../workloads/bench.lua").status_kib
 
 local rss_start = status_kib("VmRSS") * 1024
 local model = accel.init_empty_weights(build)

@@ -6,12 +6,8 @@
 --   accel-run bench/big_model/train_memory.lua -- DTYPE
 local build = dofile(arg[0]:match("(.*/)") .. "model.lua")
 local dtype = arg[1] or "float32"
-local function resident_bytes()
-  local f = assert(io.open("/proc/self/statm"))
-  local _, resident = f:read("*n", "*n")
-  f:close()
-  return resident * 4096
-end
+local status_kib = dofile(arg[0]:match("(.*/)") .. "../workloads/bench.lua").status_kib
+local function resident_bytes() return status_kib("VmRSS") * 1024 end
 
 collectgarbage()
 local before = resident_bytes()

@@ -7,7 +7,7 @@
 -- MODE: ddp (plain data parallel), zero1, zero2, zero3 (Accelerator{zero_stage}),
 -- fsdp (FullyShardedDataParallelPlugin FULL_SHARD wrapping Block).
 -- Each rank prints one line `SHARDING {...}` (keys: harness.py's docstring).
-local nn, optim, F = accel.nn, accel.optim, accel.nn.functional
+local optim, F = accel.optim, accel.nn.functional
 local wrap_policy = require("accel.sharding.wrap_policy")
 local status_kib = dofile(arg[0]:match("^(.*/)") .. "../workloads/bench.lua").status_kib
 
@@ -38,35 +38,7 @@ local function reset_peak_rss()
   f:close()
 end
 
--- Pre-norm transformer block: causal self-attention, then a 4x GELU feed-forward.
-local Block = nn.Module:extend("Block")
-function Block:init(width, heads)
-  self.norm1 = nn.LayerNorm(width)
-  self.attn = nn.MultiheadAttention(width, heads)
-  self.norm2 = nn.LayerNorm(width)
-  self.fc = nn.Linear(width, 4 * width)
-  self.proj = nn.Linear(4 * width, width)
-end
-function Block:forward(x)
-  local h = self.norm1(x)
-  x = x + self.attn(h, h, h, { is_causal = true, need_weights = false })
-  return x + self.proj(F.gelu(self.fc(self.norm2(x))))
-end
-
-local LanguageModel = nn.Module:extend("LanguageModel")
-function LanguageModel:init()
-  self.tokens = nn.Embedding(o.vocab, o.width)
-  self.positions = nn.Embedding(o.seq, o.width)
-  self.blocks = nn.ModuleList()
-  for _ = 1, o.layers do self.blocks:append(Block(o.width, o.heads)) end
-  self.norm = nn.LayerNorm(o.width)
-  self.head = nn.Linear(o.width, o.vocab)
-end
-function LanguageModel:forward(ids)
-  local x = self.tokens(ids) + self.positions(accel.arange(1, ids:size(2) + 1))
-  for _, block in ipairs(self.blocks) do x = block(x) end
-  return self.head(self.norm(x))
-end
+local ShardedLM = dofile(arg[0]:match("^(.*/)") .. "../../recipes/sharded_lm_model.lua")
 
 local function bytes(t)
   return t and t:numel() * t:element_size() or 0
@@ -113,7 +85,7 @@ end
 local acc = accel.Accelerator(modes[mode]())
 local rss_base = status_kib("VmRSS")
 accel.set_seed(0)
-local model = LanguageModel()
+local model = ShardedLM(o)
 local numel = model:num_parameters()
 local unit_numel = largest_unit(acc, model)
 local opt = optim.AdamW(model:parameters(), { lr = 1e-4 })

@@ -2,7 +2,8 @@
 -- (bench/cpp/bench_common.h, bench/python/common.py): the recipe arguments
 -- (warm-up steps, steps per window, windows), the timed loop over epochs
 -- and the BENCH line bench/python/harness.py reads. Loaded by each recipe
--- with dofile, next to it (and by sharding_memory/lm.lua for status_kib).
+-- with dofile, next to it (and by sharding_memory/ and big_model/ for
+-- status_kib).
 local bench = {}
 
 function bench.config()

@@ -6,12 +6,7 @@
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local nn = accel.nn
 
-local function resident_bytes()
-  local f = assert(io.open("/proc/self/statm"))
-  local _, resident = f:read("*n", "*n")
-  f:close()
-  return resident * 4096
-end
+local resident_bytes = dofile(arg[0]:match("(.*/)") .. "helpers/resident_bytes.lua")
 
 -- 16 layers of 2048x2048 floats: 16 x 16 MiB.
 local function build_big()

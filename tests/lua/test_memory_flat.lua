@@ -4,12 +4,7 @@
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local nn, F = accel.nn, accel.nn.functional
 
-local function resident_bytes()
-  local f = assert(io.open("/proc/self/statm"))
-  local _, resident = f:read("*n", "*n")
-  f:close()
-  return resident * 4096
-end
+local resident_bytes = dofile(arg[0]:match("(.*/)") .. "helpers/resident_bytes.lua")
 
 accel.set_seed(0)
 local model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
