@@ -195,6 +195,11 @@ std::vector<Binding> weights_reader_methods() {
       bind("load", [](lua_State* L, Receiver, std::string name, c10::optional<at::ScalarType> dtype) {
         return reader_at(L).load(name, dtype);
       }),
+      // map(name[, dtype]) -> a CPU tensor over a private mapping of the
+      // file, or read as load() gives it (WeightsReader::map)
+      bind("map", [](lua_State* L, Receiver, std::string name, c10::optional<at::ScalarType> dtype) {
+        return reader_at(L).map(name, dtype);
+      }),
       bind("path", [](lua_State* L, Receiver) { return reader_at(L).path(); }),
       // close(): unmaps the files now rather than at collection.
       bind("close", [](lua_State* L, Receiver) { check_handle<ReaderPtr>(L, 1, kWeightsReader).reset(); }),

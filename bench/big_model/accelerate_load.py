@@ -48,16 +48,17 @@ def main():
     load_s = time.perf_counter() - start
     kept = sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers())
                if t.device.type == "cpu")
-    peak = rss_mib("VmHWM")
-    print(f"load: {load_s:.2f} s, weights kept in memory {kept / 2**20:.1f} MiB, peak RSS {peak:.1f} MiB "
-          f"({start_rss:.1f} MiB at start), peak over start / kept = {(peak - start_rss) * 2**20 / max(kept, 1):.3f}")
+    print(f"load: {load_s:.2f} s, weights kept in memory {kept / 2**20:.1f} MiB, peak RSS {rss_mib('VmHWM'):.1f} MiB "
+          f"({start_rss:.1f} MiB at start)")
     torch.manual_seed(1)
     x = torch.randn(8, 4096)
     start = time.perf_counter()
     with torch.no_grad():
         y = model(x)
-    print(f"forward: {time.perf_counter() - start:.2f} s, output sum {y.sum().item():.6f}, "
-          f"peak RSS {rss_mib('VmHWM'):.1f} MiB")
+    forward_s = time.perf_counter() - start
+    peak = rss_mib("VmHWM")
+    print(f"forward: {forward_s:.2f} s (load and forward {load_s + forward_s:.2f} s), output sum {y.sum().item():.6f}, "
+          f"peak RSS {peak:.1f} MiB, peak over start / kept = {(peak - start_rss) * 2**20 / max(kept, 1):.3f}")
 
 
 if __name__ == "__main__":

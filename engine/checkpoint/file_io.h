@@ -58,6 +58,8 @@ class FileReader {
   // the checksum) and returns the digest of the whole file.
   FileDigest finish();
   const std::string& path() const { return path_; }
+  // For mapping the file's bytes (mapped_tensor.h); the reader keeps it open.
+  int fd() const { return fd_; }
 
  private:
   std::string path_;

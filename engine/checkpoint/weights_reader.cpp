@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "engine/checkpoint/checkpoint_error.h"
+#include "engine/checkpoint/mapped_tensor.h"
 #include "engine/checkpoint/torch_pickle.h"
 
 namespace accel::checkpoint {
@@ -125,6 +126,18 @@ at::Tensor WeightsReader::load(const std::string& name, c10::optional<at::Scalar
   // A .bin's tensor is handed out as a copy, so the caller owns its memory
   // as it would a mapped tensor's.
   return location.held.to(type, /*non_blocking=*/false, /*copy=*/true);
+}
+
+at::Tensor WeightsReader::map(const std::string& name, c10::optional<at::ScalarType> dtype) const {
+  const TensorEntry& entry = info(name);
+  const Location& location = tensors_.at(name);
+  const uint64_t bytes = entry.end - entry.begin;
+  const uint64_t offset = location.file ? location.file->header.data_start + entry.begin : 0;
+  if (!location.file || dtype.value_or(entry.dtype) != entry.dtype || bytes < kMapMinBytes ||
+      offset % at::elementSize(entry.dtype) != 0) {
+    return load(name, dtype);
+  }
+  return map_tensor(location.file->reader, offset, entry.shape, entry.dtype, "tensor '" + name + "'");
 }
 
 }  // namespace accel::checkpoint

@@ -1,17 +1,18 @@
 // Model weights read one tensor at a time, for loading a model bigger than
-// memory (lua/accel/big_modeling): only the tensors a device keeps are read,
-// each straight into its own memory.
+// memory (lua/accel/big_modeling): only the tensors a device keeps are read.
 //
-// A safetensors file is opened and its header read; a load reads just that
-// tensor's bytes with pread, straight into the tensor's own memory (a dtype
-// conversion goes through a 16 MiB buffer), so reading costs resident memory
-// for the tensors kept and nothing for the rest of the file. The files are
-// not memory-mapped: faulting a mapping in read the disk one read-ahead
-// window at a time, and a 2 GiB checkpoint loaded cold in 6.0 s mapped
-// against 0.93 s read (bench/README.md, "big_model"). A .bin file
-// (PyTorch's pickle format) has no index to find one tensor by without
-// unpickling the archive, so it is read whole when opened, as torch.load
-// does, and its tensors are handed out from there.
+// A safetensors file is opened and its header read. map() gives a tensor
+// over the file's own bytes (mapped_tensor.h: private, copy-on-write), as
+// Accelerate's memory-mapped safetensors do: loading reads nothing and the
+// first forward pages the weights in, the kernel's read-ahead running ahead
+// of it; a 2 GiB checkpoint loads and runs its first forward cold in about
+// the time `dd` takes to read it (bench/README.md, "big_model"). load()
+// reads a tensor's bytes with pread straight into memory of its own (a
+// dtype conversion goes through a 16 MiB buffer): for conversions, for small
+// tensors, and for parts offloaded to disk, read before each forward and
+// freed after it. A .bin file (PyTorch's pickle format) has no index to find
+// one tensor by without unpickling the archive, so it is read whole when
+// opened, as torch.load does, and its tensors are handed out from there.
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
@@ -44,6 +45,13 @@ class WeightsReader {
   const TensorEntry& info(const std::string& name) const;
   // A CPU tensor with its own memory, converted to `dtype` when given.
   at::Tensor load(const std::string& name, c10::optional<at::ScalarType> dtype = c10::nullopt) const;
+  // The tensor over a private mapping of its bytes in the file
+  // (mapped_tensor.h) when it needs no conversion, holds at least
+  // kMapMinBytes and lies aligned to its elements; otherwise as load().
+  at::Tensor map(const std::string& name, c10::optional<at::ScalarType> dtype = c10::nullopt) const;
+  // Smaller tensors are read: a mapping takes whole pages and a kernel
+  // mapping (a VMA) of its own.
+  static constexpr uint64_t kMapMinBytes = uint64_t{1} << 20;
   const std::string& path() const { return path_; }
 
  private:

@@ -5,6 +5,7 @@
 -- model it was saved from; with dtype conversion; and with parts on disk,
 -- loaded around their forward only. accel.infer_auto_device_map places by
 -- max_memory and keeps no_split_module_classes whole. Tied weights stay tied.
+-- Large tensors are mapped from the file, privately.
 local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "helpers/check.lua")
 local big_model = dofile(here .. "helpers/big_model.lua")
@@ -161,6 +162,29 @@ check.raises(function()
   accel.load_checkpoint_and_dispatch(accel.init_empty_weights(function() return Tied() end), tied_dir,
                                      { device_map = { a = "cpu", b = "disk" } })
 end, "tied weights placed apart", "'a.weight' and 'b.weight' are one tensor (tied weights)", "cpu and disk")
+
+-- Tensors of a megabyte and more are used where they lie in the file (a
+-- private, copy-on-write mapping): training the loaded model changes the
+-- model, never the file.
+local function wide_layer() return accel.nn.Linear(1024, 512) end
+local wide = wide_layer()
+ck.save_weights(root .. "/wide", { { "weight", wide.weight }, { "bias", wide.bias } }, {})
+local x = accel.randn(4, 1024)
+local mapped = accel.init_empty_weights(wide_layer)
+accel.load_checkpoint_and_dispatch(mapped, root .. "/wide")
+local proc_maps = io.open("/proc/self/maps")
+local maps = proc_maps:read("*a")
+proc_maps:close()
+check.truthy(maps:find(root .. "/wide/model.safetensors", 1, true), "the weight is mapped from its file")
+same(accel.no_grad(function() return mapped(x) end), accel.no_grad(function() return wide(x) end),
+     "a mapped weight's output")
+local sgd = accel.optim.SGD(mapped:parameters(), { lr = 0.5 })
+mapped(x):sum():backward()
+sgd:step()
+check.truthy((mapped.weight - wide.weight):abs():max():item() > 0, "a step changes the mapped weight")
+local reloaded = accel.init_empty_weights(wide_layer)
+accel.load_checkpoint_and_dispatch(reloaded, root .. "/wide")
+same(reloaded.weight, wide.weight, "the file, after training the model mapped from it")
 
 ck.remove_folder(root)
 check.done("test_big_modeling_dispatch")

@@ -175,7 +175,10 @@ return function(model, path, options)
       if e.device ~= "disk" then
         local t = loaded[e.tensor]
         if not t then
-          t = src:load(e.source, e.dtype)
+          -- Kept tensors are used where they lie in the file, as Accelerate's
+          -- memory-mapped safetensors are: loading reads nothing, the first
+          -- forward pages them in (WeightsReader::map).
+          t = src:map(e.source, e.dtype)
           if e.device ~= "cpu" then t = t:to(e.device) end
           t = e.is_buffer and t or t:requires_grad_()
           loaded[e.tensor] = t

@@ -5,6 +5,7 @@
 --   local src = weights_source.open(path)
 --   src:names(); src:info(name) -> {dtype, shape, bytes}
 --   src:load(name [, dtype]) -> a CPU tensor of its own; src:close()
+--   src:map(name [, dtype]) -> the same over a private mapping of the file
 local ck = require("accel.core").checkpoint
 
 local weights_source = {}
