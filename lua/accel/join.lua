@@ -19,6 +19,7 @@
 -- rank. As in Accelerate, the join is enabled only when batches are uneven
 -- (even_batches false, given or the Accelerator's); `even_batches` given
 -- here overrides the prepared map-style loaders' value while fn runs.
+-- Under sharding (zero_stage, fsdp_plugin) only even batches are accepted.
 local core = require("accel.core")
 local logging = require("accel.logging")
 
@@ -72,24 +73,24 @@ end
 
 local function check_arguments(acc, models, fn, options)
   if type(models) ~= "table" then
-    error("Accelerator:join_uneven_inputs: models must be a list of prepared models, got a " .. type(models), 4)
+    error("Accelerator:join_uneven_inputs: models must be a list of prepared models, got a " .. type(models), 3)
   end
   for i, model in ipairs(models) do
     local prepared = false
     for _, entry in ipairs(acc._models) do prepared = prepared or entry.model == model end
     if not prepared then
-      error(string.format("Accelerator:join_uneven_inputs: models[%d] was not prepared by this Accelerator", i), 4)
+      error(string.format("Accelerator:join_uneven_inputs: models[%d] was not prepared by this Accelerator", i), 3)
     end
   end
   if type(fn) ~= "function" then
-    error("Accelerator:join_uneven_inputs: fn must be a function, got a " .. type(fn), 4)
+    error("Accelerator:join_uneven_inputs: fn must be a function, got a " .. type(fn), 3)
   end
   for key, value in pairs(options) do
     if key ~= "even_batches" then
-      error("Accelerator:join_uneven_inputs: unknown option '" .. tostring(key) .. "' (known: even_batches)", 4)
+      error("Accelerator:join_uneven_inputs: unknown option '" .. tostring(key) .. "' (known: even_batches)", 3)
     end
     if type(value) ~= "boolean" then
-      error("Accelerator:join_uneven_inputs: even_batches must be a boolean, got a " .. type(value), 4)
+      error("Accelerator:join_uneven_inputs: even_batches must be a boolean, got a " .. type(value), 3)
     end
   end
 end
@@ -113,13 +114,26 @@ local function override_even_batches(acc, even_batches)
   return restore
 end
 
+-- Accelerator:join_uneven_inputs tail-calls this function, so its caller
+-- (error level 2; 3 from check_arguments) is the recipe.
 return function(acc, models, fn, options)
   options = options or {}
   check_arguments(acc, models, fn, options)
   if acc.num_processes == 1 then return fn() end
   local even_batches = options.even_batches
-  local restore = even_batches ~= nil and override_even_batches(acc, even_batches) or {}
   if even_batches == nil then even_batches = acc.even_batches end
+  if acc.sharding and not even_batches then
+    -- Under sharding every rank owns a shard that only its own optimizer
+    -- step updates, and the step itself gathers the shards: a rank that
+    -- stopped early would leave its shard stale and the others waiting.
+    -- Accelerate's join_uneven_inputs has no effect under DeepSpeed or FSDP
+    -- (a warning, then uneven batches hang); here the choice is made up front.
+    error(string.format("Accelerator:join_uneven_inputs: uneven batches (even_batches = false) cannot be joined "
+                        .. "under sharding (%s, stage %d): every rank must take every optimizer step to update "
+                        .. "its shard; keep even_batches = true, which repeats samples to even out the last batch",
+                        acc.sharding.name, acc.sharding.stage), 2)
+  end
+  local restore = options.even_batches ~= nil and override_even_batches(acc, options.even_batches) or {}
   local join = not even_batches and setmetatable({ acc = acc, steps = 0 }, Join) or nil
   acc._join = join
   local results = { pcall(fn) }
