@@ -30,6 +30,13 @@ std::vector<Binding> cuda_bindings() {
       bind("max_memory_allocated", [](Index index) { return gpu::max_memory_allocated(device(index)); }),
       bind("reset_peak_memory_stats", [](Index index) { gpu::reset_peak(device(index)); }),
       bind("empty_cache", []() { gpu::empty_cache(); }),
+      // mem_get_info([device]) -> free, total (bytes), as torch.cuda.mem_get_info.
+      bind("mem_get_info", [](lua_State* L, Index index) {
+        gpu::MemoryInfo info = gpu::memory_info(device(index));
+        lua_pushnumber(L, static_cast<lua_Number>(info.free));
+        lua_pushnumber(L, static_cast<lua_Number>(info.total));
+        return Pushed{2};
+      }),
       // The device's generator state, a uint8 tensor on the CPU.
       bind("get_rng_state", [](Index index) { return gpu::rng_state(device(index)); }),
       bind("set_rng_state", [](const at::Tensor& state, Index index) {

@@ -87,7 +87,10 @@ void push_caller_location(lua_State* L) {
 }
 
 void push_error(lua_State* L, const char* name, const std::string& message) {
-  std::string text = std::string(name) + ": " + message;
+  // A message that already begins with the binding's name (the engine's
+  // own, e.g. "accel.cuda.empty_cache: no GPU here") keeps it once.
+  const std::string named = std::string(name) + ": ";
+  std::string text = message.rfind(named, 0) == 0 ? message : named + message;
   // LibTorch messages often end in a newline; keep the Lua message tidy.
   while (!text.empty() && text.back() == '\n') text.pop_back();
   if (lua_gettop(L) > 0) text += " (called with: " + describe_arguments(L) + ")";

@@ -10,6 +10,7 @@
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <cuda_runtime_api.h>
 #include <torch/csrc/distributed/c10d/NCCLUtils.hpp>
 #endif
@@ -86,6 +87,13 @@ void empty_cache() {
   c10::cuda::CUDACachingAllocator::emptyCache();
 }
 
+MemoryInfo memory_info(int index) {
+  c10::cuda::CUDAGuard guard(static_cast<c10::DeviceIndex>(checked_index(index, "accel.cuda.mem_get_info")));
+  size_t free = 0, total = 0;
+  C10_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return {static_cast<int64_t>(free), static_cast<int64_t>(total)};
+}
+
 at::Tensor rng_state(int index) {
   // A copy shares the generator (Generator is a reference to it).
   at::Generator generator = at::cuda::detail::getDefaultCUDAGenerator(
@@ -131,6 +139,7 @@ int64_t memory_allocated(int) { no_gpu("accel.cuda.memory_allocated"); }
 int64_t max_memory_allocated(int) { no_gpu("accel.cuda.max_memory_allocated"); }
 void reset_peak(int) { no_gpu("accel.cuda.reset_peak_memory_stats"); }
 void empty_cache() { no_gpu("accel.cuda.empty_cache"); }
+MemoryInfo memory_info(int) { no_gpu("accel.cuda.mem_get_info"); }
 at::Tensor rng_state(int) { no_gpu("CUDA generator state"); }
 void set_rng_state(int, const at::Tensor&) { no_gpu("CUDA generator state"); }
 std::vector<DeviceFacts> devices() { return {}; }

@@ -35,6 +35,13 @@ int64_t max_memory_allocated(int index);
 void reset_peak(int index);
 // Hands cached, unused blocks back to the driver.
 void empty_cache();
+// The device's free and total bytes as the driver sees them (cudaMemGetInfo:
+// memory LibTorch's allocator caches counts as used), as torch.cuda.mem_get_info.
+struct MemoryInfo {
+  int64_t free = 0;
+  int64_t total = 0;
+};
+MemoryInfo memory_info(int index);
 
 // The state of device `index`'s default random generator (a byte tensor on
 // the CPU), and its restoration, for checkpoints.

@@ -20,7 +20,7 @@ expect "a text begins with its prompt" contains "$out" "[2] This License "
 run_accel "$source_root/recipes/generate.lua" --nproc 2 -- "$work/runs/charlm/model" 1MB
 offloaded=$(grep '^\[' <<<"$out")
 expect "generate with max_memory 1MB exits 0" [ "$status" -eq 0 ]
-expect "max_memory 1MB leaves blocks on disk" contains "$out" "blocks.1   disk"
+expect "max_memory 1MB leaves the blocks on disk (one entry, as Accelerate cleans the map)" contains "$out" "blocks     disk"
 expect "the texts with layers on disk equal those with the whole model in memory" [ "$offloaded" == "$whole" ]
 
 finish

@@ -74,6 +74,20 @@ for _, case in ipairs({ { "disk offload from safetensors", shards, {} },
   check.equal(model.blocks[3].fc2.weight.device, "meta", case[1] .. ": an offloaded tensor after forward")
   check.truthy(model.blocks[3].fc2.weight.requires_grad, case[1] .. ": an offloaded weight stays a parameter")
 end
+-- Where a map names a GPU, each placed module's inputs are brought to its
+-- device by wrappers that go around the disk ones (device_alignment.lua,
+-- run by tests/gpu/test_gpu_big_model.sh). Attached here with the CPU as
+-- the main device, nothing moves and the outputs are unchanged.
+local device_alignment = require("accel.big_modeling.device_alignment")
+local placement = require("accel.big_modeling.placement")
+local aligned = dispatched(shards, { device_map = disk_map })
+local placed = placement.resolve("test", aligned, disk_map)
+check.equal(device_alignment.main_device(placed), nil, "a map without a GPU has no main device")
+local modules = {}
+for _, pair in ipairs(aligned:named_modules()) do modules[pair[1]] = pair[2] end
+device_alignment.attach(aligned, placed, modules, "cpu")
+same(run(aligned), expected, "aligned around disk offload")
+check.equal(aligned.blocks[2].fc1.weight.device, "meta", "aligned: the offloaded weight is released again")
 -- Offloaded weights are converted too, from the checkpoint and through the folder.
 for _, folder in ipairs({ false, root .. "/offload_bf16" }) do
   local model = dispatched(shards, { device_map = disk_map, dtype = accel.bfloat16, offload_folder = folder or nil })
@@ -104,21 +118,36 @@ check.truthy(tostring(auto_map):find("device map", 1, true) and tostring(auto_ma
              "a device map prints its entries")
 
 -- infer_auto_device_map: blocks split into layers unless named in
--- no_split_module_classes; sizes as Accelerate writes them.
+-- no_split_module_classes; sizes as Accelerate writes them. The map
+-- returned is cleaned, as Accelerate's: entries under one module that share
+-- a device become that module's (clean_result = false keeps them).
 local empty = accel.init_empty_weights(big_model.build)
 local block = accel.compute_module_sizes(empty)["blocks.1"]
-local split = accel.infer_auto_device_map(empty, { max_memory = { cpu = sizes.embed + sizes.head + block + 2000 } })
-local whole = accel.infer_auto_device_map(empty, { max_memory = { cpu = sizes.embed + sizes.head + block + 2000 },
-                                                   no_split_module_classes = { "Block" } })
+local budget = { cpu = sizes.embed + sizes.head + block + 2000 }
+local split = accel.infer_auto_device_map(empty, { max_memory = budget, clean_result = false })
+local whole = accel.infer_auto_device_map(empty, { max_memory = budget, no_split_module_classes = { "Block" } })
 local split_layers, whole_blocks = false, true
 for name in pairs(split) do if name:match("^blocks%.%d%.") then split_layers = true end end
 for name in pairs(whole) do if name:match("^blocks%.%d%.") then whole_blocks = false end end
 check.truthy(split_layers, "a block too big for what is left is split into its layers")
 check.truthy(whole_blocks, "a Block named in no_split_module_classes is never split")
-local kib = accel.infer_auto_device_map(empty, { max_memory = { cpu = "1GiB" } })
-check.equal(kib.embed, "cpu", "\"1GiB\" holds the whole model")
-check.equal(accel.infer_auto_device_map(empty, { max_memory = { cpu = "1KB" } }).head, "disk",
+local cleaned = accel.infer_auto_device_map(empty, { max_memory = budget })
+local function entries(map)
+  local names = {}
+  for name, device in pairs(map) do names[#names + 1] = name .. "=" .. device end
+  table.sort(names)
+  return table.concat(names, " ")
+end
+check.equal(entries(split), "blocks.1=cpu blocks.2.fc1=disk blocks.2.fc2=disk blocks.2.norm=disk blocks.3=disk "
+            .. "embed=cpu head=disk positions=disk", "as placed")
+check.equal(entries(cleaned), "blocks.1=cpu blocks.2=disk blocks.3=disk embed=cpu head=disk positions=disk",
+            "cleaned: blocks.2's layers, all on disk, are one entry")
+check.equal(entries(accel.infer_auto_device_map(empty, { max_memory = { cpu = "1GiB" } })), "=cpu",
+            "\"1GiB\" holds the whole model: one entry for the model")
+check.equal(entries(accel.infer_auto_device_map(empty, { max_memory = { cpu = "1KB" } })), "=disk",
             "\"1KB\" holds nothing")
+check.raises(function() accel.infer_auto_device_map(empty, { clean_result = "yes" }) end, "clean_result's type",
+             "clean_result", "boolean")
 
 -- Errors name what is at fault.
 check.raises(function() dispatched(shards, { device_mapp = "auto" }) end, "an unknown option", "device_mapp")

@@ -10,9 +10,12 @@ check.equal(accel.cuda.is_available(), false, "no GPU is visible")
 check.equal(accel.cuda.device_count(), 0, "device_count is 0")
 check.equal(type(accel.cuda.is_built()), "boolean", "is_built answers")
 for _, name in ipairs({ "synchronize", "memory_allocated", "max_memory_allocated", "empty_cache",
-                        "current_device", "get_rng_state", "reset_peak_memory_stats" }) do
+                        "current_device", "get_rng_state", "reset_peak_memory_stats", "mem_get_info" }) do
   check.raises(function() accel.cuda[name]() end, "accel.cuda." .. name .. " says there is no GPU",
                "no GPU here")
+  local ok, err = pcall(accel.cuda[name])
+  check.equal(select(2, tostring(err):gsub("accel%.cuda%." .. name .. ":", "")), 1,
+              "accel.cuda." .. name .. " is named once in its error")
 end
 
 local t = accel.randn(2, 3)

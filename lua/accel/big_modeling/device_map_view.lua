@@ -2,6 +2,7 @@
 -- order with its device and size. The order and sizes live in the metatable,
 -- so pairs(map) still gives only name -> device, as a map written by hand.
 local memory_size = require("accel.big_modeling.memory_size")
+local clean_device_map = require("accel.big_modeling.clean_device_map")
 
 local device_map_view = {}
 
@@ -32,6 +33,14 @@ end
 -- `order`: the names in model order; `sizes`: name -> bytes.
 function device_map_view.new(map, order, sizes)
   return setmetatable(map, { __tostring = describe, order = order, sizes = sizes })
+end
+
+-- The same placement with entries that share a device merged into their
+-- module's (clean_device_map.lua), as a new view.
+function device_map_view.cleaned(view)
+  local meta = getmetatable(view)
+  local map, order = clean_device_map(view, meta.order)
+  return device_map_view.new(map, order, meta.sizes)
 end
 
 return device_map_view

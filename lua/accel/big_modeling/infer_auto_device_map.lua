@@ -6,7 +6,9 @@
 -- none or its class is named in no_split_module_classes, in which case the
 -- next device is tried. The main device (the first GPU, else the CPU) keeps
 -- room for the largest layer, where an offloaded layer's weights are loaded
--- to run it. Works on models built under accel.init_empty_weights.
+-- to run it. With clean_result (the default, as in Accelerate) entries under
+-- one module that share a device merge into that module's
+-- (clean_device_map.lua). Works on models built under accel.init_empty_weights.
 local args = require("accel.args")
 local Module = require("accel.nn.module")
 local dtypes = require("accel.big_modeling.dtypes")
@@ -20,7 +22,8 @@ local where = "accel.infer_auto_device_map"
 return function(model, options)
   if not Module.is_module(model) then args.error(where .. ": expected a module, got a " .. type(model)) end
   local o = args.options(where, options, { max_memory = args.NONE, no_split_module_classes = args.NONE,
-                                           dtype = args.NONE })
+                                           dtype = args.NONE, clean_result = true },
+                         { clean_result = "boolean" })
   if o.dtype ~= nil then dtypes.check(where, o.dtype) end
   local ok, order_or_err, budget = pcall(max_memory, where, o.max_memory)
   if not ok then args.error(order_or_err) end
@@ -57,5 +60,6 @@ return function(model, options)
       current, used = current + 1, 0
     end
   end
-  return device_map_view.new(map, order, sizes)
+  local view = device_map_view.new(map, order, sizes)
+  return o.clean_result and device_map_view.cleaned(view) or view
 end

@@ -15,7 +15,9 @@ local dtypes = require("accel.big_modeling.dtypes")
 local weights_source = require("accel.big_modeling.weights_source")
 local placement = require("accel.big_modeling.placement")
 local disk_offload = require("accel.big_modeling.disk_offload")
+local device_alignment = require("accel.big_modeling.device_alignment")
 local infer_auto_device_map = require("accel.big_modeling.infer_auto_device_map")
+local device_map_view = require("accel.big_modeling.device_map_view")
 
 local where = "accel.load_checkpoint_and_dispatch"
 
@@ -94,7 +96,8 @@ local function loading_module(modules, e)
   return m
 end
 
--- Disk entries grouped by the module that loads them, in model order.
+-- Disk entries grouped by the module that loads them, in model order, and
+-- the model's modules by name.
 local function disk_units(model, entries)
   local modules = {}
   for _, pair in ipairs(model:named_modules()) do modules[pair[1]] = pair[2] end
@@ -109,13 +112,15 @@ local function disk_units(model, entries)
       table.insert(units[m], e)
     end
   end
-  return units, order
+  return units, order, modules
 end
 
--- How a disk unit's tensors are read at forward time: from the offload
--- folder, one safetensors file per unit (written here, already converted),
--- or straight from a safetensors checkpoint.
-local function disk_reader(src, o, unit_index, entries)
+-- How a disk unit's tensors are read at forward time, onto `device` (the
+-- main device): from the offload folder, one safetensors file per unit
+-- (written here, already converted), or straight from a safetensors
+-- checkpoint.
+local function disk_reader(src, o, unit_index, entries, device)
+  local function placed(t) return device == "cpu" and t or t:to(device) end
   if o.offload_folder then
     local file = string.format("%s/offloaded_%d.safetensors", o.offload_folder, unit_index)
     local pairs_list = {}
@@ -124,13 +129,13 @@ local function disk_reader(src, o, unit_index, entries)
     return function(list)
       local tensors = ck.read_safetensors(file)
       local out = {}
-      for i, e in ipairs(list) do out[i] = tensors[e.name] end
+      for i, e in ipairs(list) do out[i] = placed(tensors[e.name]) end
       return out
     end
   end
   return function(list)
     local out = {}
-    for i, e in ipairs(list) do out[i] = src:load(e.source, e.dtype) end
+    for i, e in ipairs(list) do out[i] = placed(src:load(e.source, e.dtype)) end
     return out
   end
 end
@@ -143,9 +148,15 @@ return function(model, path, options)
                          { device_map = "string|table", offload_folder = "string" })
   if o.dtype ~= nil then dtypes.check(where, o.dtype) end
   local device_map = o.device_map or { [""] = "cpu" }
+  local returned_map = device_map
   if device_map == "auto" then
+    -- Placed part by part, as inferred: a part on disk is read around its
+    -- own forward, whatever its siblings share. The map returned is
+    -- cleaned, as Accelerate's is.
     device_map = infer_auto_device_map(model, { max_memory = o.max_memory, dtype = o.dtype,
-                                                no_split_module_classes = o.no_split_module_classes })
+                                                no_split_module_classes = o.no_split_module_classes,
+                                                clean_result = false })
+    returned_map = device_map_view.cleaned(device_map)
   elseif type(device_map) == "string" then
     args.error(string.format("%s: device_map must be \"auto\" or a table of module names, got \"%s\"",
                              where, device_map))
@@ -186,14 +197,16 @@ return function(model, path, options)
         rawset(e.module, e.key, t)
       end
     end
-    local units, order = disk_units(model, entries)
+    local main = device_alignment.main_device(entries)
+    local units, order, modules = disk_units(model, entries)
     for i, unit in ipairs(order) do
-      local read = disk_reader(src, o, i, units[unit])
+      local read = disk_reader(src, o, i, units[unit], main or "cpu")
       disk_offload.empty(units[unit])
       disk_offload.attach(unit, units[unit], read)
       kept_open = kept_open or not o.offload_folder
     end
+    if main then device_alignment.attach(model, entries, modules, main) end
   end)
   if not kept_open then src:close() end
-  return model, device_map
+  return model, returned_map
 end

@@ -1,9 +1,12 @@
 -- The memory budget per device for device_map = "auto": max_memory as
 -- Accelerate takes it ({[0] = "10GiB", cpu = "2GiB"}), checked key by key.
--- Devices left out: the CPU gets the memory available now (MemAvailable);
--- GPUs get nothing, so a model goes to a GPU only when max_memory names it.
+-- Without max_memory, as Accelerate's get_max_memory: every GPU gets its
+-- free memory now (accel.cuda.mem_get_info) and the CPU the memory
+-- available now (MemAvailable). With it, only the GPUs it names are used;
+-- the CPU gets MemAvailable when left out.
 -- Returns the devices in filling order (GPUs by index, "cpu", "disk") and
 -- the budget of each in bytes, disk being unlimited.
+local core = require("accel.core")
 local devices = require("accel.big_modeling.devices")
 local memory_size = require("accel.big_modeling.memory_size")
 
@@ -26,6 +29,9 @@ return function(where, given)
     local what = string.format("%s: max_memory[%s]", where, shown)
     local device = devices.normalize(key, what)
     budget[device] = memory_size.parse(value, what)
+  end
+  if given == nil then
+    for i = 0, core.cuda.device_count() - 1 do budget["cuda:" .. i] = (core.cuda.mem_get_info(i)) end
   end
   if budget.cpu == nil then budget.cpu = available_cpu_bytes() end
   budget.disk = math.huge

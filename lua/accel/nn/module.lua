@@ -27,12 +27,18 @@ end
 
 -- Per-instance wrappers around forward, keyed weakly by module: big-model
 -- loading uses them to refuse a module whose weights are still on the meta
--- device and to load a disk-offloaded module's weights just for its forward.
+-- device, to load a disk-offloaded module's weights just for its forward,
+-- and to bring a module's inputs to its device.
 -- A wrapper is called as wrapper(module, ...) and calls module:forward itself.
 local forward_wrappers = setmetatable({}, { __mode = "k" })
 
 function Module.set_forward_wrapper(m, wrapper)
   forward_wrappers[m] = wrapper
+end
+
+-- The wrapper set now (nil for none), for a wrapper that goes around it.
+function Module.forward_wrapper(m)
+  return forward_wrappers[m]
 end
 
 local function call_forward(self, ...)
