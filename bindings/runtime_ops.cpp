@@ -42,6 +42,21 @@ std::vector<Binding> runtime_bindings() {
         return device ? device->str() : std::string("cpu");
       }),
       bind("release_pooled_blocks", []() { release_pooled_blocks(); }),
+      // cpu_memory_stats() -> {allocated_bytes, peak_allocated_bytes,
+      // pooled_bytes}: the CPU allocator's blocks over 1 KiB
+      // (engine/caching_cpu_allocator.h), as torch.cuda.memory_stats for a GPU.
+      bind("cpu_memory_stats", [](lua_State* L) {
+        const CpuMemoryStats stats = cpu_memory_stats();
+        lua_createtable(L, 0, 3);
+        lua_pushnumber(L, static_cast<lua_Number>(stats.allocated));
+        lua_setfield(L, -2, "allocated_bytes");
+        lua_pushnumber(L, static_cast<lua_Number>(stats.peak_allocated));
+        lua_setfield(L, -2, "peak_allocated_bytes");
+        lua_pushnumber(L, static_cast<lua_Number>(stats.pooled));
+        lua_setfield(L, -2, "pooled_bytes");
+        return Pushed{1};
+      }),
+      bind("reset_peak_cpu_memory_stats", []() { reset_peak_cpu_memory(); }),
       // Rank 0 writes to accel-run's own stdout (a terminal when the user
       // watches); other ranks, and rank 0 under --log-dir, write to a pipe.
       bind("stdout_is_terminal", []() { return ::isatty(STDOUT_FILENO) == 1; }),

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -166,10 +167,22 @@ BlockPool& mapped_blocks() {
   return *pool;
 }
 
+// cpu_memory_stats(): bytes of live blocks over 1 KiB, and their peak.
+std::atomic<int64_t> g_allocated{0};
+std::atomic<int64_t> g_peak_allocated{0};
+
+void count_allocated(int64_t bytes) {
+  const int64_t now = g_allocated.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+  int64_t peak = g_peak_allocated.load(std::memory_order_relaxed);
+  while (now > peak && !g_peak_allocated.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
 void release(void* data) {
   if (!data) return;
   BlockHeader* header = header_of(data);
   uint32_t size_class = header->size_class;
+  if (size_class >= kSizeClasses) g_allocated.fetch_sub(static_cast<int64_t>(header->bytes), std::memory_order_relaxed);
   if (size_class < kSizeClasses) {
     ThreadBlocks& blocks = t_blocks;
     if (!blocks.gone && blocks.count[size_class] < kKeptPerClass) {
@@ -222,6 +235,7 @@ class CachingCpuAllocator final : public c10::Allocator {
       size_class = kMapped;
     }
     header->size_class = static_cast<uint32_t>(size_class);
+    if (size_class >= kSizeClasses) count_allocated(static_cast<int64_t>(header->bytes));
     void* data = header + 1;
     return {data, data, &release, cpu};
   }
@@ -248,6 +262,13 @@ size_t small_blocks_cached() {
 }
 
 size_t large_bytes_pooled() { return large_blocks().pooled_bytes() + mapped_blocks().pooled_bytes(); }
+
+CpuMemoryStats cpu_memory_stats() {
+  return {g_allocated.load(std::memory_order_relaxed), g_peak_allocated.load(std::memory_order_relaxed),
+          static_cast<int64_t>(large_bytes_pooled())};
+}
+
+void reset_peak_cpu_memory() { g_peak_allocated.store(g_allocated.load(std::memory_order_relaxed)); }
 
 void release_pooled_blocks() {
   large_blocks().flush();

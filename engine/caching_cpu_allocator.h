@@ -52,6 +52,21 @@ size_t small_blocks_cached();
 // Bytes of larger blocks the shared pool holds for reuse.
 size_t large_bytes_pooled();
 
+// Bytes of blocks over 1 KiB (what tensors of more than 256 floats take):
+// held by live tensors now, at most since the process started or
+// reset_peak_cpu_memory(), and kept in the pools for reuse. The smaller
+// blocks are left out, so that their allocations stay free of shared
+// counters; they hold little. For telling a process's resident memory apart
+// into what its tensors need and what the allocator keeps (bench/README.md,
+// "sharding_memory").
+struct CpuMemoryStats {
+  int64_t allocated = 0;
+  int64_t peak_allocated = 0;
+  int64_t pooled = 0;
+};
+CpuMemoryStats cpu_memory_stats();
+void reset_peak_cpu_memory();
+
 // Gives the shared pools' blocks back (acc:free_memory(), and a sharded
 // model once it has freed its full parameters), then glibc's free heap
 // memory to the system (malloc_trim); the small blocks of each thread stay

@@ -138,3 +138,28 @@ TEST_CASE("blocks over 16 MiB are mapped and reused up to an eighth larger, up t
   accel::release_pooled_blocks();
   CHECK(accel::large_bytes_pooled() == 0);
 }
+
+TEST_CASE("cpu_memory_stats counts live blocks over 1 KiB, their peak and what the pools keep", "[allocator]") {
+  install_once();
+  accel::release_pooled_blocks();
+  const accel::CpuMemoryStats before = accel::cpu_memory_stats();
+  CHECK(before.pooled == 0);
+  accel::reset_peak_cpu_memory();
+  CHECK(accel::cpu_memory_stats().peak_allocated == before.allocated);
+  {
+    at::Tensor medium = at::empty({(int64_t{1} << 20) / 4});  // 1 MiB, pooled by size
+    at::Tensor mapped = at::empty({(int64_t{20} << 20) / 4});  // 20 MiB, mapped
+    at::Tensor small = at::empty({16});                        // 64 bytes: not counted
+    const accel::CpuMemoryStats live = accel::cpu_memory_stats();
+    CHECK(live.allocated - before.allocated == int64_t{21} << 20);
+    CHECK(live.peak_allocated == live.allocated);
+  }
+  const accel::CpuMemoryStats after = accel::cpu_memory_stats();
+  CHECK(after.allocated == before.allocated);
+  CHECK(after.peak_allocated - before.allocated == int64_t{21} << 20);
+  CHECK(after.pooled == int64_t{21} << 20);
+  accel::reset_peak_cpu_memory();
+  CHECK(accel::cpu_memory_stats().peak_allocated == after.allocated);
+  accel::release_pooled_blocks();
+  CHECK(accel::cpu_memory_stats().pooled == 0);
+}
