@@ -79,9 +79,16 @@ void commit_folder(const std::string& temporary, const std::string& folder) {
 }
 
 void remove_folder(const std::string& folder) {
+  const std::string doomed = parent_of(folder) + "/." + name_of(folder) + ".removing";
   std::error_code ec;
-  fs::remove_all(folder, ec);
-  if (ec) throw CheckpointError("cannot remove '" + folder + "': " + ec.message());
+  fs::remove_all(doomed, ec);  // left by a removal cut short
+  if (ec) throw CheckpointError("cannot remove '" + doomed + "': " + ec.message());
+  if (::rename(folder.c_str(), doomed.c_str()) != 0) {
+    if (errno == ENOENT) return;
+    throw CheckpointError("cannot remove '" + folder + "': " + std::strerror(errno));
+  }
+  fs::remove_all(doomed, ec);
+  if (ec) throw CheckpointError("cannot remove '" + folder + "' (renamed '" + doomed + "'): " + ec.message());
 }
 
 }  // namespace accel::checkpoint

@@ -32,6 +32,10 @@ void fsync_path(const std::string& path);
 void commit_folder(const std::string& temporary, const std::string& folder);
 
 // Deletes a folder and everything in it; nothing happens when it is absent.
+// It is first renamed to its dotted sibling "<parent>/.<name>.removing", so
+// a removal cut short (a crash, a kill) leaves a name no listing of
+// checkpoints matches, never "checkpoint_N" with half its files; such a
+// leftover goes with the next removal of the same name.
 void remove_folder(const std::string& folder);
 
 }  // namespace accel::checkpoint

@@ -174,6 +174,29 @@ TEST_CASE("commit_folder renames into place and atomically replaces an existing 
   REQUIRE_FALSE(fs::exists(target));
 }
 
+TEST_CASE("remove_folder takes the folder's name away first; a removal cut short leaves only a dotted name") {
+  TempDir dir;
+  const std::string target = dir.path + "/checkpoint_2";
+  const std::string doomed = dir.path + "/.checkpoint_2.removing";
+  make_empty_folder(target + "/sub");
+  spit(target + "/sub/x", "weights");
+  remove_folder(target);
+  CHECK_FALSE(fs::exists(target));
+  CHECK_FALSE(fs::exists(doomed));
+  // What a removal killed half-way leaves: the dotted folder, which the
+  // next removal of that name clears, the folder being absent or not.
+  make_empty_folder(doomed);
+  spit(doomed + "/half", "left behind");
+  remove_folder(target);
+  CHECK_FALSE(fs::exists(doomed));
+  make_empty_folder(doomed);
+  make_empty_folder(target);
+  remove_folder(target + "/");
+  CHECK_FALSE(fs::exists(target));
+  CHECK_FALSE(fs::exists(doomed));
+  CHECK(fs::is_empty(dir.path));
+}
+
 TEST_CASE("a fault point kills the process with SIGKILL at the occurrence asked for") {
   auto run = [](const char* spec, int hits) {
     pid_t pid = ::fork();
