@@ -1,0 +1,196 @@
+-- Sharding a model that only the main process builds with weights: the other
+-- ranks build it under accel.init_empty_weights (meta tensors) and make their
+-- optimizer over the meta parameters. Checks, on the ranks of the run:
+-- - memory: at stage 3 a rank other than the main process never holds the
+--   whole model while preparing (its peak resident memory grows by less);
+-- - training: at stages 1, 2 and 3 and FSDP by Block, 10 AdamW updates end
+--   with the weights of plain data parallel built whole on every rank
+--   (within 1e-5), and a buffer built empty takes the main process's values;
+-- - errors, raised alike on every rank: meta tensors on the main process,
+--   a rank whose parameters differ from the main process's, and meta
+--   weights without sharding.
+-- Shared by the 2- and 3-rank tests.
+return function(check)
+  local nn, optim, F = accel.nn, accel.optim, accel.nn.functional
+  local here = arg[0]:match("(.*/)")
+  local resident_bytes = dofile(here .. "helpers/resident_bytes.lua")
+
+  local rank = tonumber(os.getenv("RANK") or "0")
+  local main = rank == 0
+  local function empty(build)
+    return accel.init_empty_weights(function() return build() end)
+  end
+  local function build_on_main(build)
+    if main then return build() end
+    return empty(build)
+  end
+
+  -- VmHWM in bytes, and starting it again from the current RSS (Linux's
+  -- clear_refs, value 5), so that the peak of preparing is read alone.
+  local function peak_bytes()
+    for line in io.lines("/proc/self/status") do
+      local kib = line:match("^VmHWM:%s*(%d+)")
+      if kib then return tonumber(kib) * 1024 end
+    end
+  end
+  local function reset_peak()
+    local f = assert(io.open("/proc/self/clear_refs", "w"))
+    f:write("5")
+    f:close()
+  end
+
+  -- Memory, first, in a process that has built nothing yet: 16 layers of
+  -- 1024 x 1024, each a unit of its own at stage 3 (over 1e6 parameters).
+  do
+    local acc = accel.Accelerator{ zero_stage = 3 }
+    local layers = 16
+    local model_bytes = layers * (1024 * 1024 + 1024) * 4
+    collectgarbage()
+    local before = resident_bytes()
+    reset_peak()
+    accel.set_seed(5)
+    local model = build_on_main(function()
+      local list = {}
+      for i = 1, layers do list[i] = nn.Linear(1024, 1024) end
+      return nn.Sequential(unpack(list))
+    end)
+    local opt = optim.AdamW(model:parameters(), { lr = 1e-3 })
+    model, opt = acc:prepare(model, opt)
+    local peak, after = peak_bytes() - before, resident_bytes() - before
+    if not main then
+      check.truthy(peak < 0.8 * model_bytes, string.format(
+        "rank %d's peak while preparing grew by %.1f MiB, less than the %.1f MiB model", rank, peak / 2 ^ 20,
+        model_bytes / 2 ^ 20))
+      check.truthy(after < 0.8 * model_bytes, string.format(
+        "rank %d's resident memory after prepare grew by %.1f MiB, less than the %.1f MiB model", rank,
+        after / 2 ^ 20, model_bytes / 2 ^ 20))
+    end
+    -- The shards hold the main process's values: one step trains alike.
+    local x = accel.randn(2, 1024)
+    acc:backward(model(x):pow(2):mean())
+    opt:step()
+    check.equal(#model:parameters(), 2 * layers, "the model keeps its parameters")
+  end
+  collectgarbage()
+
+  -- Training against plain data parallel.
+  local Block = nn.Module:extend("Block")
+  function Block:init(d)
+    self.fc1 = nn.Linear(d, 2 * d)
+    self.norm = nn.LayerNorm(2 * d)
+    self.fc2 = nn.Linear(2 * d, d)
+  end
+  function Block:forward(x)
+    return x + self.fc2(F.gelu(self.norm(self.fc1(x))))
+  end
+
+  local Net = nn.Module:extend("Net")
+  function Net:init(width)
+    width = width or 8
+    self.embed = nn.Linear(5, width)
+    self:register_buffer("scale", accel.rand(width) + 0.5)
+    self.block1 = Block(width)
+    self.block2 = Block(width)
+    self.head = nn.Linear(width, 3)
+  end
+  function Net:forward(x)
+    return self.head(self.block2(self.block1(self.embed(x) * self.scale)))
+  end
+
+  local accumulation, updates, B = 2, 10, 4
+
+  local function make(options, build)
+    local acc = accel.Accelerator(options)
+    accel.set_seed(11)
+    local model = build(Net)
+    local decay, no_decay = {}, {}
+    for name, p in model:named_parameters() do
+      local list = (name:find("bias") or name:find("norm")) and no_decay or decay
+      list[#list + 1] = p
+    end
+    local opt = optim.AdamW({ { params = decay }, { params = no_decay, weight_decay = 0 } },
+                            { lr = 2e-2, weight_decay = 0.1 })
+    model, opt = acc:prepare(model, opt)
+    return { acc = acc, model = model, opt = opt }
+  end
+
+  local function train(runs)
+    local world = runs[1].acc.num_processes
+    accel.set_seed(3)
+    local n = updates * accumulation * B * world
+    local x, y = accel.randn(n, 5), accel.randint(1, 4, { n })
+    for micro = 1, updates * accumulation do
+      local first = ((micro - 1) * world + rank) * B + 1
+      local xb, yb = x:narrow(1, first, B), y:narrow(1, first, B)
+      for _, run in ipairs(runs) do
+        run.acc:accumulate(run.model, function()
+          run.acc:backward(F.cross_entropy(run.model(xb), yb))
+          run.acc:clip_grad_norm(run.model:parameters(), 0.5)
+          run.opt:step()
+          run.opt:zero_grad()
+        end)
+      end
+    end
+  end
+
+  local base = { gradient_accumulation_steps = accumulation }
+  local variants = {
+    { "zero_stage 1", { zero_stage = 1 } },
+    { "zero_stage 2", { zero_stage = 2 } },
+    { "zero_stage 3", { zero_stage = 3 } },
+    { "FSDP FULL_SHARD by Block", { fsdp_plugin = accel.FullyShardedDataParallelPlugin{
+        sharding_strategy = "FULL_SHARD", transformer_layer_cls = "Block" } } },
+  }
+  local function whole(cls) return cls() end
+  -- Ranks other than the main process draw other values, so that matching
+  -- weights can only come from the main process's.
+  local function empty_elsewhere(cls)
+    if not main then accel.set_seed(100 + rank) end
+    return build_on_main(cls)
+  end
+  local plain = make(base, whole)
+  local runs = { plain }
+  for i, variant in ipairs(variants) do
+    local options = { gradient_accumulation_steps = accumulation }
+    for k, v in pairs(variant[2]) do options[k] = v end
+    runs[i + 1] = make(options, empty_elsewhere)
+    runs[i + 1].name = variant[1]
+    check.equal(runs[i + 1].model.scale.device, "cpu", variant[1] .. ": the buffer has memory")
+    check.near(runs[i + 1].model.scale, plain.model.scale, 0, variant[1] .. ": the buffer is the main process's")
+  end
+  train(runs)
+  local expected = plain.model:state_dict()
+  for i = 2, #runs do
+    local run = runs[i]
+    local got = run.acc:get_state_dict(run.model)
+    for name, t in pairs(expected) do
+      check.near(got[name], t, 1e-5, run.name .. ": " .. name)
+    end
+  end
+
+  -- Errors, on every rank alike.
+  local function prepare_with(options, build)
+    local acc = accel.Accelerator(options)
+    local model = build(Net)
+    local opt = optim.AdamW(model:parameters(), { lr = 1e-3 })
+    return acc:prepare(model, opt)
+  end
+  check.raises(function() prepare_with({ zero_stage = 2 }, empty) end,
+               "meta weights on the main process", "the main process's model has",
+               "on the meta device", "block1.fc1.bias, block1.fc1.weight, block1.fc2.bias and 14 more")
+  check.raises(function()
+    prepare_with({ zero_stage = 3 }, function(cls)
+      if main then return empty(cls) end
+      return cls()
+    end)
+  end, "meta weights on the main process only", "the main process's model has", "init_empty_weights")
+  check.raises(function()
+    prepare_with({ zero_stage = 3 }, function(cls)
+      if rank == 1 then return empty(function() return cls(6) end) end
+      return build_on_main(cls)
+    end)
+  end, "a rank's model differs", "rank 1's model differs from the main process's",
+       "'block1.fc1.bias' is parameter float32 [16] on rank 0 and parameter float32 [12] on rank 1")
+  check.raises(function() prepare_with({}, empty) end,
+               "meta weights without sharding", "on the meta device", "shard it (zero_stage or fsdp_plugin)")
+end
