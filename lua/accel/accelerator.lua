@@ -17,6 +17,7 @@ local tracking = require("accel.tracking")
 local sharding_settings = require("accel.sharding.settings")
 local shard_model = require("accel.sharding.shard_model")
 local module_states = require("accel.sharding.module_states")
+local init_empty_weights = require("accel.big_modeling.init_empty_weights")
 
 local dist = core.dist
 local args_error = require("accel.args").error
@@ -295,6 +296,23 @@ function Accelerator:prepare_model(model, optimizer)
     entry.unwrapped_forward = forward
   end
   return model
+end
+
+-- Builds a model with fn (which may also load its weights) so that prepare
+-- can shard it without every rank holding it whole: the main process runs
+-- fn as is; the others run it under accel.init_empty_weights when the
+-- sharding settings ask for it (FSDP's cpu_ram_efficient_loading,
+-- DeepSpeed's zero3_init_flag at stage 3), as transformers' from_pretrained
+-- does under Accelerate. Otherwise every rank runs fn as is. Returns what fn
+-- returns.
+function Accelerator:build_model(fn)
+  if type(fn) ~= "function" then
+    args_error("Accelerator:build_model: expected a function that builds the model, got a " .. type(fn))
+  end
+  if self.sharding and self.sharding.empty_init and not self.is_main_process then
+    return init_empty_weights(fn)
+  end
+  return fn()
 end
 
 function Accelerator:prepare_data_loader(loader)

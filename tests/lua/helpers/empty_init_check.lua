@@ -3,7 +3,8 @@
 -- optimizer over the meta parameters. Checks, on the ranks of the run:
 -- - memory: at stage 3 a rank other than the main process never holds the
 --   whole model while preparing (its peak resident memory grows by less);
--- - training: at stages 1, 2 and 3 and FSDP by Block, 10 AdamW updates end
+-- - training: at stages 1, 2 and 3 and FSDP by Block (built by acc:build_model
+--   with cpu_ram_efficient_loading), 10 AdamW updates end
 --   with the weights of plain data parallel built whole on every rank
 --   (within 1e-5), and a buffer built empty takes the main process's values;
 -- - errors, raised alike on every rank: meta tensors on the main process,
@@ -102,7 +103,7 @@ return function(check)
   local function make(options, build)
     local acc = accel.Accelerator(options)
     accel.set_seed(11)
-    local model = build(Net)
+    local model = build(Net, acc)
     local decay, no_decay = {}, {}
     for name, p in model:named_parameters() do
       local list = (name:find("bias") or name:find("norm")) and no_decay or decay
@@ -138,15 +139,18 @@ return function(check)
     { "zero_stage 1", { zero_stage = 1 } },
     { "zero_stage 2", { zero_stage = 2 } },
     { "zero_stage 3", { zero_stage = 3 } },
-    { "FSDP FULL_SHARD by Block", { fsdp_plugin = accel.FullyShardedDataParallelPlugin{
-        sharding_strategy = "FULL_SHARD", transformer_layer_cls = "Block" } } },
+    { "FSDP FULL_SHARD by Block, built by acc:build_model", { fsdp_plugin = accel.FullyShardedDataParallelPlugin{
+        sharding_strategy = "FULL_SHARD", transformer_layer_cls = "Block", cpu_ram_efficient_loading = true } } },
   }
   local function whole(cls) return cls() end
   -- Ranks other than the main process draw other values, so that matching
   -- weights can only come from the main process's.
-  local function empty_elsewhere(cls)
+  local function empty_elsewhere(cls, acc)
     if not main then accel.set_seed(100 + rank) end
-    return build_on_main(cls)
+    if not acc.sharding.empty_init then return build_on_main(cls) end
+    local model = acc:build_model(function() return cls() end)
+    check.equal(model.head.weight.device, main and "cpu" or "meta", "acc:build_model builds empty off the main process")
+    return model
   end
   local plain = make(base, whole)
   local runs = { plain }
@@ -191,6 +195,9 @@ return function(check)
     end)
   end, "a rank's model differs", "rank 1's model differs from the main process's",
        "'block1.fc1.bias' is parameter float32 [16] on rank 0 and parameter float32 [12] on rank 1")
+  check.raises(function() accel.FullyShardedDataParallelPlugin{ sync_module_states = false } end,
+               "sync_module_states = false", "sync_module_states = false is not supported",
+               "every rank from the main process's weights")
   check.raises(function() prepare_with({}, empty) end,
                "meta weights without sharding", "on the meta device", "shard it (zero_stage or fsdp_plugin)")
 end
