@@ -12,7 +12,7 @@
 --   weights without sharding.
 -- Shared by the 2- and 3-rank tests.
 return function(check)
-  local nn, optim, F = accel.nn, accel.optim, accel.nn.functional
+  local nn, optim = accel.nn, accel.optim
   local here = arg[0]:match("(.*/)")
   local resident_bytes = dofile(here .. "helpers/resident_bytes.lua")
 
@@ -75,66 +75,19 @@ return function(check)
   collectgarbage()
 
   -- Training against plain data parallel.
-  local Block = nn.Module:extend("Block")
-  function Block:init(d)
-    self.fc1 = nn.Linear(d, 2 * d)
-    self.norm = nn.LayerNorm(2 * d)
-    self.fc2 = nn.Linear(2 * d, d)
-  end
-  function Block:forward(x)
-    return x + self.fc2(F.gelu(self.norm(self.fc1(x))))
-  end
-
-  local Net = nn.Module:extend("Net")
-  function Net:init(width)
-    width = width or 8
-    self.embed = nn.Linear(5, width)
-    self:register_buffer("scale", accel.rand(width) + 0.5)
-    self.block1 = Block(width)
-    self.block2 = Block(width)
-    self.head = nn.Linear(width, 3)
-  end
-  function Net:forward(x)
-    return self.head(self.block2(self.block1(self.embed(x) * self.scale)))
-  end
-
-  local accumulation, updates, B = 2, 10, 4
+  local net = dofile(here .. "helpers/sharding_net.lua")
+  local Net = net.Net
 
   local function make(options, build)
     local acc = accel.Accelerator(options)
     accel.set_seed(11)
     local model = build(Net, acc)
-    local decay, no_decay = {}, {}
-    for name, p in model:named_parameters() do
-      local list = (name:find("bias") or name:find("norm")) and no_decay or decay
-      list[#list + 1] = p
-    end
-    local opt = optim.AdamW({ { params = decay }, { params = no_decay, weight_decay = 0 } },
-                            { lr = 2e-2, weight_decay = 0.1 })
+    local opt = net.optimizer(model)
     model, opt = acc:prepare(model, opt)
     return { acc = acc, model = model, opt = opt }
   end
 
-  local function train(runs)
-    local world = runs[1].acc.num_processes
-    accel.set_seed(3)
-    local n = updates * accumulation * B * world
-    local x, y = accel.randn(n, 5), accel.randint(1, 4, { n })
-    for micro = 1, updates * accumulation do
-      local first = ((micro - 1) * world + rank) * B + 1
-      local xb, yb = x:narrow(1, first, B), y:narrow(1, first, B)
-      for _, run in ipairs(runs) do
-        run.acc:accumulate(run.model, function()
-          run.acc:backward(F.cross_entropy(run.model(xb), yb))
-          run.acc:clip_grad_norm(run.model:parameters(), 0.5)
-          run.opt:step()
-          run.opt:zero_grad()
-        end)
-      end
-    end
-  end
-
-  local base = { gradient_accumulation_steps = accumulation }
+  local base = { gradient_accumulation_steps = net.accumulation }
   local variants = {
     { "zero_stage 1", { zero_stage = 1 } },
     { "zero_stage 2", { zero_stage = 2 } },
@@ -155,14 +108,14 @@ return function(check)
   local plain = make(base, whole)
   local runs = { plain }
   for i, variant in ipairs(variants) do
-    local options = { gradient_accumulation_steps = accumulation }
+    local options = { gradient_accumulation_steps = net.accumulation }
     for k, v in pairs(variant[2]) do options[k] = v end
     runs[i + 1] = make(options, empty_elsewhere)
     runs[i + 1].name = variant[1]
     check.equal(runs[i + 1].model.scale.device, "cpu", variant[1] .. ": the buffer has memory")
     check.near(runs[i + 1].model.scale, plain.model.scale, 0, variant[1] .. ": the buffer is the main process's")
   end
-  train(runs)
+  net.train(runs)
   local expected = plain.model:state_dict()
   for i = 2, #runs do
     local run = runs[i]
