@@ -9,6 +9,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "engine/caching_cpu_allocator.h"
 #include "engine/comm/communicator.h"
 #include "engine/grad_clipping.h"
 #include "engine/gradient_reducer.h"
@@ -74,6 +75,12 @@ ShardedModel::ShardedModel(Communicator& comm, int stage, const std::vector<std:
       // their shapes (an accumulator records its parameter's when made).
       if (stage_ >= 2) hook_gradients(k);
       if (stage_ == 3) flats_[k]->release();
+      // The parameters' former storage (they are views of the flat buffer
+      // now) goes back to the system at once: kept in the allocator's pools
+      // (by size, none of them a flat buffer's) until the whole model was
+      // sharded, it made a rank holding real weights peak at its full
+      // weights plus all its shards (engine/caching_cpu_allocator.h).
+      release_pooled_blocks();
       flat = Open{};
     };
     const size_t n = unit_params.size();
