@@ -19,8 +19,9 @@
 // accel.init_empty_weights on a rank other than 0) holds no values to copy:
 // it is replaced in params() by a new leaf tensor over the buffer, as
 // LibTorch cannot give a meta tensor storage in place; the owner points the
-// model and its optimizer at the replacement. Only one flat parameter's full
-// buffer is made at a time, so such a rank never holds the whole model.
+// model and its optimizer at the replacement. The owner makes one flat
+// parameter at a time and, at stage 3, releases it before the next, so such
+// a rank never holds the whole model (sharded_model.h).
 //
 // Note [freed parameters]: release() frees the buffer's bytes by emptying its
 // storage, not by dropping the tensor: tensors autograd saved during the forward

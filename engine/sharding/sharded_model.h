@@ -74,9 +74,8 @@ class ShardedModel {
 
   // Replaces, group by group, each parameter of this model in `optimizer`
   // (a meta one given, or its replacement) with the shard of its flat
-  // parameter. Fails, naming the group, when a
-  // flat parameter's parameters are split over groups; the optimizer must
-  // hold no state yet.
+  // parameter. Fails, naming the group, when a flat parameter's parameters
+  // are split over groups; the optimizer must hold no state yet.
   void shard_optimizer(optim::Optimizer& optimizer);
 
   // Where flat parameter `flat`'s parameters came from: for each, its unit

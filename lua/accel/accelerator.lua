@@ -249,6 +249,7 @@ end
 -- `optimizer` (the engine optimizer holding the model's parameters) is
 -- needed when the Accelerator shards: it is pointed at the shards.
 function Accelerator:prepare_model(model, optimizer)
+  local entry = { model = model, no_sync = false }
   if self.sharding then
     if not optimizer then
       args_error("Accelerator:prepare: with zero_stage or fsdp_plugin, prepare each model together with its "
@@ -261,6 +262,12 @@ function Accelerator:prepare_model(model, optimizer)
     -- built the model on the meta device (module_states.lua).
     module_states.check(self._world, model, "Accelerator:prepare")
     module_states.sync_buffers(model, self.device, self.num_processes)
+    entry.sharded, entry.param_names = shard_model(model, optimizer, self.sharding, self.bucket_bytes, self.device)
+    entry.optimizer = optimizer
+    entry.reducer = entry.sharded
+    if entry.sharded:holds_gradient_slices() and self.num_processes > 1 then
+      self.gradient_state._agree_overflow = function(found_inf) return overflow_anywhere(self, found_inf) end
+    end
   else
     refuse_meta_weights(model)
     if self.device ~= "cpu" then model:to(self.device) end
@@ -270,16 +277,6 @@ function Accelerator:prepare_model(model, optimizer)
         for _, b in ipairs(model:buffers()) do dist.broadcast(b, 0) end
       end)
     end
-  end
-  local entry = { model = model, no_sync = false }
-  if self.sharding then
-    entry.sharded, entry.param_names = shard_model(model, optimizer, self.sharding, self.bucket_bytes, self.device)
-    entry.optimizer = optimizer
-    entry.reducer = entry.sharded
-    if entry.sharded:holds_gradient_slices() and self.num_processes > 1 then
-      self.gradient_state._agree_overflow = function(found_inf) return overflow_anywhere(self, found_inf) end
-    end
-  else
     -- The reducer synchronises gradients at every world size (alone, it only
     -- divides by the items counted).
     entry.reducer = dist.GradientReducer(model:parameters(), self.bucket_bytes)

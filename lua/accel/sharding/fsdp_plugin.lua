@@ -61,13 +61,14 @@ local function class_set(value)
   return any and set or nil
 end
 
--- What accel-run was told (--use-fsdp and its options, or the config file).
+-- A boolean variable from accel-run: nil when not given.
 local function flag(name)
   local value = os.getenv(name)
   if value == nil then return nil end
   return value == "true"
 end
 
+-- What accel-run was told (--use-fsdp and its options, or the config file).
 local function launcher_defaults()
   local env = os.getenv
   local offload = env("ACCEL_FSDP_CPU_OFFLOAD")
@@ -101,9 +102,9 @@ local function new(_, options)
     if o[key] == nil then o[key] = value end
   end
   if o.sync_module_states == false then
-    args.error(where .. ": sync_module_states = false" .. (given_sync == nil and " (fsdp_sync_module_states, from accel-run)" or "")
-               .. " is not supported: prepare always starts every rank from the main process's weights "
-               .. "(docs/api/sharding.md)")
+    local from = given_sync == nil and " (fsdp_sync_module_states, from accel-run)" or ""
+    args.error(where .. ": sync_module_states = false" .. from .. " is not supported: prepare always starts "
+               .. "every rank from the main process's weights (docs/api/sharding.md)")
   end
   local strategy = o.sharding_strategy or "FULL_SHARD"
   if type(strategy) == "number" then strategy = strategy_numbers[strategy] or tostring(strategy) end
