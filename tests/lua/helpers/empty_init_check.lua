@@ -6,7 +6,8 @@
 -- - training: at stages 1, 2 and 3 and FSDP by Block (built by acc:build_model
 --   with cpu_ram_efficient_loading), 10 AdamW updates end
 --   with the weights of plain data parallel built whole on every rank
---   (within 1e-5), and a buffer built empty takes the main process's values;
+--   (within 1e-5), a buffer built empty takes the main process's values, and
+--   weights the main process alone loads (acc:load_model) reach every rank;
 -- - errors, raised alike on every rank: meta tensors on the main process,
 --   a rank whose parameters differ from the main process's, and meta
 --   weights without sharding.
@@ -123,6 +124,30 @@ return function(check)
     for name, t in pairs(expected) do
       check.near(got[name], t, 1e-5, run.name .. ": " .. name)
     end
+  end
+
+  -- docs/api/sharding.md's recipe: the main process loads saved weights
+  -- (acc:load_model, no collective there), the others build empty.
+  do
+    local mine = os.tmpname()
+    local dir = plain.acc:gather_object(mine)[1] .. ".weights"
+    plain.acc:save_model(plain.model, dir)
+    local acc = accel.Accelerator{ zero_stage = 3 }
+    local function build()
+      local model = Net()
+      acc:load_model(model, dir)
+      return model
+    end
+    local model = acc.is_main_process and build() or empty(build)
+    local opt = net.optimizer(model)
+    model, opt = acc:prepare(model, opt)
+    local got = acc:get_state_dict(model)
+    for name, t in pairs(expected) do
+      check.near(got[name], t, 0, "loaded on the main process only: " .. name)
+    end
+    acc:wait_for_everyone()
+    if main then require("accel.core").checkpoint.remove_folder(dir) end
+    os.remove(mine)
   end
 
   -- Errors, on every rank alike.
