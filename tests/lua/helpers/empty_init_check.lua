@@ -17,7 +17,7 @@ return function(check)
   local here = arg[0]:match("(.*/)")
   local resident_bytes = dofile(here .. "helpers/resident_bytes.lua")
 
-  local rank = tonumber(os.getenv("RANK") or "0")
+  local rank = accel.PartialState().process_index
   local main = rank == 0
   local function empty(build)
     return accel.init_empty_weights(function() return build() end)
