@@ -1,5 +1,6 @@
 """Memory and speed of sharded data parallel: accel's plain data parallel,
-zero_stage 1, 2, 3 and FSDP FULL_SHARD wrapping Block, next to PyTorch's DDP
+zero_stage 1, 2, 3 and FSDP FULL_SHARD wrapping Block (stage 3 and FSDP also
+with the model built on the main process only), next to PyTorch's DDP
 and DDP with ZeroRedundancyOptimizer, on the same ~100M-parameter language
 model (lm.lua, lm.py), and prints one markdown table. bench/run.sh --sharding
 builds accel-run and calls this; see bench/README.md ("sharding_memory").
