@@ -7,7 +7,8 @@
 --   with cpu_ram_efficient_loading), 10 AdamW updates end
 --   with the weights of plain data parallel built whole on every rank
 --   (within 1e-5), a buffer built empty takes the main process's values, and
---   weights the main process alone loads (acc:load_model) reach every rank;
+--   weights the main process alone loads (acc:load_model) reach every rank,
+--   and a tied weight stays tied;
 -- - errors, raised alike on every rank: meta tensors on the main process,
 --   a rank whose parameters differ from the main process's, and meta
 --   weights without sharding.
@@ -148,6 +149,31 @@ return function(check)
     acc:wait_for_everyone()
     if main then require("accel.core").checkpoint.remove_folder(dir) end
     os.remove(mine)
+  end
+
+  -- A weight shared by two modules (a tied embedding and head) stays shared
+  -- when built empty, and takes the main process's values.
+  do
+    local Tied = nn.Module:extend("Tied")
+    function Tied:init()
+      self.embed = nn.Embedding(10, 6)
+      self.head = nn.Linear(6, 10, false)
+      self.head.weight = self.embed.weight
+    end
+    function Tied:forward(ids) return self.head(self.embed(ids)) end
+    accel.set_seed(1)
+    local whole_weight = Tied().embed.weight
+    for _, stage in ipairs({ 2, 3 }) do
+      local acc = accel.Accelerator{ zero_stage = stage }
+      accel.set_seed(1)
+      local model = build_on_main(Tied)
+      local opt = optim.AdamW(model:parameters(), { lr = 1e-3 })
+      model, opt = acc:prepare(model, opt)
+      local what = "stage " .. stage .. ": "
+      check.truthy(rawequal(model.head.weight, model.embed.weight), what .. "the tied weight stays shared")
+      check.equal(#opt.optimizer:params(1), 1, what .. "the optimizer steps one shard")
+      check.near(acc:get_state_dict(model)["embed.weight"], whole_weight, 0, what .. "the main process's tied weight")
+    end
   end
 
   -- Errors, on every rank alike.
