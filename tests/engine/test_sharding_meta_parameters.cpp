@@ -6,35 +6,16 @@
 
 #include <ATen/ATen.h>
 
-#include <chrono>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include "engine/comm/communicator.h"
 #include "engine/optim/adam.h"
-#include "engine/process_state.h"
 #include "engine/sharding/flat_parameter.h"
 #include "engine/sharding/sharded_model.h"
-#include "engine/store/store_server.h"
-#include "tests/engine/forked_ranks.h"
+#include "tests/engine/joined_ranks.h"
 
 namespace {
-
-const std::string kToken = "test-token";
-
-std::unique_ptr<accel::Communicator> join(int rank, int world, const accel::StoreServer& store) {
-  accel::ProcessState state;
-  state.rank = rank;
-  state.local_rank = rank;
-  state.world_size = world;
-  state.local_world_size = world;
-  state.master_port = store.port();
-  state.rdzv_token = kToken;
-  accel::CommunicatorOptions options;
-  options.timeout = std::chrono::seconds(30);
-  return accel::make_communicator(state, options);
-}
 
 // Two parameters, rank 0's with values, the others' on the meta device.
 std::vector<at::Tensor> parameters(int rank) {
@@ -49,16 +30,14 @@ std::vector<at::Tensor> parameters(int rank) {
 
 TEST_CASE("ranks given meta parameters take rank 0's values, unit by unit") {
   for (int stage : {2, 3}) {
-    accel::StoreServer store("127.0.0.1", 0, kToken);
-    auto codes = accel::testing::run_forked(3, [&](int rank) {
-      auto comm = join(rank, 3, store);
+    auto codes = accel::testing::run_ranks(3, [&](int rank, accel::Communicator& comm) {
       std::vector<at::Tensor> given = parameters(rank);
       accel::optim::AdamW optimizer(given, {{"lr", 0.1}});
       // At stage 3 each parameter is a unit of its own.
       std::vector<std::vector<at::Tensor>> units =
           stage == 3 ? std::vector<std::vector<at::Tensor>>{{}, {given[0]}, {given[1]}}
                      : std::vector<std::vector<at::Tensor>>{{given[0], given[1]}};
-      accel::ShardedModel model(*comm, stage, units, optimizer, 1 << 20, at::kCPU);
+      accel::ShardedModel model(comm, stage, units, optimizer, 1 << 20, at::kCPU);
       const auto now = model.unit_parameters();
       std::vector<at::Tensor> params = stage == 3 ? std::vector<at::Tensor>{now[1][0], now[2][0]} : now[0];
       for (size_t i = 0; i < params.size(); ++i) {
