@@ -110,6 +110,21 @@ std::vector<Binding> sharded_methods() {
       // rank's slices) rather than in the parameters: stages 2 and 3, which
       // reduce every backward.
       bind("holds_gradient_slices", [](lua_State* L, Receiver) { return self(L).stage() >= 2; }),
+      // The units' parameters now, {{p, ...}, ...} in the order given: a
+      // meta parameter given is a new tensor here, for the model to take.
+      bind("unit_parameters", [](lua_State* L, Receiver) {
+        const auto units = self(L).unit_parameters();
+        lua_createtable(L, static_cast<int>(units.size()), 0);
+        for (size_t u = 0; u < units.size(); ++u) {
+          lua_createtable(L, static_cast<int>(units[u].size()), 0);
+          for (size_t i = 0; i < units[u].size(); ++i) {
+            push_tensor(L, units[u][i]);
+            lua_rawseti(L, -2, static_cast<int>(i + 1));
+          }
+          lua_rawseti(L, -2, static_cast<int>(u + 1));
+        }
+        return Pushed{1};
+      }),
       bind("shard_optimizer", [](lua_State* L, Receiver) { self(L).shard_optimizer(optimizer_arg(L, 2)); }),
       bind("before_forward", [](lua_State* L, Receiver, int64_t unit) {
         self(L).before_forward(unit_index(unit));
@@ -153,12 +168,14 @@ std::vector<Binding> sharded_methods() {
 
 std::vector<Binding> sharding_bindings() {
   return {
-      // ShardedModel(stage, units, optimizer[, bucket_bytes])
+      // ShardedModel(stage, units, optimizer[, bucket_bytes[, device]]): the
+      // flat buffers on `device` (default "cpu").
       bind("ShardedModel", [](lua_State* L, int64_t stage) {
         std::shared_ptr<Communicator> comm = shared_communicator(L);
         const int64_t bucket_bytes = lua_isnoneornil(L, 4) ? 25 * 1024 * 1024 : luaL_checkinteger(L, 4);
+        const at::Device device(lua_isnoneornil(L, 5) ? std::string("cpu") : std::string(luaL_checkstring(L, 5)));
         auto model = std::make_unique<ShardedModel>(*comm, static_cast<int>(stage), read_units(L, 2),
-                                                    optimizer_arg(L, 3), bucket_bytes);
+                                                    optimizer_arg(L, 3), bucket_bytes, device);
         push_handle(L, kSharded, ShardedHandle{std::move(comm), std::move(model)});
         return Pushed{1};
       }),

@@ -2,6 +2,9 @@
 -- its parameters, gradients and optimizer state sharded over the ranks
 -- (FSDP's FULL_SHARD, ZeRO stage 3): each rank keeps a 1/N slice of them and
 -- gathers one block's full parameters only while it computes with them.
+-- Only the main process builds the model with weights; the others build it
+-- empty and take the main process's weights as prepare shards it, so no rank
+-- but the main process ever holds the model whole.
 --   accel-run recipes/sharded_lm.lua --nproc 2 [-- key=value ...]
 -- Keys (defaults): steps=30 layers=14 width=768 heads=12 seq=64 batch=4
 -- every=5 (steps between reports) text=/usr/share/common-licenses/GPL-3
@@ -27,10 +30,13 @@ for i = 1, #arg do
   o[key] = key == "text" and value or args.positive_integer("sharded_lm.lua", key, tonumber(value) or value)
 end
 
--- Sharding by FSDP's plugin: every Block is gathered and released as a unit.
+-- Sharding by FSDP's plugin: every Block is gathered and released as a unit;
+-- with cpu_ram_efficient_loading, acc:build_model builds the model empty
+-- (accel.init_empty_weights) on the ranks other than the main process.
 local acc = accel.Accelerator{
   fsdp_plugin = accel.FullyShardedDataParallelPlugin{ sharding_strategy = "FULL_SHARD",
-                                                       transformer_layer_cls = "Block" },
+                                                       transformer_layer_cls = "Block",
+                                                       cpu_ram_efficient_loading = true },
 }
 accel.set_seed(0)
 
@@ -39,9 +45,11 @@ local vocab = text.vocab.vocab_size
 local loader = acc:prepare(data.DataLoader(text, { batch_size = o.batch, shuffle = true, drop_last = true }))
 
 local ShardedLM = dofile(debug.getinfo(1, "S").source:match("^@(.*/)") .. "sharded_lm_model.lua")
-local model = ShardedLM{ vocab = vocab, seq = o.seq, width = o.width, heads = o.heads, layers = o.layers }
--- Counted before prepare: sharded, the model's own parameters are empty
--- outside forward and backward.
+local model = acc:build_model(function()
+  return ShardedLM{ vocab = vocab, seq = o.seq, width = o.width, heads = o.heads, layers = o.layers }
+end)
+-- Counted before prepare (shapes only, so also on an empty model): sharded,
+-- the model's own parameters are empty outside forward and backward.
 local count = model:num_parameters()
 local opt = optim.AdamW(model:parameters(), { lr = 3e-4, weight_decay = 0.01 })
 -- One call: sharding points the optimizer at the model's shards.

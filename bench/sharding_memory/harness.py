@@ -1,5 +1,6 @@
 """Memory and speed of sharded data parallel: accel's plain data parallel,
-zero_stage 1, 2, 3 and FSDP FULL_SHARD wrapping Block, next to PyTorch's DDP
+zero_stage 1, 2, 3 and FSDP FULL_SHARD wrapping Block (stage 3 and FSDP also
+with the model built on the main process only), next to PyTorch's DDP
 and DDP with ZeroRedundancyOptimizer, on the same ~100M-parameter language
 model (lm.lua, lm.py), and prints one markdown table. bench/run.sh --sharding
 builds accel-run and calls this; see bench/README.md ("sharding_memory").
@@ -9,7 +10,8 @@ Each rank prints one SHARDING line with:
   unit_numel       stage 3: the parameters of the largest unit gathered at once
   samples_per_s    all ranks, over the steps after the warm-up
   rss_base_kib     VmRSS before the model is built
-  init_peak_kib    VmHWM once the model and optimizer are prepared
+  init_peak_kib    VmHWM once the model and optimizer are prepared (the model built whole on
+                   every rank, or in the *_empty modes on the main process only)
   train_peak_kib   VmHWM over the training steps (reset after preparing)
   param_bytes, grad_bytes, optim_bytes
                    what the rank holds after its last step, before zero_grad
@@ -34,7 +36,9 @@ ROWS = [
     ("accel", "zero1", "zero_stage 1"),
     ("accel", "zero2", "zero_stage 2"),
     ("accel", "zero3", "zero_stage 3"),
+    ("accel", "zero3_empty", "zero_stage 3, built empty off the main process"),
     ("accel", "fsdp", "FSDP FULL_SHARD, wrapping Block"),
+    ("accel", "fsdp_empty", "FSDP FULL_SHARD by Block, cpu_ram_efficient_loading"),
     ("PyTorch", "ddp", "DDP"),
     ("PyTorch", "zero", "DDP + ZeroRedundancyOptimizer"),
 ]
@@ -44,7 +48,7 @@ def promised_bytes_per_param(mode, world):
     """The performance contract's model-state share for AdamW in fp32 (shared/DESIGN.md), before stage 3's
     working set."""
     return {"ddp": 16, "zero1": 8 + 8 / world, "zero": 8 + 8 / world, "zero2": 4 + 12 / world,
-            "zero3": 16 / world, "fsdp": 16 / world}[mode]
+            "zero3": 16 / world, "zero3_empty": 16 / world, "fsdp": 16 / world, "fsdp_empty": 16 / world}[mode]
 
 
 def command(version, mode, world, args, steps):
@@ -104,7 +108,8 @@ def run_all(args):
                                                    for r in reports)),
                                      ("over_start", max(r["train_peak_kib"] - r["rss_base_kib"]
                                                         for r in reports) * 1024),
-                                     ("init_peak", max(r["init_peak_kib"] for r in reports) * 1024),
+                                     ("init_peak_main", reports[0]["init_peak_kib"] * 1024),
+                                     ("init_peak_others", max((r["init_peak_kib"] for r in reports[1:]), default=0) * 1024),
                                      ("train_peak", max(r["train_peak_kib"] for r in reports) * 1024)]:
                     entry[field] = max(entry.get(field, 0), value)
                 entry["sps"].append(reports[0]["samples_per_s"])
@@ -127,7 +132,8 @@ def markdown(args, results, load_before, load_after, quiet, started):
         "1 step at more ranks (memory only)")
     add("")
     add("| version | mode | ranks | model states MiB/rank | promised MiB/rank | measured/promised "
-        "| peak RSS MiB (training) | over start MiB | over start / (promised + unit) | peak RSS MiB (preparing) "
+        "| peak RSS MiB (training) | over start MiB | over start / (promised + unit) "
+        "| peak RSS MiB (preparing), rank 0 / others "
         "| samples/s | vs its plain DP |")
     add("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for world in args.ranks:
@@ -151,7 +157,8 @@ def markdown(args, results, load_before, load_after, quiet, started):
             unit = f" (+{mib(working):.0f} unit)" if working else ""
             add(f"| {version} | {label} | {world} | {mib(r['state']):.0f} | {mib(promised):.0f}{unit} "
                 f"| {r['state'] / promised:.2f} | {mib(r['train_peak']):.0f} | {mib(over_start):.0f} "
-                f"| {over_start / (promised + working):.2f} | {mib(r['init_peak']):.0f} | {speed} | {versus} |")
+                f"| {over_start / (promised + working):.2f} | {mib(r['init_peak_main']):.0f} / {mib(r['init_peak_others']):.0f} "
+                f"| {speed} | {versus} |")
     add("")
     stage1, zero = results.get(("accel", "zero1", 2)), results.get(("PyTorch", "zero", 2))
     if isinstance(stage1, dict) and isinstance(zero, dict):

@@ -5,24 +5,31 @@
 --   accel-run bench/sharding_memory/lm.lua --nproc 2 --threads 1 -- MODE \
 --     [layers=12 width=768 heads=12 vocab=8192 seq=64 batch=2 warmup=1 steps=3]
 -- MODE: ddp (plain data parallel), zero1, zero2, zero3 (Accelerator{zero_stage}),
--- fsdp (FullyShardedDataParallelPlugin FULL_SHARD wrapping Block).
+-- fsdp (FullyShardedDataParallelPlugin FULL_SHARD wrapping Block); zero3_empty and
+-- fsdp_empty are zero3 and fsdp with the model built whole on the main process
+-- only, under accel.init_empty_weights on the others (zero3_empty says so in
+-- the recipe, fsdp_empty through cpu_ram_efficient_loading and acc:build_model).
 -- Each rank prints one line `SHARDING {...}` (keys: harness.py's docstring).
 local optim, F = accel.optim, accel.nn.functional
 local wrap_policy = require("accel.sharding.wrap_policy")
 local status_kib = dofile(arg[0]:match("^(.*/)") .. "../workloads/bench.lua").status_kib
 
+local function fsdp(empty)
+  return { fsdp_plugin = accel.FullyShardedDataParallelPlugin{ sharding_strategy = "FULL_SHARD",
+                                                                transformer_layer_cls = "Block",
+                                                                cpu_ram_efficient_loading = empty } }
+end
 local modes = {
   ddp = function() return {} end,
   zero1 = function() return { zero_stage = 1 } end,
   zero2 = function() return { zero_stage = 2 } end,
   zero3 = function() return { zero_stage = 3 } end,
-  fsdp = function()
-    return { fsdp_plugin = accel.FullyShardedDataParallelPlugin{ sharding_strategy = "FULL_SHARD",
-                                                                  transformer_layer_cls = "Block" } }
-  end,
+  zero3_empty = function() return { zero_stage = 3 } end,
+  fsdp = function() return fsdp(false) end,
+  fsdp_empty = function() return fsdp(true) end,
 }
 local mode = arg[1]
-if not modes[mode] then error("usage: lm.lua MODE [key=value ...]; MODE is ddp, zero1, zero2, zero3 or fsdp", 0) end
+if not modes[mode] then error("usage: lm.lua MODE [key=value ...]; MODE is ddp, zero1, zero2, zero3, zero3_empty, fsdp or fsdp_empty", 0) end
 local o = { layers = 12, width = 768, heads = 12, vocab = 8192, seq = 64, batch = 2, warmup = 1, steps = 3 }
 for i = 2, #arg do
   local key, value = arg[i]:match("^(%w+)=(%d+)$")
@@ -85,7 +92,13 @@ end
 local acc = accel.Accelerator(modes[mode]())
 local rss_base = status_kib("VmRSS")
 accel.set_seed(0)
-local model = ShardedLM(o)
+local function build() return ShardedLM(o) end
+local model
+if mode == "zero3_empty" and not acc.is_main_process then
+  model = accel.init_empty_weights(build)
+else
+  model = acc:build_model(build)  -- empty off the main process under fsdp_empty
+end
 local numel = model:num_parameters()
 local unit_numel = largest_unit(acc, model)
 local opt = optim.AdamW(model:parameters(), { lr = 1e-4 })

@@ -132,6 +132,10 @@ const OptionRow kOptions[] = {
      "implies --use-deepspeed",
      [](LaunchOptions& o, const Value& v) { o.zero_stage = static_cast<int>(v.integer); },
      [](const LaunchOptions& o) { return std::to_string(o.zero_stage); }},
+    {"--zero3-init-flag", nullptr, ValueKind::boolean, "true|false", 0, 0, nullptr, "deepspeed_config.zero3_init_flag",
+     "at stage 3, acc:build_model builds the model empty on ranks other than the main process",
+     [](LaunchOptions& o, const Value& v) { o.zero3_init_flag = v.text; },
+     [](const LaunchOptions& o) { return o.zero3_init_flag; }},
     {"--use-fsdp", nullptr, ValueKind::none, nullptr, 0, 0, nullptr, nullptr,
      "the Accelerator's default sharding is FSDP, with the --fsdp-* settings below",
      [](LaunchOptions& o, const Value& v) { o.use_fsdp = v.integer != 0; }, nullptr},
@@ -157,6 +161,14 @@ const OptionRow kOptions[] = {
      "FULL_STATE_DICT SHARDED_STATE_DICT", "fsdp_config.fsdp_state_dict_type",
      "how save_state writes an FSDP model: FULL_STATE_DICT or SHARDED_STATE_DICT (a file per rank)",
      set_fsdp<&FsdpSettings::state_dict_type>, show_fsdp<&FsdpSettings::state_dict_type>},
+    {"--fsdp-sync-module-states", nullptr, ValueKind::boolean, "true|false", 0, 0, nullptr,
+     "fsdp_config.fsdp_sync_module_states",
+     "every rank starts from the main process's weights; always so in accel, false is refused",
+     set_fsdp<&FsdpSettings::sync_module_states>, show_fsdp<&FsdpSettings::sync_module_states>},
+    {"--fsdp-cpu-ram-efficient-loading", nullptr, ValueKind::boolean, "true|false", 0, 0, nullptr,
+     "fsdp_config.fsdp_cpu_ram_efficient_loading",
+     "acc:build_model builds the model empty on ranks other than the main process",
+     set_fsdp<&FsdpSettings::cpu_ram_efficient_loading>, show_fsdp<&FsdpSettings::cpu_ram_efficient_loading>},
     {"--debug", nullptr, ValueKind::none, nullptr, 0, 0, nullptr, "debug",
      "check before every collective that all ranks call the same one with the same shapes",
      [](LaunchOptions& o, const Value& v) { o.debug = v.integer != 0; },
@@ -232,11 +244,10 @@ const ShardingMethod kShardingMethods[] = {
      "deepspeed_exclusion_filter deepspeed_hostfile deepspeed_inclusion_filter "
      "deepspeed_moe_layer_cls_names deepspeed_multinode_launcher gradient_accumulation_steps "
      "gradient_clipping offload_optimizer_device offload_optimizer_nvme_path offload_param_device "
-     "offload_param_nvme_path zero3_init_flag zero3_save_16bit_model"},
+     "offload_param_nvme_path zero3_save_16bit_model"},
     {"FSDP", "--use-fsdp", nullptr, &LaunchOptions::use_fsdp, "FSDP", "fsdp_config",
      "fsdp_activation_checkpointing fsdp_backward_prefetch fsdp_backward_prefetch_policy "
-     "fsdp_cpu_ram_efficient_loading fsdp_forward_prefetch fsdp_ignored_modules "
-     "fsdp_sync_module_states fsdp_use_orig_params fsdp_version"},
+     "fsdp_forward_prefetch fsdp_ignored_modules fsdp_use_orig_params fsdp_version"},
 };
 
 constexpr const char* kDistributedTypeKey = "distributed_type";

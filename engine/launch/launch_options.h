@@ -27,6 +27,8 @@ struct FsdpSettings {
   std::string min_num_params;         // an integer
   std::string cpu_offload;            // true or false
   std::string state_dict_type;        // FULL_STATE_DICT or SHARDED_STATE_DICT
+  std::string sync_module_states;     // true (the workers refuse false)
+  std::string cpu_ram_efficient_loading;  // true or false
 };
 
 struct LaunchOptions {
@@ -56,6 +58,7 @@ struct LaunchOptions {
   // ZeRO or FSDP, at most one. Neither leaves the recipe's choice.
   bool use_deepspeed = false;
   int zero_stage = 0;                    // 1-3 once settled with use_deepspeed; 0 otherwise
+  std::string zero3_init_flag;           // true or false; "" where the launch does not say
   bool use_fsdp = false;
   FsdpSettings fsdp;
   std::string config;                    // --config FILE

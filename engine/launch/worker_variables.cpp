@@ -33,6 +33,8 @@ const std::pair<const char*, std::string FsdpSettings::*> kFsdpVariables[] = {
     {"ACCEL_FSDP_MIN_NUM_PARAMS", &FsdpSettings::min_num_params},
     {"ACCEL_FSDP_CPU_OFFLOAD", &FsdpSettings::cpu_offload},
     {"ACCEL_FSDP_STATE_DICT_TYPE", &FsdpSettings::state_dict_type},
+    {"ACCEL_FSDP_SYNC_MODULE_STATES", &FsdpSettings::sync_module_states},
+    {"ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING", &FsdpSettings::cpu_ram_efficient_loading},
 };
 
 }  // namespace
@@ -55,6 +57,9 @@ std::vector<std::string> worker_variables(const LaunchOptions& options) {
                    std::to_string(options.gradient_accumulation_steps));
   }
   if (options.use_deepspeed) vars.push_back("ACCEL_ZERO_STAGE=" + std::to_string(options.zero_stage));
+  if (options.use_deepspeed && !options.zero3_init_flag.empty()) {
+    vars.push_back("ACCEL_ZERO3_INIT_FLAG=" + options.zero3_init_flag);
+  }
   if (options.use_fsdp) vars.push_back("ACCEL_USE_FSDP=1");
   for (const auto& [name, setting] : kFsdpVariables) {
     const std::string& value = options.fsdp.*setting;

@@ -11,6 +11,8 @@
 //   ACCEL_GRADIENT_ACCUMULATION_STEPS   the Accelerator's default, when configured
 //   ACCEL_ZERO_STAGE                    1, 2 or 3: the Accelerator shards as DeepSpeed's
 //                                       ZeRO by default (--zero-stage, --use-deepspeed)
+//   ACCEL_ZERO3_INIT_FLAG               true or false (with ACCEL_ZERO_STAGE, when given):
+//                                       at stage 3 acc:build_model builds empty off rank 0
 //   ACCEL_USE_FSDP                      1: the Accelerator shards with FSDP by default
 //   ACCEL_FSDP_SHARDING_STRATEGY        FULL_SHARD, SHARD_GRAD_OP or NO_SHARD
 //   ACCEL_FSDP_AUTO_WRAP_POLICY         TRANSFORMER_BASED_WRAP, SIZE_BASED_WRAP or NO_WRAP
@@ -18,6 +20,8 @@
 //   ACCEL_FSDP_MIN_NUM_PARAMS           an integer
 //   ACCEL_FSDP_CPU_OFFLOAD              true or false
 //   ACCEL_FSDP_STATE_DICT_TYPE          FULL_STATE_DICT or SHARDED_STATE_DICT
+//   ACCEL_FSDP_SYNC_MODULE_STATES       true or false (the workers refuse false)
+//   ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING  true or false
 //                                       (each ACCEL_FSDP_* only with FSDP, and only
 //                                       when the launch gives it: the plugin's defaults
 //                                       are the Lua side's)

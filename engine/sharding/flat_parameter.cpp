@@ -20,24 +20,35 @@ at::Tensor over_storage(const at::Tensor& base, int64_t offset, at::IntArrayRef 
 
 }  // namespace
 
-FlatParameter::FlatParameter(Communicator& comm, std::vector<at::Tensor> params, bool shard_parameters)
+FlatParameter::FlatParameter(Communicator& comm, std::vector<at::Tensor> params, bool shard_parameters,
+                             at::Device device)
     : comm_(comm), params_(std::move(params)) {
   TORCH_CHECK(!params_.empty(), "a flat parameter needs at least one parameter");
   at::NoGradGuard no_grad;
   const at::Tensor& first = params_.front();
   for (const at::Tensor& p : params_) {
-    TORCH_CHECK(p.scalar_type() == first.scalar_type() && p.device() == first.device(),
-                "the parameters of a flat parameter share one dtype and device; got ", p.scalar_type(), " on ",
-                p.device(), " next to ", first.scalar_type(), " on ", first.device());
+    TORCH_CHECK(p.scalar_type() == first.scalar_type(), "the parameters of a flat parameter share one dtype; got ",
+                p.scalar_type(), " next to ", first.scalar_type());
+    TORCH_CHECK(!p.is_meta() || comm_.rank() != 0, "sharding: a parameter of shape ", p.sizes(),
+                " is on the meta device on rank 0, whose values every rank takes");
     offsets_.push_back(numel_);
     numel_ += p.numel();
   }
   const int64_t world = comm_.size();
   shard_numel_ = std::max<int64_t>(1, (numel_ + world - 1) / world);
-  full_ = at::zeros({world * shard_numel_}, first.options().requires_grad(false));
+  full_ = at::empty({world * shard_numel_}, first.options().device(device).requires_grad(false));
+  full_.narrow(0, numel_, full_.numel() - numel_).zero_();
   for (size_t i = 0; i < params_.size(); ++i) {
-    full_.narrow(0, offsets_[i], params_[i].numel()).copy_(params_[i].reshape(-1));
+    if (!params_[i].is_meta()) full_.narrow(0, offsets_[i], params_[i].numel()).copy_(params_[i].reshape(-1));
+  }
+  if (world > 1) comm_.broadcast(full_, 0);
+  for (size_t i = 0; i < params_.size(); ++i) {
     views_.push_back(over_storage(full_, offsets_[i], params_[i].sizes()));
+    if (params_[i].is_meta()) {
+      at::Tensor replacement = over_storage(full_, offsets_[i], params_[i].sizes());
+      replacement.set_requires_grad(true);
+      params_[i] = std::move(replacement);
+    }
   }
   point_params_at(true);
   const int64_t begin = rank() * shard_numel_;

@@ -13,6 +13,16 @@
 // full gradient. Stage 3 also frees the full buffer between uses (release) and
 // all-gathers it from the shards when it is needed (gather, prefetch).
 //
+// Note [parameters from rank 0]: the constructor broadcasts the flat buffer
+// from rank 0, so every rank starts from the main process's values, as FSDP's
+// sync_module_states. A parameter on the meta device (a model built under
+// accel.init_empty_weights on a rank other than 0) holds no values to copy:
+// it is replaced in params() by a new leaf tensor over the buffer, as
+// LibTorch cannot give a meta tensor storage in place; the owner points the
+// model and its optimizer at the replacement. The owner makes one flat
+// parameter at a time and, at stage 3, releases it before the next, so such
+// a rank never holds the whole model (sharded_model.h).
+//
 // Note [freed parameters]: release() frees the buffer's bytes by emptying its
 // storage, not by dropping the tensor: tensors autograd saved during the forward
 // (views of a weight, the weight itself) share that storage and see the bytes again
@@ -34,12 +44,14 @@ class PendingOp;
 class FlatParameter {
  public:
   // With `shard_parameters` (stage 3) this rank keeps its shard in storage
-  // of its own, and the full buffer can be released.
-  FlatParameter(Communicator& comm, std::vector<at::Tensor> params, bool shard_parameters);
+  // of its own, and the full buffer can be released. The buffer is made on
+  // `device` and filled with rank 0's values (Note [parameters from rank 0]).
+  FlatParameter(Communicator& comm, std::vector<at::Tensor> params, bool shard_parameters, at::Device device);
   ~FlatParameter();
   FlatParameter(const FlatParameter&) = delete;
   FlatParameter& operator=(const FlatParameter&) = delete;
 
+  // The model's parameters: those given, a meta one replaced by its new tensor.
   const std::vector<at::Tensor>& params() const { return params_; }
   // params()[i]'s first element in the flat layout.
   int64_t offset(size_t i) const { return offsets_[i]; }

@@ -9,6 +9,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "engine/caching_cpu_allocator.h"
 #include "engine/comm/communicator.h"
 #include "engine/grad_clipping.h"
 #include "engine/gradient_reducer.h"
@@ -41,7 +42,7 @@ ImplMap groups_of(const optim::Optimizer& optimizer) {
 }  // namespace
 
 ShardedModel::ShardedModel(Communicator& comm, int stage, const std::vector<std::vector<at::Tensor>>& units,
-                           const optim::Optimizer& optimizer, int64_t bucket_bytes)
+                           const optim::Optimizer& optimizer, int64_t bucket_bytes, at::Device device)
     : comm_(comm), stage_(stage) {
   TORCH_CHECK(stage >= 1 && stage <= 3, "zero_stage must be 1, 2 or 3, got ", stage);
   TORCH_CHECK(bucket_bytes > 0, "bucket size must be positive, got ", bucket_bytes);
@@ -60,9 +61,26 @@ ShardedModel::ShardedModel(Communicator& comm, int stage, const std::vector<std:
     std::map<std::pair<size_t, int>, Open> open;
     auto close = [&](Open& flat) {
       if (flat.params.empty()) return;
-      unit.flats.push_back(flats_.size());
-      flats_.push_back(std::make_unique<FlatParameter>(comm_, std::move(flat.params), stage_ == 3));
+      const size_t k = flats_.size();
+      unit.flats.push_back(k);
+      flats_.push_back(std::make_unique<FlatParameter>(comm_, flat.params, stage_ == 3, device));
       origins_.push_back(std::move(flat.origins));
+      for (size_t i = 0; i < flat.params.size(); ++i) {
+        const at::Tensor& now = flats_[k]->params()[i];
+        if (!now.is_same(flat.params[i])) replaced_[flat.params[i].unsafeGetTensorImpl()] = {flat.params[i], now};
+      }
+      // Stage 3 releases each flat parameter as soon as it is made, so that a
+      // rank given meta parameters holds one full buffer at a time; its
+      // gradient accumulators are made first, while the parameters have
+      // their shapes (an accumulator records its parameter's when made).
+      if (stage_ >= 2) hook_gradients(k);
+      if (stage_ == 3) flats_[k]->release();
+      // The parameters' former storage (they are views of the flat buffer
+      // now) goes back to the system at once: kept in the allocator's pools
+      // (by size, none of them a flat buffer's) until the whole model was
+      // sharded, it made a rank holding real weights peak at its full
+      // weights plus all its shards (engine/caching_cpu_allocator.h).
+      release_pooled_blocks();
       flat = Open{};
     };
     const size_t n = unit_params.size();
@@ -86,24 +104,22 @@ ShardedModel::ShardedModel(Communicator& comm, int stage, const std::vector<std:
   if (stage_ == 1) {
     for (const auto& flat : flats_) params_.insert(params_.end(), flat->params().begin(), flat->params().end());
     reducer_ = std::make_unique<GradientReducer>(comm_, params_, bucket_bytes);
-    return;
   }
-  for (size_t k = 0; k < flats_.size(); ++k) {
-    const std::vector<at::Tensor>& params = flats_[k]->params();
-    for (size_t i = 0; i < params.size(); ++i) {
-      auto accumulator = torch::autograd::impl::grad_accumulator(params[i]);
-      uintptr_t key = accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-          [this, k, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-            on_gradient(k, i);
-            return outputs;
-          }));
-      // Holding the accumulator keeps it (and the hook) alive: a parameter
-      // references its accumulator only weakly.
-      hooks_.push_back(std::make_unique<Hook>(Hook{std::move(accumulator), key}));
-    }
+}
+
+void ShardedModel::hook_gradients(size_t k) {
+  const std::vector<at::Tensor>& params = flats_[k]->params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(params[i]);
+    uintptr_t key = accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, k, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          on_gradient(k, i);
+          return outputs;
+        }));
+    // Holding the accumulator keeps it (and the hook) alive: a parameter
+    // references its accumulator only weakly.
+    hooks_.push_back(std::make_unique<Hook>(Hook{std::move(accumulator), key}));
   }
-  // Only now: an accumulator records its parameter's shape when it is made.
-  release_all();
 }
 
 ShardedModel::~ShardedModel() {
@@ -117,11 +133,19 @@ void ShardedModel::shard_optimizer(optim::Optimizer& optimizer) {
   }
   std::vector<int64_t> group_of_flat(flats_.size(), -1);
   const auto& groups = optimizer.param_groups();
+  // The optimizer's layout before sharding, with the model's parameters as
+  // they are now (a meta one given becomes its replacement).
   original_groups_.clear();
-  for (const auto& group : groups) original_groups_.push_back(group.params);
+  for (const auto& group : groups) {
+    std::vector<at::Tensor>& params = original_groups_.emplace_back();
+    for (const at::Tensor& p : group.params) {
+      auto found = replaced_.find(p.unsafeGetTensorImpl());
+      params.push_back(found == replaced_.end() ? p : found->second.second);
+    }
+  }
   for (size_t g = 0; g < groups.size(); ++g) {
     std::vector<at::Tensor> params;
-    for (const at::Tensor& p : groups[g].params) {
+    for (const at::Tensor& p : original_groups_[g]) {
       auto found = flat_of.find(p.unsafeGetTensorImpl());
       if (found == flat_of.end()) {
         params.push_back(p);
@@ -136,6 +160,19 @@ void ShardedModel::shard_optimizer(optim::Optimizer& optimizer) {
     }
     optimizer.replace_params(g, std::move(params));
   }
+  replaced_.clear();
+}
+
+std::vector<std::vector<at::Tensor>> ShardedModel::unit_parameters() const {
+  std::vector<std::vector<at::Tensor>> out(units_.size());
+  for (size_t k = 0; k < flats_.size(); ++k) {
+    for (size_t i = 0; i < origins_[k].size(); ++i) {
+      std::vector<at::Tensor>& unit = out[origins_[k][i].unit];
+      if (unit.size() <= origins_[k][i].position) unit.resize(origins_[k][i].position + 1);
+      unit[origins_[k][i].position] = flats_[k]->params()[i];
+    }
+  }
+  return out;
 }
 
 // Stage 3: gathering and releasing units -----------------------------------

@@ -23,6 +23,12 @@
 // shards (shard_optimizer) and steps them; the model computes with full
 // parameters, at stage 3 only while a unit is gathered.
 //
+// Every flat parameter starts from rank 0's values; a rank other than 0 may
+// give parameters on the meta device, which get memory flat parameter by flat
+// parameter (Note [parameters from rank 0] in flat_parameter.h). The model's
+// parameters are then new tensors: unit_parameters() tells the owner which,
+// and shard_optimizer takes the meta ones the optimizer holds for theirs.
+//
 // A parameter unused in a backward on every rank takes part with zeros; the
 // ranks must run the same graph (the reduce-scatters happen in the order
 // gradients become ready).
@@ -32,6 +38,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -50,9 +57,9 @@ class ShardedModel {
   // `units[0]` holds the root's parameters (every parameter at stages 1 and
   // 2), `units[k]` those of the k-th wrapped module; `optimizer` says which
   // group each parameter is in (parameters it does not hold form a group of
-  // their own).
+  // their own). Flat buffers are made on `device`.
   ShardedModel(Communicator& comm, int stage, const std::vector<std::vector<at::Tensor>>& units,
-               const optim::Optimizer& optimizer, int64_t bucket_bytes);
+               const optim::Optimizer& optimizer, int64_t bucket_bytes, at::Device device);
   ~ShardedModel();
   ShardedModel(const ShardedModel&) = delete;
   ShardedModel& operator=(const ShardedModel&) = delete;
@@ -61,10 +68,14 @@ class ShardedModel {
   int64_t num_flat_parameters() const { return static_cast<int64_t>(flats_.size()); }
   FlatParameter& flat_parameter(size_t k) { return *flats_[k]; }
 
+  // The units' parameters in the order the constructor got them, each the
+  // tensor the model computes with now: a meta one given is replaced.
+  std::vector<std::vector<at::Tensor>> unit_parameters() const;
+
   // Replaces, group by group, each parameter of this model in `optimizer`
-  // with the shard of its flat parameter. Fails, naming the group, when a
-  // flat parameter's parameters are split over groups; the optimizer must
-  // hold no state yet.
+  // (a meta one given, or its replacement) with the shard of its flat
+  // parameter. Fails, naming the group, when a flat parameter's parameters
+  // are split over groups; the optimizer must hold no state yet.
   void shard_optimizer(optim::Optimizer& optimizer);
 
   // Where flat parameter `flat`'s parameters came from: for each, its unit
@@ -146,6 +157,9 @@ class ShardedModel {
   std::vector<std::vector<Origin>> origins_;  // per flat parameter
   std::vector<Unit> units_;
   std::vector<at::Tensor> params_;  // every parameter, for stage 1's reducer
+  // Meta parameters given -> their replacements, until shard_optimizer has
+  // pointed the optimizer away from the meta ones (which this keeps alive).
+  std::unordered_map<const c10::TensorImpl*, std::pair<at::Tensor, at::Tensor>> replaced_;
   std::unique_ptr<GradientReducer> reducer_;  // stage 1
   // The optimizer's groups before shard_optimizer: the layout of the full state.
   std::vector<std::vector<at::Tensor>> original_groups_;
@@ -154,6 +168,7 @@ class ShardedModel {
   struct Hook;
   std::vector<std::unique_ptr<Hook>> hooks_;
 
+  void hook_gradients(size_t flat);
   void gather_unit(size_t unit);
   void prefetch_unit(size_t unit);
   void release_unit(size_t unit);

@@ -16,6 +16,8 @@ local GradientState = require("accel.gradient_state")
 local tracking = require("accel.tracking")
 local sharding_settings = require("accel.sharding.settings")
 local shard_model = require("accel.sharding.shard_model")
+local module_states = require("accel.sharding.module_states")
+local init_empty_weights = require("accel.big_modeling.init_empty_weights")
 
 local dist = core.dist
 local args_error = require("accel.args").error
@@ -204,6 +206,28 @@ local function convert_results(...)
   return unpack(out, 1, n)
 end
 
+-- Plain data parallel: weights on the meta device (built under
+-- accel.init_empty_weights, or offloaded to disk by
+-- load_checkpoint_and_dispatch, which Accelerate refuses to prepare too)
+-- have no values to train or broadcast; new tensors made for them here would
+-- not be the optimizer's. Sharding takes them on ranks other than the main
+-- process (module_states.lua).
+local function refuse_meta_weights(model)
+  local empty = {}
+  for name, t in pairs(model:state_dict()) do
+    if t.device == "meta" then empty[#empty + 1] = name end
+  end
+  if #empty == 0 then return end
+  table.sort(empty)
+  args_error(string.format("Accelerator:prepare: the model's %s on the meta device (built under "
+                           .. "accel.init_empty_weights, or offloaded to disk): load its weights into memory "
+                           .. "(accel.load_checkpoint_and_dispatch) or give them memory (model:to_empty) "
+                           .. "before making its optimizer, or shard it (zero_stage or fsdp_plugin), which "
+                           .. "gives the other ranks the main process's weights",
+                           table.concat(empty, ", ", 1, math.min(#empty, 3)) .. (#empty > 3 and ", ..." or "")
+                             .. (#empty > 1 and " are" or " is")))
+end
+
 -- Where the gradients are: the models' parameters, or at ZeRO stages 2 and
 -- 3 the shards, whose gradients are this rank's slices.
 local function gradient_holders(self)
@@ -225,30 +249,6 @@ end
 -- `optimizer` (the engine optimizer holding the model's parameters) is
 -- needed when the Accelerator shards: it is pointed at the shards.
 function Accelerator:prepare_model(model, optimizer)
-  -- Weights on the meta device (built under accel.init_empty_weights, or
-  -- offloaded to disk by load_checkpoint_and_dispatch, which Accelerate
-  -- refuses to prepare too) have no values to train, broadcast or shard;
-  -- new tensors made for them here would not be the optimizer's.
-  local empty = {}
-  for name, t in pairs(model:state_dict()) do
-    if t.device == "meta" then empty[#empty + 1] = name end
-  end
-  if #empty > 0 then
-    table.sort(empty)
-    args_error(string.format("Accelerator:prepare: the model's %s on the meta device (built under "
-                             .. "accel.init_empty_weights, or offloaded to disk): load its weights into memory "
-                             .. "(accel.load_checkpoint_and_dispatch) or give them memory (model:to_empty) "
-                             .. "before making its optimizer",
-                             table.concat(empty, ", ", 1, math.min(#empty, 3)) .. (#empty > 3 and ", ..." or "")
-                               .. (#empty > 1 and " are" or " is")))
-  end
-  if self.device ~= "cpu" then model:to(self.device) end
-  if self.num_processes > 1 then
-    core.no_grad(function()
-      for _, p in ipairs(model:parameters()) do dist.broadcast(p, 0) end
-      for _, b in ipairs(model:buffers()) do dist.broadcast(b, 0) end
-    end)
-  end
   local entry = { model = model, no_sync = false }
   if self.sharding then
     if not optimizer then
@@ -258,13 +258,25 @@ function Accelerator:prepare_model(model, optimizer)
     if self.sharding.cpu_offload and self.device ~= "cpu" then
       args_error("Accelerator:prepare: cpu_offload on a GPU is not supported yet (docs/api/sharding.md)")
     end
-    entry.sharded, entry.param_names = shard_model(model, optimizer, self.sharding, self.bucket_bytes)
+    -- Every rank takes the main process's weights, so the others may have
+    -- built the model on the meta device (module_states.lua).
+    module_states.check(self._world, model, "Accelerator:prepare")
+    module_states.sync_buffers(model, self.device, self.num_processes)
+    entry.sharded, entry.param_names = shard_model(model, optimizer, self.sharding, self.bucket_bytes, self.device)
     entry.optimizer = optimizer
     entry.reducer = entry.sharded
     if entry.sharded:holds_gradient_slices() and self.num_processes > 1 then
       self.gradient_state._agree_overflow = function(found_inf) return overflow_anywhere(self, found_inf) end
     end
   else
+    refuse_meta_weights(model)
+    if self.device ~= "cpu" then model:to(self.device) end
+    if self.num_processes > 1 then
+      core.no_grad(function()
+        for _, p in ipairs(model:parameters()) do dist.broadcast(p, 0) end
+        for _, b in ipairs(model:buffers()) do dist.broadcast(b, 0) end
+      end)
+    end
     -- The reducer synchronises gradients at every world size (alone, it only
     -- divides by the items counted).
     entry.reducer = dist.GradientReducer(model:parameters(), self.bucket_bytes)
@@ -281,6 +293,23 @@ function Accelerator:prepare_model(model, optimizer)
     entry.unwrapped_forward = forward
   end
   return model
+end
+
+-- Builds a model with fn (which may also load its weights) so that prepare
+-- can shard it without every rank holding it whole: the main process runs
+-- fn as is; the others run it under accel.init_empty_weights when the
+-- sharding settings ask for it (FSDP's cpu_ram_efficient_loading,
+-- DeepSpeed's zero3_init_flag at stage 3), as transformers' from_pretrained
+-- does under Accelerate. Otherwise every rank runs fn as is. Returns what fn
+-- returns.
+function Accelerator:build_model(fn)
+  if type(fn) ~= "function" then
+    args_error("Accelerator:build_model: expected a function that builds the model, got a " .. type(fn))
+  end
+  if self.sharding and self.sharding.empty_init and not self.is_main_process then
+    return init_empty_weights(fn)
+  end
+  return fn()
 end
 
 function Accelerator:prepare_data_loader(loader)

@@ -15,36 +15,11 @@
 #include "engine/gradient_reducer.h"
 #include "engine/process_state.h"
 #include "engine/store/store_server.h"
-#include "tests/engine/forked_ranks.h"
+#include "tests/engine/joined_ranks.h"
 
-namespace {
-
-const std::string kToken = "test-token";
-
-// Rank `rank` of `world`, all on this machine, joined through `store`.
-std::unique_ptr<accel::Communicator> join(int rank, int world, const accel::StoreServer& store,
-                                          bool shared_memory = true) {
-  accel::ProcessState state;
-  state.rank = rank;
-  state.local_rank = rank;
-  state.world_size = world;
-  state.local_world_size = world;
-  state.master_port = store.port();
-  state.rdzv_token = kToken;
-  accel::CommunicatorOptions options;
-  options.timeout = std::chrono::seconds(30);
-  options.shared_memory = shared_memory;
-  return accel::make_communicator(state, options);
-}
-
-// Runs body(rank, comm) in `world` forked processes; returns their exit codes.
-std::vector<int> run_ranks(int world, const std::function<void(int, accel::Communicator&)>& body,
-                           bool shared_memory = true) {
-  accel::StoreServer store("127.0.0.1", 0, kToken);
-  return accel::testing::run_forked(world, [&](int rank) { body(rank, *join(rank, world, store, shared_memory)); });
-}
-
-}  // namespace
+using accel::testing::join;
+using accel::testing::kToken;
+using accel::testing::run_ranks;
 
 TEST_CASE("collectives between two processes over Gloo") {
   // All-reduces take shared memory when every rank is local, TCP otherwise.

@@ -10,7 +10,8 @@ unset ACCEL_CONFIG_FILE
 
 names=(ACCEL_ZERO_STAGE ACCEL_USE_FSDP ACCEL_FSDP_SHARDING_STRATEGY ACCEL_FSDP_AUTO_WRAP_POLICY
        ACCEL_FSDP_TRANSFORMER_LAYER_CLS ACCEL_FSDP_MIN_NUM_PARAMS ACCEL_FSDP_CPU_OFFLOAD
-       ACCEL_FSDP_STATE_DICT_TYPE)
+       ACCEL_FSDP_STATE_DICT_TYPE ACCEL_FSDP_SYNC_MODULE_STATES ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING
+       ACCEL_ZERO3_INIT_FLAG)
 # Each rank writes what it sees of the variables to DIR/seen.RANK (under
 # mpirun, a rank's number is OpenMPI's).
 cat >"$work/vars.lua" <<LUA
@@ -62,14 +63,17 @@ refused() {
 workers_see "no sharding" --
 workers_see "--zero-stage 3" ACCEL_ZERO_STAGE=3 -- --zero-stage 3
 workers_see "--use-deepspeed takes Accelerate's stage" ACCEL_ZERO_STAGE=2 -- --use-deepspeed
+workers_see "--zero3-init-flag" ACCEL_ZERO_STAGE=3 ACCEL_ZERO3_INIT_FLAG=true -- --zero-stage 3 --zero3-init-flag yes
 workers_see "--use-fsdp alone" ACCEL_USE_FSDP=1 -- --use-fsdp
 workers_see "every FSDP option, in their normal spelling" \
   ACCEL_USE_FSDP=1 ACCEL_FSDP_SHARDING_STRATEGY=SHARD_GRAD_OP \
   ACCEL_FSDP_AUTO_WRAP_POLICY=TRANSFORMER_BASED_WRAP ACCEL_FSDP_TRANSFORMER_LAYER_CLS=Block,Attention \
-  ACCEL_FSDP_MIN_NUM_PARAMS=1000 ACCEL_FSDP_CPU_OFFLOAD=true ACCEL_FSDP_STATE_DICT_TYPE=SHARDED_STATE_DICT -- \
+  ACCEL_FSDP_MIN_NUM_PARAMS=1000 ACCEL_FSDP_CPU_OFFLOAD=true ACCEL_FSDP_STATE_DICT_TYPE=SHARDED_STATE_DICT \
+  ACCEL_FSDP_SYNC_MODULE_STATES=true ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING=true -- \
   --use-fsdp --fsdp-sharding-strategy 2 --fsdp-auto-wrap-policy TRANSFORMER_BASED_WRAP \
   --fsdp-transformer-layer-cls-to-wrap "Block, Attention" --fsdp-min-num-params=1000 \
-  --fsdp-offload-params yes --fsdp-state-dict-type SHARDED_STATE_DICT
+  --fsdp-offload-params yes --fsdp-state-dict-type SHARDED_STATE_DICT \
+  --fsdp-sync-module-states true --fsdp-cpu-ram-efficient-loading true
 workers_see "--fsdp-offload-params false is passed on" ACCEL_USE_FSDP=1 ACCEL_FSDP_CPU_OFFLOAD=false -- \
   --use-fsdp --fsdp-offload-params false
 
@@ -99,7 +103,8 @@ use_cpu: true
 YAML
 fsdp_vars=(ACCEL_USE_FSDP=1 ACCEL_FSDP_SHARDING_STRATEGY=FULL_SHARD ACCEL_FSDP_AUTO_WRAP_POLICY=TRANSFORMER_BASED_WRAP
            ACCEL_FSDP_TRANSFORMER_LAYER_CLS=Block ACCEL_FSDP_CPU_OFFLOAD=false
-           ACCEL_FSDP_STATE_DICT_TYPE=SHARDED_STATE_DICT)
+           ACCEL_FSDP_STATE_DICT_TYPE=SHARDED_STATE_DICT ACCEL_FSDP_SYNC_MODULE_STATES=true
+           ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING=true)
 workers_see "an FSDP config file" "${fsdp_vars[@]}" -- --config "$work/fsdp.yaml"
 ACCEL_CONFIG_FILE="$work/fsdp.yaml" workers_see "an FSDP config file from \$ACCEL_CONFIG_FILE" "${fsdp_vars[@]}" --
 
@@ -113,7 +118,7 @@ deepspeed_config:
   zero_stage: 3
 distributed_type: DEEPSPEED
 YAML
-workers_see "a DeepSpeed config file" ACCEL_ZERO_STAGE=3 -- --config "$work/deepspeed.yaml"
+workers_see "a DeepSpeed config file" ACCEL_ZERO_STAGE=3 ACCEL_ZERO3_INIT_FLAG=false -- --config "$work/deepspeed.yaml"
 printf 'distributed_type: DEEPSPEED\n' >"$work/deepspeed_bare.yaml"
 workers_see "DEEPSPEED without a stage takes Accelerate's" ACCEL_ZERO_STAGE=2 -- --config "$work/deepspeed_bare.yaml"
 
@@ -121,13 +126,14 @@ workers_see "DEEPSPEED without a stage takes Accelerate's" ACCEL_ZERO_STAGE=2 --
 workers_see "an FSDP option over the file's, the rest from the file" \
   ACCEL_USE_FSDP=1 ACCEL_FSDP_SHARDING_STRATEGY=NO_SHARD ACCEL_FSDP_AUTO_WRAP_POLICY=TRANSFORMER_BASED_WRAP \
   ACCEL_FSDP_TRANSFORMER_LAYER_CLS=Block,Attention ACCEL_FSDP_CPU_OFFLOAD=false \
-  ACCEL_FSDP_STATE_DICT_TYPE=SHARDED_STATE_DICT -- \
+  ACCEL_FSDP_STATE_DICT_TYPE=SHARDED_STATE_DICT ACCEL_FSDP_SYNC_MODULE_STATES=true \
+  ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING=true -- \
   --config "$work/fsdp.yaml" --fsdp-sharding-strategy NO_SHARD --fsdp-transformer-layer-cls-to-wrap Block,Attention
 workers_see "--zero-stage over an FSDP file drops its FSDP settings" ACCEL_ZERO_STAGE=1 -- \
   --config "$work/fsdp.yaml" --zero-stage 1
 workers_see "--use-fsdp over a DeepSpeed file drops its stage" ACCEL_USE_FSDP=1 -- \
   --config "$work/deepspeed.yaml" --use-fsdp
-workers_see "--zero-stage over the file's stage" ACCEL_ZERO_STAGE=1 -- \
+workers_see "--zero-stage over the file's stage" ACCEL_ZERO_STAGE=1 ACCEL_ZERO3_INIT_FLAG=false -- \
   --config "$work/deepspeed.yaml" --zero-stage 1
 
 if command -v mpirun >/dev/null; then
@@ -183,6 +189,31 @@ workers_see "the file accel-run config wrote" ACCEL_USE_FSDP=1 ACCEL_FSDP_SHARDI
 run_accel config --config "$work/ds.yaml" <<<$'1\n1\n\n\n\nDEEPSPEED\n3\n'
 workers_see "a DeepSpeed file accel-run config wrote" ACCEL_ZERO_STAGE=3 -- --config "$work/ds.yaml"
 
+# --- what the loading flags mean to a recipe: acc:build_model builds the
+# model empty (on the meta device) on ranks other than the main process
+cat >"$work/build.lua" <<'LUA'
+local acc = accel.Accelerator()
+local model = acc:build_model(function() return accel.nn.Linear(4, 4) end)
+print("built on " .. model.weight.device)
+LUA
+# built_as WHAT RANK0 RANK1 ARGS...: the devices each rank's weights are on.
+built_as() {
+  local what=$1 first=$2 second=$3
+  shift 3
+  run_accel "$@" --nproc 2 --threads 1 "$work/build.lua"
+  expect "$what: exit code 0" [ "$status" -eq 0 ]
+  expect "$what: rank 0 builds on $first" grep -qxF "built on $first" "$work/out"
+  expect "$what: rank 1 builds on $second" grep -qxF "[rank 1] built on $second" "$work/out"
+}
+built_as "--zero3-init-flag at stage 3" cpu meta --zero-stage 3 --zero3-init-flag true
+built_as "stage 3 without --zero3-init-flag" cpu cpu --zero-stage 3
+built_as "--zero3-init-flag below stage 3 (as Accelerate, only stage 3 uses it)" cpu cpu --zero-stage 2 --zero3-init-flag true
+built_as "--fsdp-cpu-ram-efficient-loading" cpu meta --use-fsdp --fsdp-cpu-ram-efficient-loading true
+run_accel --use-fsdp --fsdp-sync-module-states false --nproc 2 --threads 1 "$work/build.lua"
+expect "--fsdp-sync-module-states false: the recipe fails" [ "$status" -ne 0 ]
+expect "--fsdp-sync-module-states false: the message names it" contains "$err" \
+  "sync_module_states = false (fsdp_sync_module_states, from accel-run) is not supported: prepare always starts every rank from the main process's weights"
+
 # --- mistakes, each before any rank starts
 refused "a stage above 3" "--zero-stage expects an integer from 1 to 3, got '4'" --zero-stage 4
 refused "a stage of 0" "--zero-stage expects an integer from 1 to 3, got '0'" --zero-stage 0
@@ -219,6 +250,8 @@ refused "offload that is not true or false" "--fsdp-offload-params expects true 
 refused "an empty class name" \
   "--fsdp-transformer-layer-cls-to-wrap expects names separated by commas (Block,Attention), got 'Block,,Attention'" \
   --use-fsdp --fsdp-transformer-layer-cls-to-wrap Block,,Attention
+refused "zero3_init_flag that is not true or false" "--zero3-init-flag expects true or false, got 'maybe'" \
+  --zero-stage 3 --zero3-init-flag maybe
 refused "Accelerate's underscore spelling" "unknown option '--zero_stage' (did you mean '--zero-stage'?)" \
   --zero_stage 2
 

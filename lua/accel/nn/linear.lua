@@ -14,9 +14,11 @@ function Linear:init(in_features, out_features, bias)
   bias = args.bias_option("nn.Linear", bias)
   self.in_features, self.out_features = in_features, out_features
   local bound = 1 / math.sqrt(in_features)
-  self.weight = (core.rand(out_features, in_features) * (2 * bound) - bound):requires_grad_()
+  -- In place: a model of many layers would otherwise hold up to the
+  -- collector's pause of dead temporaries on top of its weights while built.
+  self.weight = core.rand(out_features, in_features):mul_(2 * bound):sub_(bound):requires_grad_()
   if bias then
-    self.bias = (core.rand(out_features) * (2 * bound) - bound):requires_grad_()
+    self.bias = core.rand(out_features):mul_(2 * bound):sub_(bound):requires_grad_()
   end
 end
 

@@ -17,6 +17,12 @@
 -- state_dict_type: what save_state writes, "FULL_STATE_DICT" (the model and
 --   optimizer as plain data parallel writes them) or "SHARDED_STATE_DICT"
 --   (each rank its slices, loadable on another number of ranks).
+-- sync_module_states: every rank starts from the main process's weights;
+--   accel always does this (prepare broadcasts them), so only true (the
+--   default) is accepted: false would leave ranks with different weights.
+-- cpu_ram_efficient_loading: acc:build_model(fn) builds the model with
+--   weights on the main process only and under accel.init_empty_weights on
+--   the others (default false: every rank builds it whole).
 -- Launch options and config-file keys (ACCEL_FSDP_* from accel-run) give
 -- the defaults of what the recipe leaves out.
 local args = require("accel.args")
@@ -55,6 +61,13 @@ local function class_set(value)
   return any and set or nil
 end
 
+-- A boolean variable from accel-run: nil when not given.
+local function flag(name)
+  local value = os.getenv(name)
+  if value == nil then return nil end
+  return value == "true"
+end
+
 -- What accel-run was told (--use-fsdp and its options, or the config file).
 local function launcher_defaults()
   local env = os.getenv
@@ -66,6 +79,8 @@ local function launcher_defaults()
     min_num_params = tonumber(env("ACCEL_FSDP_MIN_NUM_PARAMS") or ""),
     cpu_offload = offload and offload == "true" or nil,
     state_dict_type = env("ACCEL_FSDP_STATE_DICT_TYPE"),
+    sync_module_states = flag("ACCEL_FSDP_SYNC_MODULE_STATES"),
+    cpu_ram_efficient_loading = flag("ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING"),
   }
 end
 
@@ -77,10 +92,19 @@ local function new(_, options)
     min_num_params = args.NONE,
     cpu_offload = args.NONE,
     state_dict_type = args.NONE,
+    sync_module_states = args.NONE,
+    cpu_ram_efficient_loading = args.NONE,
   }, { sharding_strategy = "string|number", auto_wrap_policy = "string", transformer_layer_cls = "string|table",
-       min_num_params = "number", cpu_offload = "boolean", state_dict_type = "string" })
+       min_num_params = "number", cpu_offload = "boolean", state_dict_type = "string",
+       sync_module_states = "boolean", cpu_ram_efficient_loading = "boolean" })
+  local given_sync = o.sync_module_states
   for key, value in pairs(launcher_defaults()) do
     if o[key] == nil then o[key] = value end
+  end
+  if o.sync_module_states == false then
+    local from = given_sync == nil and " (fsdp_sync_module_states, from accel-run)" or ""
+    args.error(where .. ": sync_module_states = false" .. from .. " is not supported: prepare always starts "
+               .. "every rank from the main process's weights (docs/api/sharding.md)")
   end
   local strategy = o.sharding_strategy or "FULL_SHARD"
   if type(strategy) == "number" then strategy = strategy_numbers[strategy] or tostring(strategy) end
@@ -104,6 +128,8 @@ local function new(_, options)
     min_num_params = o.min_num_params or 1e8,  -- FSDP's and Accelerate's default
     cpu_offload = o.cpu_offload or false,
     state_dict_type = state_dict_type,
+    sync_module_states = true,
+    cpu_ram_efficient_loading = o.cpu_ram_efficient_loading or false,
   }, Plugin)
 end
 

@@ -3,7 +3,11 @@
 -- nil for plain data parallel, else
 --   {stage = 1|2|3, policy = {kind, classes, min_num_params},
 --    state_dict_type = "FULL_STATE_DICT"|"SHARDED_STATE_DICT", name = ...}
--- where `name` is the distributed_type Accelerate reports ("DEEPSPEED" or "FSDP").
+-- where `name` is the distributed_type Accelerate reports ("DEEPSPEED" or "FSDP")
+-- and `empty_init` whether acc:build_model builds empty on ranks other than
+-- the main process: the plugin's cpu_ram_efficient_loading, or DeepSpeed's
+-- zero3_init_flag (ACCEL_ZERO3_INIT_FLAG from accel-run) at stage 3, where
+-- Accelerate uses it too.
 local args = require("accel.args")
 local FullyShardedDataParallelPlugin = require("accel.sharding.fsdp_plugin")
 
@@ -36,6 +40,7 @@ function settings.resolve(where, zero_stage, fsdp_plugin)
                  min_num_params = fsdp_plugin.min_num_params },
       state_dict_type = fsdp_plugin.state_dict_type,
       cpu_offload = fsdp_plugin.cpu_offload,
+      empty_init = fsdp_plugin.cpu_ram_efficient_loading,
       name = "FSDP",
     }
   end
@@ -48,6 +53,7 @@ function settings.resolve(where, zero_stage, fsdp_plugin)
     policy = { kind = "SIZE_BASED_WRAP", min_num_params = settings.ZERO3_MIN_NUM_PARAMS },
     state_dict_type = "FULL_STATE_DICT",
     cpu_offload = false,
+    empty_init = zero_stage == 3 and os.getenv("ACCEL_ZERO3_INIT_FLAG") == "true",
     name = "DEEPSPEED",
   }
 end

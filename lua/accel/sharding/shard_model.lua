@@ -31,10 +31,31 @@ local function wrap_forward(sharded, module, unit, is_root)
   end)
 end
 
+-- A meta parameter given to the engine is a new tensor over its flat
+-- buffer now: the model's fields take it (a parameter shared by several
+-- modules stays shared).
+local function take_replacements(model, given, now)
+  local replacement, any = {}, false
+  for i, list in ipairs(given) do
+    for j, p in ipairs(list) do
+      if p.device == "meta" then replacement[p], any = now[i][j], true end
+    end
+  end
+  if not any then return end
+  for _, m in ipairs(model:modules()) do
+    for _, key in ipairs(m._fields) do
+      local new = replacement[rawget(m, key)]
+      if new then rawset(m, key, new) end
+    end
+  end
+end
+
 -- Returns the ShardedModel of `model` at settings.stage, and each unit's
 -- parameter names (for sharded checkpoints, sharded_state.lua); `optimizer`
--- is the engine optimizer holding the model's parameters.
-return function(model, optimizer, settings, bucket_bytes)
+-- is the engine optimizer holding the model's parameters. Every rank's
+-- parameters take the main process's values (module_states.lua); the flat
+-- buffers are made on `device`.
+return function(model, optimizer, settings, bucket_bytes, device)
   local units
   if settings.stage == 3 then
     units = wrap_policy.units(model, settings.policy)
@@ -48,7 +69,8 @@ return function(model, optimizer, settings, bucket_bytes)
     lists[i], names[i] = unit.params, {}
     for j, p in ipairs(unit.params) do names[i][j] = name_of[p] end
   end
-  local sharded = dist.ShardedModel(settings.stage, lists, optimizer, bucket_bytes)
+  local sharded = dist.ShardedModel(settings.stage, lists, optimizer, bucket_bytes, device)
+  take_replacements(model, lists, sharded:unit_parameters())
   sharded:shard_optimizer(optimizer)
   -- The model's full parameters were freed as they were sharded: their
   -- memory goes back to the system rather than staying in the training peak.

@@ -6,69 +6,21 @@
 -- saw are the same; what each stage promises not to keep is not kept.
 -- Shared by the 2- and 3-rank tests.
 return function(check)
-  local nn, optim, F = accel.nn, accel.optim, accel.nn.functional
+  local net = dofile(arg[0]:match("(.*/)") .. "helpers/sharding_net.lua")
   local dist = require("accel.core").dist
-
-  local Block = nn.Module:extend("Block")
-  function Block:init(d)
-    self.fc1 = nn.Linear(d, 2 * d)
-    self.norm = nn.LayerNorm(2 * d)
-    self.fc2 = nn.Linear(2 * d, d)
-  end
-  function Block:forward(x)
-    return x + self.fc2(F.gelu(self.norm(self.fc1(x))))
-  end
-
-  local Net = nn.Module:extend("Net")
-  function Net:init()
-    self.embed = nn.Linear(5, 8)
-    self.block1 = Block(8)
-    self.block2 = Block(8)
-    self.head = nn.Linear(8, 3)
-  end
-  function Net:forward(x)
-    return self.head(self.block2(self.block1(self.embed(x))))
-  end
-
-  local accumulation, updates, B = 2, 10, 4
+  local updates = net.updates
 
   local function make(options)
     local acc = accel.Accelerator(options)
     accel.set_seed(11)
-    local model = Net()
-    local decay, no_decay = {}, {}
-    for name, p in model:named_parameters() do
-      local list = (name:find("bias") or name:find("norm")) and no_decay or decay
-      list[#list + 1] = p
-    end
-    local opt = optim.AdamW({ { params = decay }, { params = no_decay, weight_decay = 0 } },
-                            { lr = 2e-2, weight_decay = 0.1 })
+    local model = net.Net()
+    local opt = net.optimizer(model)
     model, opt = acc:prepare(model, opt)
     return { acc = acc, model = model, opt = opt, norms = {} }
   end
+  local train = net.train
 
-  -- Runs every micro-step on each run, side by side, with the same data.
-  local function train(runs)
-    local rank, world = runs[1].acc.process_index, runs[1].acc.num_processes
-    accel.set_seed(3)
-    local n = updates * accumulation * B * world
-    local x, y = accel.randn(n, 5), accel.randint(1, 4, { n })
-    for micro = 1, updates * accumulation do
-      local first = ((micro - 1) * world + rank) * B + 1
-      local xb, yb = x:narrow(1, first, B), y:narrow(1, first, B)
-      for _, run in ipairs(runs) do
-        run.acc:accumulate(run.model, function()
-          run.acc:backward(F.cross_entropy(run.model(xb), yb))
-          local norm = run.acc:clip_grad_norm(run.model:parameters(), 0.5)
-          if norm then run.norms[#run.norms + 1] = norm:item() end
-          run.opt:step()
-          run.opt:zero_grad()
-        end)
-      end
-    end
-  end
-
-  local base = { gradient_accumulation_steps = accumulation }
+  local base = { gradient_accumulation_steps = net.accumulation }
   local function with(extra)
     local o = {}
     for k, v in pairs(base) do o[k] = v end
