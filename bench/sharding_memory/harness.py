@@ -15,6 +15,9 @@ Each rank prints one SHARDING line with:
   train_peak_kib   VmHWM over the training steps (reset after preparing)
   param_bytes, grad_bytes, optim_bytes
                    what the rank holds after its last step, before zero_grad
+  live_base_bytes, live_peak_bytes
+                   accel only: the CPU allocator's bytes held by tensors (accel.cpu_memory_stats)
+                   before the model is built, and at most over the training steps
 """
 import argparse
 import datetime
@@ -112,6 +115,9 @@ def run_all(args):
                                      ("init_peak_others", max((r["init_peak_kib"] for r in reports[1:]), default=0) * 1024),
                                      ("train_peak", max(r["train_peak_kib"] for r in reports) * 1024)]:
                     entry[field] = max(entry.get(field, 0), value)
+                if "live_peak_bytes" in reports[0]:
+                    entry["live_over_start"] = max(entry.get("live_over_start", 0),
+                                                   max(r["live_peak_bytes"] - r["live_base_bytes"] for r in reports))
                 entry["sps"].append(reports[0]["samples_per_s"])
     return results
 
@@ -133,14 +139,15 @@ def markdown(args, results, load_before, load_after, quiet, started):
     add("")
     add("| version | mode | ranks | model states MiB/rank | promised MiB/rank | measured/promised "
         "| peak RSS MiB (training) | over start MiB | over start / (promised + unit) "
+        "| tensors' peak over start MiB | / (promised + unit) "
         "| peak RSS MiB (preparing), rank 0 / others "
         "| samples/s | vs its plain DP |")
-    add("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    add("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for world in args.ranks:
         for version, mode, label in ROWS:
             r = results.get((version, mode, world))
             if isinstance(r, str):
-                add(f"| {version} | {label} | {world} | failed: {r} |" + " |" * 8)
+                add(f"| {version} | {label} | {world} | failed: {r} |" + " |" * 10)
                 continue
             promised = r["numel"] * promised_bytes_per_param(mode, world)
             # Stage 3 may hold one gathered unit on top: its parameters and
@@ -155,9 +162,12 @@ def markdown(args, results, load_before, load_after, quiet, started):
                 if isinstance(dp, dict):
                     versus = f"{sps / statistics.median(dp['sps']):.2f}"
             unit = f" (+{mib(working):.0f} unit)" if working else ""
+            live = r.get("live_over_start")
+            tensors = f"{mib(live):.0f} | {live / (promised + working):.2f}" if live is not None else " | "
             add(f"| {version} | {label} | {world} | {mib(r['state']):.0f} | {mib(promised):.0f}{unit} "
                 f"| {r['state'] / promised:.2f} | {mib(r['train_peak']):.0f} | {mib(over_start):.0f} "
-                f"| {over_start / (promised + working):.2f} | {mib(r['init_peak_main']):.0f} / {mib(r['init_peak_others']):.0f} "
+                f"| {over_start / (promised + working):.2f} | {tensors} "
+                f"| {mib(r['init_peak_main']):.0f} / {mib(r['init_peak_others']):.0f} "
                 f"| {speed} | {versus} |")
     add("")
     stage1, zero = results.get(("accel", "zero1", 2)), results.get(("PyTorch", "zero", 2))
@@ -169,7 +179,10 @@ def markdown(args, results, load_before, load_after, quiet, started):
     add("Model states: parameters, gradients and optimizer state the rank holds after its last step (before "
         "zero_grad); promised: the performance contract's share (shared/DESIGN.md: 16 B a parameter unsharded, stage 1 8 + 8/N, stage 2 4 + 12/N, "
         "stage 3 16/N; ZeroRedundancyOptimizer is stage 1). Over start: the training peak less the RSS before the "
-        "model was built (activations, communication buffers and allocator slack included).")
+        "model was built (activations, communication buffers and allocator slack included). Tensors' peak over "
+        "start (accel): the most bytes the CPU allocator's blocks over 1 KiB held for tensors over the steps, less "
+        "what they held before the model was built (accel.cpu_memory_stats): the over-start figure without the "
+        "allocator's pools, the heap's free memory and the rest of the process.")
     return "\n".join(lines)
 
 

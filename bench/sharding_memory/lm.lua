@@ -40,6 +40,7 @@ end
 -- Starts VmHWM again from the current RSS (Linux's clear_refs, value 5), so
 -- that the training peak is told apart from building and sharding the model.
 local function reset_peak_rss()
+  accel.reset_peak_cpu_memory_stats()
   local f = assert(io.open("/proc/self/clear_refs", "w"))
   f:write("5")
   f:close()
@@ -91,6 +92,9 @@ end
 
 local acc = accel.Accelerator(modes[mode]())
 local rss_base = status_kib("VmRSS")
+-- Tensor memory as the allocator counts it (blocks over 1 KiB), which the
+-- pools and the rest of the process do not add to.
+local live_base = accel.cpu_memory_stats().allocated_bytes
 accel.set_seed(0)
 local function build() return ShardedLM(o) end
 local model
@@ -125,7 +129,9 @@ end
 local seconds = accel.time() - start
 print(string.format('SHARDING {"rank": %d, "world": %d, "mode": "%s", "numel": %d, "unit_numel": %d, '
                     .. '"samples_per_s": %.6g, "loss": %.6g, "rss_base_kib": %d, "init_peak_kib": %d, '
-                    .. '"train_peak_kib": %d, "param_bytes": %d, "grad_bytes": %d, "optim_bytes": %d}',
+                    .. '"train_peak_kib": %d, "param_bytes": %d, "grad_bytes": %d, "optim_bytes": %d, '
+                    .. '"live_base_bytes": %d, "live_peak_bytes": %d}',
                     acc.process_index, acc.num_processes, mode, numel, unit_numel,
                     o.batch * acc.num_processes * o.steps / seconds, loss, rss_base, init_peak,
-                    status_kib("VmHWM"), state.param_bytes, state.grad_bytes, state.optim_bytes))
+                    status_kib("VmHWM"), state.param_bytes, state.grad_bytes, state.optim_bytes, live_base,
+                    accel.cpu_memory_stats().peak_allocated_bytes))
