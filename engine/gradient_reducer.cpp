@@ -47,6 +47,36 @@ struct GradientReducer::Impl {
 
   explicit Impl(Communicator& c) : comm(c) {}
 
+  // Checks the parameters and says whether buckets are needed: not for a
+  // process alone. A communicator of one rank that still communicates
+  // (NCCL named on one GPU, to check it) gets buckets like any world.
+  bool begin_layout() {
+    for (size_t k = 0; k < params.size(); ++k) {
+      TORCH_CHECK(params[k].requires_grad() && params[k].is_leaf(), "parameter ", k,
+                  " is not a leaf tensor that requires grad");
+    }
+    alone = comm.size() == 1 && comm.backend() == "none";
+    if (alone) return false;
+    bucket_of.resize(params.size());
+    slot_of.resize(params.size());
+    ready.assign(params.size(), false);
+    return true;
+  }
+
+  // Parameter k takes the next slot of the last bucket, after the elements
+  // that bucket has so far.
+  void place(size_t k) {
+    Bucket& b = buckets.back();
+    bucket_of[k] = buckets.size() - 1;
+    slot_of[k] = b.params.size();
+    b.params.push_back(k);
+    b.offsets.push_back(b.numel);
+    b.numel += params[k].numel();
+  }
+
+  // Makes the buffers (zeros: padding is never written) and the hooks.
+  void finish_layout();
+
   void begin_backward() {
     in_backward = true;
     events.clear();
@@ -141,20 +171,9 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> par
   Impl& s = *impl_;
   s.overlap = overlap;
   s.params = std::move(params);
-  size_t n = s.params.size();
-  // A communicator of one rank that still communicates (NCCL named on one
-  // GPU, to check it) gets buckets like any world.
-  for (size_t k = 0; k < n; ++k) {
-    TORCH_CHECK(s.params[k].requires_grad() && s.params[k].is_leaf(), "parameter ", k,
-                " is not a leaf tensor that requires grad");
-  }
-  s.alone = comm.size() == 1 && comm.backend() == "none";
-  if (s.alone) return;
-  s.bucket_of.resize(n);
-  s.slot_of.resize(n);
-  s.ready.assign(n, false);
+  if (!s.begin_layout()) return;
   int64_t filled = 0;
-  for (size_t k = n; k-- > 0;) {  // last parameters first: their gradients come first
+  for (size_t k = s.params.size(); k-- > 0;) {  // last parameters first: their gradients come first
     const at::Tensor& p = s.params[k];
     int64_t bytes = p.numel() * static_cast<int64_t>(p.element_size());
     bool fits = !s.buckets.empty() && filled + bytes <= bucket_bytes &&
@@ -163,35 +182,56 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> par
       s.buckets.emplace_back();
       filled = 0;
     }
-    Bucket& b = s.buckets.back();
-    s.bucket_of[k] = s.buckets.size() - 1;
-    s.slot_of[k] = b.params.size();
-    b.params.push_back(k);
-    b.offsets.push_back(b.numel);
-    b.numel += p.numel();
+    s.place(k);
     filled += bytes;
   }
-  if (!s.buckets.empty()) {
-    const at::ScalarType last_dtype = s.params[s.buckets.back().params.front()].scalar_type();
-    s.last_bucket_counts_items = last_dtype == at::kFloat || last_dtype == at::kDouble;
+  s.finish_layout();
+}
+
+GradientReducer::GradientReducer(Communicator& comm, std::vector<BucketLayout> buckets)
+    : impl_(std::make_unique<Impl>(comm)) {
+  Impl& s = *impl_;
+  for (const BucketLayout& layout : buckets) s.params.insert(s.params.end(), layout.params.begin(), layout.params.end());
+  if (!s.begin_layout()) return;
+  size_t k = 0;
+  for (const BucketLayout& layout : buckets) {
+    TORCH_CHECK(!layout.params.empty(), "a gradient bucket needs at least one parameter");
+    s.buckets.emplace_back();
+    for (const at::Tensor& p : layout.params) {
+      TORCH_CHECK(p.scalar_type() == layout.params.front().scalar_type(),
+                  "the parameters of a gradient bucket share one dtype; got ", p.scalar_type(), " next to ",
+                  layout.params.front().scalar_type());
+      s.place(k++);
+    }
+    Bucket& b = s.buckets.back();
+    TORCH_CHECK(layout.numel >= b.numel, "a gradient bucket of ", layout.numel, " elements cannot hold its ",
+                b.numel);
+    b.numel = layout.numel;
   }
-  for (Bucket& b : s.buckets) {
-    const at::Tensor& first = s.params[b.params.front()];
-    const bool counts = &b == &s.buckets.back() && s.last_bucket_counts_items;
+  s.finish_layout();
+}
+
+void GradientReducer::Impl::finish_layout() {
+  if (!buckets.empty()) {
+    const at::ScalarType last_dtype = params[buckets.back().params.front()].scalar_type();
+    last_bucket_counts_items = last_dtype == at::kFloat || last_dtype == at::kDouble;
+  }
+  for (Bucket& b : buckets) {
+    const at::Tensor& first = params[b.params.front()];
+    const bool counts = &b == &buckets.back() && last_bucket_counts_items;
     b.buffer = at::zeros({b.numel + static_cast<int64_t>(b.params.size()) + (counts ? 1 : 0)},
                          first.options().requires_grad(false));
   }
-  for (size_t i = 0; i < n; ++i) {
-    auto accumulator = torch::autograd::impl::grad_accumulator(s.params[i]);
-    Impl* state = impl_.get();
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(params[i]);
     uintptr_t key = accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-        [state, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
-          state->on_gradient(i);
+        [this, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          on_gradient(i);
           return outputs;
         }));
     // Holding the accumulator keeps it (and the hook) alive: a parameter only
     // references its accumulator weakly.
-    s.hooks.emplace_back(std::move(accumulator), key);
+    hooks.emplace_back(std::move(accumulator), key);
   }
 }
 
@@ -210,6 +250,12 @@ bool GradientReducer::sync() const {
 }
 
 int64_t GradientReducer::num_buckets() const { return static_cast<int64_t>(impl_->buckets.size()); }
+
+at::Tensor GradientReducer::gradient_bucket(size_t k) const {
+  if (impl_->alone) return {};
+  const Bucket& b = impl_->buckets.at(k);
+  return b.buffer.narrow(0, 0, b.numel);
+}
 
 std::vector<GradientReducer::Event> GradientReducer::last_events() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);

@@ -29,7 +29,8 @@
 // (zero_grad setting it to None, a backward with create_graph) is copied
 // into its slot when its hook runs and then replaced by the slot, so the
 // extra copy lives only until then. Whoever keeps a parameter's gradient
-// keeps its bucket's slot: the sharded model's stage 1 copies its slice out
+// keeps its bucket's slot; the sharded model's stage 1 lays its buckets out
+// as its flat parameters and takes each rank's slice as a view of one
 // (engine/sharding/flat_parameter.h).
 #pragma once
 #include <ATen/core/Tensor.h>
@@ -50,6 +51,16 @@ class GradientReducer {
   // after backward, for comparison in benchmarks.
   GradientReducer(Communicator& comm, std::vector<at::Tensor> params,
                   int64_t bucket_bytes = kDefaultBucketBytes, bool overlap = true);
+  // Buckets chosen by the caller, in the order they start: each holds its
+  // parameters' gradients one after the other from element 0, in the order
+  // given, then zeros up to `numel` (padding, never written). Stage 1 of the
+  // sharded model gives its flat parameters, so that a rank's slice of a
+  // flat parameter's gradient is a view of its bucket (gradient_bucket).
+  struct BucketLayout {
+    std::vector<at::Tensor> params;
+    int64_t numel = 0;  // at least the parameters' elements
+  };
+  GradientReducer(Communicator& comm, std::vector<BucketLayout> buckets);
   ~GradientReducer();  // removes its hooks
   GradientReducer(const GradientReducer&) = delete;
   GradientReducer& operator=(const GradientReducer&) = delete;
@@ -69,6 +80,10 @@ class GradientReducer {
   void finalize(int64_t num_items = 0);
 
   int64_t num_buckets() const;
+  // Bucket k's gradient elements (its layout's numel; no used flags), each
+  // parameter's gradient a view of it once synchronised (Note [gradients as
+  // bucket views]). Undefined for a process alone, which keeps no buckets.
+  at::Tensor gradient_bucket(size_t k) const;
 
   // What happened during the last synchronising backward, in order: which
   // parameter's gradient became ready, which bucket's all-reduce started.

@@ -162,10 +162,14 @@ void FlatParameter::reduce_bucket() {
   }
 }
 
-void FlatParameter::take_gradient_shard() {
+void FlatParameter::take_gradient_shard(const at::Tensor& bucket) {
   at::NoGradGuard no_grad;
   const int64_t begin = rank() * shard_numel_;
   const int64_t end = begin + shard_numel_;
+  if (gradients_in(bucket)) {
+    shard_.mutable_grad() = bucket.narrow(0, begin, shard_numel_);
+    return;
+  }
   // Defined on every rank when any parameter has a gradient (the same on
   // every rank once all-reduced), so that all ranks' optimizers step alike
   // and hold the same state slots.
@@ -180,6 +184,19 @@ void FlatParameter::take_gradient_shard() {
     grad.narrow(0, lo - begin, hi - lo).copy_(full_grad.reshape(-1).narrow(0, lo - offsets_[i], hi - lo));
   }
   shard_.mutable_grad() = grad;
+}
+
+bool FlatParameter::gradients_in(const at::Tensor& bucket) const {
+  if (!bucket.defined() || bucket.numel() != full_.numel() || bucket.scalar_type() != full_.scalar_type()) return false;
+  const char* base = static_cast<const char*>(bucket.data_ptr());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const at::Tensor& grad = params_[i].grad();
+    if (!grad.defined() || !grad.is_contiguous() ||
+        grad.data_ptr() != base + offsets_[i] * static_cast<int64_t>(bucket.element_size())) {
+      return false;
+    }
+  }
+  return true;
 }
 
 void FlatParameter::publish_shard() {

@@ -89,12 +89,19 @@ class FlatParameter {
 
   // Stage 1: the gradient shard from this rank's slice of the parameters' full
   // (already all-reduced) gradients; undefined when no parameter has one.
-  void take_gradient_shard();
+  // `bucket` is the gradient reducer's bucket laid out as this flat
+  // parameter (GradientReducer::BucketLayout): when every parameter's
+  // gradient is its slot there, the shard's is a view of the bucket, not a
+  // copy of a shard's size made each step.
+  void take_gradient_shard(const at::Tensor& bucket);
   // Stages 1 and 2, after the optimizer step: every rank's updated shard into
   // the full buffer, so that every rank's parameters are the updated ones.
   void publish_shard();
 
  private:
+  // Whether every parameter's gradient lies at its offset in `bucket`.
+  bool gradients_in(const at::Tensor& bucket) const;
+
   Communicator& comm_;
   std::vector<at::Tensor> params_;
   std::vector<int64_t> offsets_;

@@ -102,8 +102,15 @@ ShardedModel::ShardedModel(Communicator& comm, int stage, const std::vector<std:
   }
   position_.assign(units_.size(), -1);
   if (stage_ == 1) {
-    for (const auto& flat : flats_) params_.insert(params_.end(), flat->params().begin(), flat->params().end());
-    reducer_ = std::make_unique<GradientReducer>(comm_, params_, bucket_bytes);
+    // One bucket a flat parameter, laid out as it is (flat parameters are
+    // cut as buckets would be, last parameters first), so that each rank's
+    // gradient slice is a view of the all-reduced bucket.
+    std::vector<GradientReducer::BucketLayout> buckets;
+    for (const auto& flat : flats_) {
+      params_.insert(params_.end(), flat->params().begin(), flat->params().end());
+      buckets.push_back({flat->params(), flat->world_size() * flat->shard_numel()});
+    }
+    reducer_ = std::make_unique<GradientReducer>(comm_, std::move(buckets));
   }
 }
 
@@ -302,14 +309,14 @@ void ShardedModel::clip_grad_value(double clip_value) {
 
 void ShardedModel::before_step() {
   if (stage_ != 1) return;
-  for (auto& flat : flats_) flat->take_gradient_shard();
+  for (size_t k = 0; k < flats_.size(); ++k) flats_[k]->take_gradient_shard(reducer_->gradient_bucket(k));
 }
 
 void ShardedModel::after_step() {
   if (stage_ == 3) return;
   for (auto& flat : flats_) {
     flat->publish_shard();
-    // Stage 1's gradient slices are copies, made again for each step.
+    // Stage 1's gradient slices are taken again for each step.
     if (stage_ == 1) flat->shard().mutable_grad().reset();
   }
 }
