@@ -1,7 +1,8 @@
 // accel-run's config file: a YAML mapping of keys to values, read before any
 // worker starts. Which keys exist and what values they take is the option
-// table's business (launch_options.cpp); this file reads the YAML and keeps
-// the line of every key, so each later complaint can name file and line.
+// table's business (option_table.cpp, option_values.cpp); this file reads
+// the YAML and keeps the line of every key, so each later complaint can
+// name file and line.
 //
 // Where the file in force comes from: `--config FILE`, else the variable
 // ACCEL_CONFIG_FILE, else the default file `accel-run config` writes

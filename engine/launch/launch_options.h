@@ -4,7 +4,7 @@
 //
 // Options may come before or after the recipe, as `--opt value` or
 // `--opt=value`; everything after `--` belongs to the recipe. The options are
-// rows of one table in launch_options.cpp, which also produces --help and
+// rows of one table (option_table.cpp), which also produces --help and
 // names the config-file key of each option (see config_file.h): the file
 // sets what the command line leaves unsaid.
 #pragma once
