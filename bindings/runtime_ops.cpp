@@ -1,6 +1,7 @@
 // Process-level switches: seeding, threads, the tensor accounting that
-// tests read to prove memory is released, and the facts about stdout that
-// accel.progress needs.
+// tests read to prove memory is released (and whether a Lua value is a
+// tensor handle at all), and the facts about stdout that accel.progress
+// needs.
 #include <ATen/Parallel.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -31,6 +32,12 @@ std::vector<Binding> runtime_bindings() {
       bind("tensor_bytes", []() { return tensor_stats().live_bytes; }),
       bind("tensor_collections", []() { return tensor_stats().collections; }),
       bind("release_tensor", [](lua_State* L) { release_tensor(L, 1); }),
+      // torch.is_tensor: whether the value is one of the engine's tensor
+      // handles (its tag, not its fields: a table with a dtype is not one).
+      bind("is_tensor", [](lua_State* L) {
+        lua_pushboolean(L, to_tensor(L, 1) != nullptr);
+        return Pushed{1};
+      }),
       // accel.init_empty_weights makes tensors on "meta" while it builds;
       // nil goes back to the default.
       bind("set_creation_device", [](c10::optional<std::string> name) {

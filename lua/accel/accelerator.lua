@@ -14,6 +14,7 @@ local PartialState = require("accel.partial_state")
 local GradientAccumulationPlugin = require("accel.gradient_accumulation_plugin")
 local GradientState = require("accel.gradient_state")
 local tracking = require("accel.tracking")
+local tensor_tree = require("accel.tensor_tree")
 local sharding_settings = require("accel.sharding.settings")
 local shard_model = require("accel.sharding.shard_model")
 local module_states = require("accel.sharding.module_states")
@@ -189,15 +190,9 @@ end
 -- Floating tensors (and tables of them) back to float32: autocast outputs
 -- bf16 or fp16, and losses computed from them should not be.
 local function to_float32(value)
-  if type(value) == "userdata" and (value.dtype == "bfloat16" or value.dtype == "float16") then
-    return value:float()
-  end
-  if type(value) == "table" and getmetatable(value) == nil then
-    local out = {}
-    for k, v in pairs(value) do out[k] = to_float32(v) end
-    return out
-  end
-  return value
+  return tensor_tree.map(value, function(t)
+    return (t.dtype == "bfloat16" or t.dtype == "float16") and t:float() or t
+  end)
 end
 
 local function convert_results(...)

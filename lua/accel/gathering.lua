@@ -52,9 +52,7 @@ local function canonical_keys(t)
   return numbers
 end
 
-local function is_tensor(v)
-  return type(v) == "userdata" and v.dtype ~= nil
-end
+local is_tensor = core.is_tensor
 
 -- Checks a value and lays out its structure: the keys of each table in
 -- canonical order, the paths of its leaves ("predictions", "[2].loss") and

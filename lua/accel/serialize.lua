@@ -72,9 +72,7 @@ end
 -- The format's counts, for tests that craft value bytes by hand.
 serialize.varint = varint
 
-local function is_tensor(value)
-  return type(value) == "userdata" and value.dtype ~= nil
-end
+local is_tensor = core.is_tensor
 
 local key_rank = { boolean = 1, number = 2, string = 3 }
 

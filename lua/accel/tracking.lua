@@ -41,9 +41,7 @@ function tracking.kinds(log_with)
   return kinds
 end
 
-local function is_tensor(value)
-  return type(value) == "userdata" and value.item ~= nil and value.numel ~= nil
-end
+local is_tensor = core.is_tensor
 
 -- `values` as {name = number}: one-element tensors become numbers, nested
 -- tables become "outer/inner" names (TensorBoard groups them so). A table

@@ -7,39 +7,24 @@
 -- Attached only when the map names a GPU: on the CPU and disk alone nothing
 -- moves, since everything computes on the CPU.
 local Module = require("accel.nn.module")
+local tensor_tree = require("accel.tensor_tree")
 
 local device_alignment = {}
 
-local function is_tensor(v)
-  return type(v) == "userdata" and v.dtype ~= nil
-end
-
 -- `value` with every tensor in it (nested plain tables walked) on `device`.
 local function moved(value, device)
-  if is_tensor(value) then
-    return value.device == device and value or value:to(device)
-  elseif type(value) == "table" and getmetatable(value) == nil then
-    local out = {}
-    for k, v in pairs(value) do out[k] = moved(v, device) end
-    return out
-  end
-  return value
+  return tensor_tree.map(value, function(t) return t.device == device and t or t:to(device) end)
 end
 
 local function pack(...)
   return { n = select("#", ...), ... }
 end
 
+-- The device of the first tensor among `values` (packed arguments), or nil.
 local function first_device(values)
   for i = 1, values.n do
-    local v = values[i]
-    if is_tensor(v) then return v.device end
-    if type(v) == "table" and getmetatable(v) == nil then
-      local inner = {}
-      for _, x in pairs(v) do inner[#inner + 1] = x end
-      local found = first_device({ n = #inner, unpack(inner) })
-      if found then return found end
-    end
+    local found = tensor_tree.each(values[i], function(t) return t.device end)
+    if found then return found end
   end
 end
 

@@ -3,20 +3,16 @@
 -- that the copy to the GPU runs asynchronously, as PyTorch's DataLoader with
 -- pin_memory=True and `.to(device, non_blocking=True)` do; the caching host
 -- allocator keeps the pinned block until the copy has completed.
+local tensor_tree = require("accel.tensor_tree")
+
 local device_placement = {}
 
 local function place(value, device)
-  if type(value) == "userdata" and value.device ~= nil then
-    if value.device == device then return value end
-    if device == "cpu" then return value:to(device) end
-    return value:pin_memory():to(device, true)
-  end
-  if type(value) == "table" and getmetatable(value) == nil then
-    local out = {}
-    for k, v in pairs(value) do out[k] = place(v, device) end
-    return out
-  end
-  return value
+  return tensor_tree.map(value, function(t)
+    if t.device == device then return t end
+    if device == "cpu" then return t:to(device) end
+    return t:pin_memory():to(device, true)
+  end)
 end
 
 local function place_all(device, first, ...)

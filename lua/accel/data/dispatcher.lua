@@ -11,9 +11,7 @@ local serialize = require("accel.serialize")
 local dist = core.dist
 local PLACEHOLDER = "__dispatched_tensor"
 
-local function is_tensor(v)
-  return type(v) == "userdata" and v.dtype ~= nil
-end
+local is_tensor = core.is_tensor
 
 local function sorted_keys(t)
   local keys = {}

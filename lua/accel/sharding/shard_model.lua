@@ -3,20 +3,10 @@
 -- unit's forward is wrapped: the unit is gathered before it and released
 -- after it (the root stays gathered through backward when autograd records).
 local core = require("accel.core")
+local tensor_tree = require("accel.tensor_tree")
 local wrap_policy = require("accel.sharding.wrap_policy")
 
 local dist = core.dist
-
--- The tensors among a forward's results (nested tables walked), for the
--- hooks that gather a unit again when backward reaches it.
-local function tensors_in(value, out)
-  if type(value) == "userdata" and value.requires_grad ~= nil then
-    out[#out + 1] = value
-  elseif type(value) == "table" and getmetatable(value) == nil then
-    for _, v in pairs(value) do tensors_in(v, out) end
-  end
-  return out
-end
 
 local function wrap_forward(sharded, module, unit, is_root)
   local forward = module.forward
@@ -24,8 +14,10 @@ local function wrap_forward(sharded, module, unit, is_root)
     sharded:before_forward(unit)
     local results = { forward(m, ...) }
     local n = table.maxn(results)
+    -- The tensors among the results, for the hooks that gather the unit
+    -- again when backward reaches it.
     local outputs = {}
-    for i = 1, n do tensors_in(results[i], outputs) end
+    for i = 1, n do tensor_tree.each(results[i], function(t) outputs[#outputs + 1] = t end) end
     sharded:after_forward(unit, outputs, is_root and core.is_grad_enabled())
     return unpack(results, 1, n)
   end)
