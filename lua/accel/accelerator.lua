@@ -1,7 +1,8 @@
 -- The Accelerator: what a recipe calls to train the same loop on any number
 -- of ranks, with gradient accumulation and mixed precision. The contract is
--- in docs/api/accelerator.md; collectives live in gathering.lua and the
--- prepared optimizer and scheduler in their own files.
+-- in docs/api/accelerator.md; collectives live in gathering.lua, the
+-- gradient methods in accelerator_gradients.lua, and the prepared optimizer
+-- and scheduler in their own files.
 local core = require("accel.core")
 local Module = require("accel.nn.module")
 local DataLoader = require("accel.data.dataloader")
@@ -379,104 +380,7 @@ function Accelerator:prepare(...)
   return unpack(out, 1, n)
 end
 
--- Gradients ----------------------------------------------------------------
-
--- Runs autograd from `loss`, scaled for accumulation and fp16. On a step that
--- synchronises, gradients are reduced across ranks during backward. With
--- {num_items = n}, loss is a mean over n items and gradients become the
--- mean over all items of all micro-steps and ranks since the last sync.
-function Accelerator:backward(loss, options)
-  local num_items = options and options.num_items
-  if num_items then
-    self.gradient_state:_add_items(num_items)
-    loss = loss * num_items
-  elseif self.gradient_accumulation_steps > 1 then
-    loss = loss / self.gradient_accumulation_steps
-  end
-  local scaler = self.gradient_state.scaler
-  if scaler then loss = loss * scaler:scale() end
-  -- Inside join_uneven_inputs, tells ranks that finished their loop to shadow this step.
-  if self._join and self.sync_gradients then self._join:notify() end
-  -- Off sync steps, sync_each_batch and trigger_sync_in_backward still
-  -- all-reduce: the reducer sums the accumulated gradients over ranks, so
-  -- dividing by the number of ranks keeps them equal on every rank and the
-  -- final sync step's sum over ranks right.
-  -- ZeRO stages 2 and 3 reduce on every backward (sharded_model.h).
-  local early = {}
-  for _, entry in ipairs(self._models) do
-    local sync = self.sync_gradients and not entry.no_sync
-    local reduces_always = entry.sharded and entry.sharded:holds_gradient_slices()
-    if not sync and not reduces_always
-       and (entry.sync_next_backward or (self.sync_each_batch and not entry.no_sync)) then
-      sync = true
-      early[#early + 1] = entry
-    end
-    entry.reducer:set_sync(sync)
-    entry.sync_next_backward = nil
-  end
-  loss:backward()
-  for _, entry in ipairs(self._models) do
-    if entry.sharded then entry.sharded:end_backward() end
-  end
-  for _, entry in ipairs(early) do entry.reducer:finalize() end
-  if self.sync_gradients then self:_finish_sync() end
-end
-
--- The reducers divide by the items of all ranks (or the number of ranks).
-function Accelerator:_finish_sync()
-  local items = self.gradient_state:_finish_sync()
-  for _, entry in ipairs(self._models) do
-    if not entry.no_sync then entry.reducer:finalize(items) end
-  end
-end
-
--- With fp16, divides the gradients by the loss scale once per synchronised
--- step (before clipping or stepping) and notes whether any overflowed.
-function Accelerator:unscale_gradients()
-  self.gradient_state:_unscale()
-end
-
--- The current fp16 loss scale (nil without fp16).
-function Accelerator:loss_scale()
-  local scaler = self.gradient_state.scaler
-  return scaler and scaler:scale()
-end
-
--- At ZeRO stages 2 and 3 no rank holds the full gradients: clipping acts
--- on the sharded model's slices, with the norm over all ranks' (as FSDP's
--- model.clip_grad_norm_, which Accelerate calls whatever parameters it is
--- given). One sharded model at a time.
-local function slice_holder(self)
-  local found
-  for _, entry in ipairs(self._models) do
-    if entry.sharded and entry.sharded:holds_gradient_slices() then
-      if found then
-        args_error("Accelerator:clip_grad_norm: clipping covers one model at ZeRO stages 2 and 3; "
-                   .. "this Accelerator has prepared several")
-      end
-      found = entry.sharded
-    end
-  end
-  return found
-end
-
--- Clipping acts on synchronised steps only (on other micro-steps the
--- gradients are partial sums); it returns nil there.
-function Accelerator:clip_grad_norm(params, max_norm, norm_type)
-  if not self.sync_gradients then return nil end
-  self:unscale_gradients()
-  local sharded = slice_holder(self)
-  if sharded then return sharded:clip_grad_norm(max_norm, norm_type) end
-  return core.clip_grad_norm(params, max_norm, norm_type)
-end
-
-function Accelerator:clip_grad_value(params, value)
-  if not self.sync_gradients then return end
-  self:unscale_gradients()
-  local sharded = slice_holder(self)
-  if sharded then return sharded:clip_grad_value(value) end
-  core.clip_grad_value(params, value)
-end
+-- Gradients (lua/accel/accelerator_gradients.lua) ---------------------------
 
 local function entry_of(self, model)
   for _, entry in ipairs(self._models) do
@@ -485,39 +389,7 @@ local function entry_of(self, model)
   error("the model was not prepared by this Accelerator", 3)
 end
 
--- Runs fn as one micro-step of gradient accumulation: gradients synchronise
--- (and the prepared optimizer steps) every gradient_accumulation_steps
--- calls, and at the last batch of a prepared data loader.
-function Accelerator:accumulate(model, fn)
-  entry_of(self, model)
-  self.gradient_state:_begin_micro_step()
-  return fn()
-end
-
--- Runs fn with gradient synchronisation off for this model.
-function Accelerator:no_sync(model, fn)
-  local entry = entry_of(self, model)
-  local previous = entry.no_sync
-  entry.no_sync = true
-  local results = { pcall(fn) }
-  entry.no_sync = previous
-  if not results[1] then error(results[2], 0) end
-  return unpack(results, 2, table.maxn(results))
-end
-
--- The next backward synchronises this model's gradients even on a
--- micro-step that would not (inside no_sync or accumulate), as Accelerate's.
--- With fn (Accelerate's context manager), the trigger holds while fn runs:
--- its backward synchronises, and none after it is forced.
-function Accelerator:trigger_sync_in_backward(model, fn)
-  local entry = entry_of(self, model)
-  entry.sync_next_backward = true
-  if fn == nil then return end
-  local results = { pcall(fn) }
-  entry.sync_next_backward = nil
-  if not results[1] then error(results[2], 0) end
-  return unpack(results, 2, table.maxn(results))
-end
+require("accel.accelerator_gradients")(Accelerator, entry_of)
 
 -- The dtype the forward pass autocasts to, or nil: bf16 on any device;
 -- fp16 on the GPU (the CPU computes fp16 runs in float32 and scales the
