@@ -191,7 +191,9 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> par
 GradientReducer::GradientReducer(Communicator& comm, std::vector<BucketLayout> buckets)
     : impl_(std::make_unique<Impl>(comm)) {
   Impl& s = *impl_;
-  for (const BucketLayout& layout : buckets) s.params.insert(s.params.end(), layout.params.begin(), layout.params.end());
+  for (const BucketLayout& layout : buckets) {
+    s.params.insert(s.params.end(), layout.params.begin(), layout.params.end());
+  }
   if (!s.begin_layout()) return;
   size_t k = 0;
   for (const BucketLayout& layout : buckets) {
