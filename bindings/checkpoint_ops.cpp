@@ -118,14 +118,10 @@ ckpt::Manifest read_manifest_table(lua_State* L, int table) {
 
 Pushed push_manifest(lua_State* L, const ckpt::Manifest& m) {
   lua_createtable(L, 0, 5);
-  lua_pushnumber(L, m.format_version);
-  lua_setfield(L, -2, "format_version");
-  lua_pushnumber(L, static_cast<lua_Number>(m.step));
-  lua_setfield(L, -2, "step");
-  lua_pushnumber(L, static_cast<lua_Number>(m.iteration));
-  lua_setfield(L, -2, "iteration");
-  lua_pushnumber(L, static_cast<lua_Number>(m.world_size));
-  lua_setfield(L, -2, "world_size");
+  set_number_fields(L, {{"format_version", static_cast<double>(m.format_version)},
+                        {"step", static_cast<double>(m.step)},
+                        {"iteration", static_cast<double>(m.iteration)},
+                        {"world_size", static_cast<double>(m.world_size)}});
   lua_createtable(L, static_cast<int>(m.files.size()), 0);
   for (size_t i = 0; i < m.files.size(); ++i) {
     push_digest(L, m.files[i].digest);

@@ -180,18 +180,12 @@ std::vector<Binding> dist_bindings() {
       bind("counts", [](lua_State* L) {
         const CollectiveCounts& c = communicator(L).counts();
         lua_createtable(L, 0, 6);
-        lua_pushnumber(L, static_cast<lua_Number>(c.all_reduce));
-        lua_setfield(L, -2, "all_reduce");
-        lua_pushnumber(L, static_cast<lua_Number>(c.all_reduce_shared_memory));
-        lua_setfield(L, -2, "all_reduce_shared_memory");
-        lua_pushnumber(L, static_cast<lua_Number>(c.broadcast));
-        lua_setfield(L, -2, "broadcast");
-        lua_pushnumber(L, static_cast<lua_Number>(c.all_gather));
-        lua_setfield(L, -2, "all_gather");
-        lua_pushnumber(L, static_cast<lua_Number>(c.barrier));
-        lua_setfield(L, -2, "barrier");
-        lua_pushnumber(L, static_cast<lua_Number>(c.reduce_scatter));
-        lua_setfield(L, -2, "reduce_scatter");
+        set_number_fields(L, {{"all_reduce", static_cast<double>(c.all_reduce)},
+                              {"all_reduce_shared_memory", static_cast<double>(c.all_reduce_shared_memory)},
+                              {"broadcast", static_cast<double>(c.broadcast)},
+                              {"all_gather", static_cast<double>(c.all_gather)},
+                              {"barrier", static_cast<double>(c.barrier)},
+                              {"reduce_scatter", static_cast<double>(c.reduce_scatter)}});
         return Pushed{1};
       }),
       // GradientReducer(params[, bucket_bytes[, overlap]]): reduces these

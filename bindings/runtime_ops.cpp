@@ -55,12 +55,9 @@ std::vector<Binding> runtime_bindings() {
       bind("cpu_memory_stats", [](lua_State* L) {
         const CpuMemoryStats stats = cpu_memory_stats();
         lua_createtable(L, 0, 3);
-        lua_pushnumber(L, static_cast<lua_Number>(stats.allocated));
-        lua_setfield(L, -2, "allocated_bytes");
-        lua_pushnumber(L, static_cast<lua_Number>(stats.peak_allocated));
-        lua_setfield(L, -2, "peak_allocated_bytes");
-        lua_pushnumber(L, static_cast<lua_Number>(stats.pooled));
-        lua_setfield(L, -2, "pooled_bytes");
+        set_number_fields(L, {{"allocated_bytes", static_cast<double>(stats.allocated)},
+                              {"peak_allocated_bytes", static_cast<double>(stats.peak_allocated)},
+                              {"pooled_bytes", static_cast<double>(stats.pooled)}});
         return Pushed{1};
       }),
       bind("reset_peak_cpu_memory_stats", []() { reset_peak_cpu_memory(); }),

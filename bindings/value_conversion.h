@@ -16,6 +16,7 @@ extern "C" {
 #include <ATen/ATen.h>
 #include <c10/util/MaybeOwned.h>
 
+#include <initializer_list>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -296,6 +297,14 @@ inline int push(lua_State* L, const std::string& v) {
 }
 int push(lua_State* L, const std::vector<at::Tensor>& list);
 int push(lua_State* L, const std::vector<int64_t>& list);
+// Sets {name = number, ...} on the table on top of the stack (counters and
+// statistics handed to Lua as one table).
+inline void set_number_fields(lua_State* L, std::initializer_list<std::pair<const char*, double>> fields) {
+  for (const auto& [name, value] : fields) {
+    lua_pushnumber(L, static_cast<lua_Number>(value));
+    lua_setfield(L, -2, name);
+  }
+}
 template <class... Ts>
 int push(lua_State* L, std::tuple<Ts...> values) {
   return std::apply([L](auto&&... v) { return (push(L, std::move(v)) + ...); },
