@@ -116,11 +116,7 @@ std::vector<Binding> sharded_methods() {
         const auto units = self(L).unit_parameters();
         lua_createtable(L, static_cast<int>(units.size()), 0);
         for (size_t u = 0; u < units.size(); ++u) {
-          lua_createtable(L, static_cast<int>(units[u].size()), 0);
-          for (size_t i = 0; i < units[u].size(); ++i) {
-            push_tensor(L, units[u][i]);
-            lua_rawseti(L, -2, static_cast<int>(i + 1));
-          }
+          push(L, units[u]);
           lua_rawseti(L, -2, static_cast<int>(u + 1));
         }
         return Pushed{1};
