@@ -95,10 +95,33 @@ std::vector<ParamGroup> read_groups(lua_State* L, int idx) {
   return groups;
 }
 
+// PyTorch's `foreach` (true, false, or absent for the default) and `fused`
+// flags, taken out of the options: they choose how the optimizer steps, not
+// a hyper-parameter of its groups (engine/optim/optimizer.h).
+optim::Implementation take_implementation(OptionMap& options) {
+  auto take = [&](const char* key) -> c10::optional<bool> {
+    auto it = options.find(key);
+    if (it == options.end()) return c10::nullopt;
+    const bool on = it->second != 0.0;
+    options.erase(it);
+    return on;
+  };
+  const c10::optional<bool> foreach = take("foreach");
+  const c10::optional<bool> fused = take("fused");
+  TORCH_CHECK(!(fused.value_or(false) && foreach.value_or(false)),
+              "options 'foreach' and 'fused' cannot both be true");
+  if (fused.value_or(false)) return optim::Implementation::Fused;
+  if (foreach) return *foreach ? optim::Implementation::Foreach : optim::Implementation::ForLoop;
+  return optim::Implementation::Auto;
+}
+
 template <class Kind>
 Pushed make_optimizer(lua_State* L) {
-  push_handle<std::unique_ptr<Optimizer>>(L, kOptimizer,
-                                          std::make_unique<Kind>(read_groups(L, 1), read_options(L, 2)));
+  OptionMap options = read_options(L, 2);
+  const optim::Implementation implementation = take_implementation(options);
+  auto opt = std::make_unique<Kind>(read_groups(L, 1), options);
+  opt->set_implementation(implementation);
+  push_handle<std::unique_ptr<Optimizer>>(L, kOptimizer, std::move(opt));
   return Pushed{1};
 }
 
@@ -183,6 +206,10 @@ std::vector<Binding> optimizer_methods() {
         return opt.param_groups()[group_index(opt, group.value_or(1))].params;
       }),
       bind("name", [](lua_State* L, Receiver) { return self(L).name(); }),
+      // "auto", "for-loop", "foreach" or "fused" (engine/optim/optimizer.h).
+      bind("implementation", [](lua_State* L, Receiver) {
+        return std::string(optim::implementation_name(self(L).implementation()));
+      }),
       bind("state_dict", state_dict),
       bind("load_state_dict", load_state_dict),
   };

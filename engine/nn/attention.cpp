@@ -6,6 +6,7 @@
 #include <limits>
 #include <string>
 
+#include "engine/compat.h"
 #include "engine/tensor_description.h"
 
 namespace accel::nn {
@@ -30,6 +31,28 @@ Tensor either(const Tensor& a, const Tensor& b) {
   if (!a.defined()) return b;
   return b.defined() ? at::logical_or(a, b) : a;
 }
+
+// LibTorch 2's fused attention (flash, memory-efficient or cuDNN kernels on
+// a GPU, a flash kernel on the CPU) keeps no L x S matrix for backward, where
+// the explicit path below keeps the weights, their dropout mask and the
+// dropped weights of every layer. It is taken whenever the weights are not
+// asked for, as PyTorch 2's multi_head_attention_forward does with
+// need_weights=False. Its mask: true where attention is allowed, or added to
+// the scores in the query's dtype; `causal` is the kernels' own causal flag,
+// given only when no mask was made.
+#if ACCEL_TORCH_AT_LEAST(2, 0)
+Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
+             const Tensor& blocked, bool causal, double dropout_p, double scale) {
+  OptTensor mask;
+  if (bias.defined()) {
+    Tensor b = bias.to(q.scalar_type());
+    mask = blocked.defined() ? b.masked_fill(blocked, -std::numeric_limits<double>::infinity()) : b;
+  } else if (blocked.defined()) {
+    mask = blocked.logical_not();
+  }
+  return at::scaled_dot_product_attention(q, k, v, mask, dropout_p, causal, scale);
+}
+#endif
 
 }  // namespace
 
@@ -69,9 +92,13 @@ at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
   } else if (mask) {
     bias = *mask;
   }
-  if (options.is_causal) blocked = causal_mask(q.size(-2), k.size(-2), q.options());
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+#if ACCEL_TORCH_AT_LEAST(2, 0)
+  return fused(q, k, v, bias, blocked, options.is_causal, options.dropout_p, scale);
+#else
+  if (options.is_causal) blocked = causal_mask(q.size(-2), k.size(-2), q.options());
   return std::get<0>(attend(q, k, v, bias, blocked, options.dropout_p, scale));
+#endif
 }
 
 std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Tensor key,
@@ -163,7 +190,10 @@ std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Te
     }
     add_mask(m);
   }
-  if (options.is_causal) add_mask(causal_mask(tgt, src, q.options()));
+  // is_causal alone, fused, is the kernels' own causal flag: no mask is made.
+  const bool causal_only = options.is_causal && !attn_mask && !key_padding;
+  const bool fuse = ACCEL_TORCH_AT_LEAST(2, 0) && !options.need_weights;
+  if (options.is_causal && !(causal_only && fuse)) add_mask(causal_mask(tgt, src, q.options()));
   if (key_padding) {
     Tensor m = *key_padding;
     TORCH_CHECK(m.dim() == 2 && m.size(0) == n && m.size(1) == src,
@@ -171,8 +201,12 @@ std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Te
     add_mask(m.view({n, 1, 1, src}));
   }
 
-  auto [attended, attention] =
-      attend(q, k, v, bias, blocked, options.dropout_p, 1.0 / std::sqrt(static_cast<double>(head_dim)));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  Tensor attended, attention;
+#if ACCEL_TORCH_AT_LEAST(2, 0)
+  if (fuse) attended = fused(q, k, v, bias, blocked, causal_only, options.dropout_p, scale);
+#endif
+  if (!fuse) std::tie(attended, attention) = attend(q, k, v, bias, blocked, options.dropout_p, scale);
   Tensor out = at::linear(attended.transpose(1, 2).reshape({n, tgt, embed}), weights.out_proj_weight,
                           weights.out_proj_bias);
   if (!batched) out = out.squeeze(0);

@@ -27,7 +27,7 @@ Adagrad::Adagrad(std::vector<ParamGroup> groups, const OptionMap& options)
   add_initial_groups(std::move(groups));
 }
 
-void Adagrad::step_group(const ParamGroup& group, std::vector<ParamState>& states) {
+void Adagrad::step_group(const ParamGroup& group, std::vector<ParamState>& states, Implementation) {
   const double lr = get(group.options, "lr");
   const double lr_decay = get(group.options, "lr_decay");
   const double weight_decay = get(group.options, "weight_decay");

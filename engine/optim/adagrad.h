@@ -23,7 +23,8 @@ class Adagrad : public Optimizer {
   explicit Adagrad(std::vector<ParamGroup> groups, const OptionMap& options = {});
 
  protected:
-  void step_group(const ParamGroup& group, std::vector<ParamState>& states) override;
+  void step_group(const ParamGroup& group, std::vector<ParamState>& states,
+                  Implementation how) override;
   void check_options(const OptionMap& options) const override;
   std::vector<std::size_t> required_slots(const OptionMap& options) const override;
 };

@@ -1,4 +1,6 @@
-// Adam and AdamW, as PyTorch 1.13's _single_tensor_adam / _single_tensor_adamw.
+// Adam and AdamW, as PyTorch 1.13's _single_tensor_adam / _single_tensor_adamw,
+// with the same arithmetic on multi-tensor kernels (foreach), and LibTorch
+// 2's _fused_adam_ / _fused_adamw_ (fused).
 #pragma once
 #include "engine/optim/optimizer.h"
 
@@ -27,12 +29,27 @@ class Adam : public Optimizer {
   Adam(std::string name, bool decoupled, double default_weight_decay,
        std::vector<ParamGroup> groups, const OptionMap& options);
 
-  void step_group(const ParamGroup& group, std::vector<ParamState>& states) override;
+  void step_group(const ParamGroup& group, std::vector<ParamState>& states,
+                  Implementation how) override;
+  bool has_implementation(Implementation how) const override;
   void check_options(const OptionMap& options) const override;
   std::vector<std::size_t> required_slots(const OptionMap& options) const override;
 
  private:
   bool decoupled_;
+
+  struct Hyper {
+    double lr, beta1, beta2, eps, weight_decay;
+    bool amsgrad, maximize;
+  };
+  // The parameters of a group that have a gradient, and their state.
+  struct Stepped {
+    std::vector<at::Tensor> params, grads;
+    std::vector<ParamState*> states;
+  };
+  Stepped stepped(const ParamGroup& group, std::vector<ParamState>& states, bool amsgrad) const;
+  void step_foreach(const Stepped& s, const Hyper& h);
+  void step_fused(const Stepped& s, const Hyper& h);
 };
 
 // Adam with decoupled weight decay; same options, but weight_decay defaults to 1e-2.

@@ -2,6 +2,8 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include "engine/compat.h"
+
 #include <algorithm>
 #include <unordered_set>
 
@@ -94,10 +96,37 @@ void Optimizer::replace_params(std::size_t group, std::vector<at::Tensor> params
   groups_[group].params = std::move(params);
 }
 
+const char* implementation_name(Implementation implementation) {
+  switch (implementation) {
+    case Implementation::Auto: return "auto";
+    case Implementation::ForLoop: return "for-loop";
+    case Implementation::Foreach: return "foreach";
+    case Implementation::Fused: return "fused";
+  }
+  return "?";
+}
+
+void Optimizer::set_implementation(Implementation implementation) {
+  TORCH_CHECK(implementation == Implementation::Auto || has_implementation(implementation), name_,
+              " has no ", implementation_name(implementation), " implementation",
+              implementation == Implementation::Fused && !ACCEL_TORCH_AT_LEAST(2, 0)
+                  ? " in this build (LibTorch " TORCH_VERSION "; fused kernels need LibTorch 2.x)"
+                  : "");
+  implementation_ = implementation;
+}
+
+Implementation Optimizer::resolve(const ParamGroup& group) const {
+  if (implementation_ != Implementation::Auto) return implementation_;
+  const bool all_cuda = std::all_of(group.params.begin(), group.params.end(),
+                                    [](const at::Tensor& p) { return p.is_cuda(); });
+  return all_cuda && has_implementation(Implementation::Foreach) ? Implementation::Foreach
+                                                                 : Implementation::ForLoop;
+}
+
 void Optimizer::step() {
   // Updates are in place on leaves that require grad; autograd must not record them.
   at::NoGradGuard no_grad;
-  for (std::size_t g = 0; g < groups_.size(); ++g) step_group(groups_[g], states_[g]);
+  for (std::size_t g = 0; g < groups_.size(); ++g) step_group(groups_[g], states_[g], resolve(groups_[g]));
 }
 
 void Optimizer::zero_grad(bool set_to_none) {

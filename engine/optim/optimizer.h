@@ -3,7 +3,9 @@
 //
 // The math of every optimizer follows PyTorch 1.13's single-tensor ("foreach=False")
 // implementations exactly, so a run here and the same run in PyTorch produce the
-// same parameters.
+// same parameters. Optimizers that have them also step a whole group at once on
+// ATen's multi-tensor kernels (Implementation below), with the same arithmetic
+// and the same state.
 //
 // Why the engine keeps its own optimizers rather than torch::optim's: LibTorch
 // 1.13's C++ optimizers lack options recipes use (maximize, for one), keep
@@ -57,6 +59,20 @@ struct ParamGroup {
   OptionMap options;
 };
 
+// How step() updates a group, as PyTorch's `foreach` and `fused` arguments
+// choose. ForLoop: one parameter at a time (PyTorch's single-tensor path, its
+// default on the CPU). Foreach: the whole group through ATen's multi-tensor
+// kernels (_foreach_*), a few kernel launches a group instead of several a
+// parameter on a GPU (PyTorch's default when every parameter is on CUDA).
+// Fused: one kernel a group (_fused_adam_/_fused_adamw_, LibTorch 2.x; its
+// step counters live on the parameters' device). Auto: Foreach for a group
+// whose parameters are all on CUDA, where the optimizer has it, else ForLoop.
+// Every path keeps the same state, so a checkpoint of one loads into another.
+enum class Implementation { Auto, ForLoop, Foreach, Fused };
+
+// "auto", "for-loop", "foreach", "fused".
+const char* implementation_name(Implementation implementation);
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -66,6 +82,11 @@ class Optimizer {
   // One update of every parameter that has a gradient; parameters whose grad is
   // undefined are skipped and get no state. Runs with autograd disabled.
   void step();
+
+  // Auto unless set; an implementation this optimizer or this build lacks is
+  // an error that names both.
+  void set_implementation(Implementation implementation);
+  Implementation implementation() const { return implementation_; }
 
   // set_to_none releases each gradient (its memory returns to the allocator and the
   // next backward allocates a fresh one); otherwise gradients are detached and
@@ -123,8 +144,12 @@ class Optimizer {
   void add_initial_groups(std::vector<ParamGroup> groups);
 
   // Updates every parameter of `group` that has a gradient; states[j] is the state of
-  // group.params[j].
-  virtual void step_group(const ParamGroup& group, std::vector<ParamState>& states) = 0;
+  // group.params[j]. `how` is never Auto, and only one has_implementation allows.
+  virtual void step_group(const ParamGroup& group, std::vector<ParamState>& states,
+                          Implementation how) = 0;
+
+  // Which paths step_group runs besides ForLoop (which every optimizer has).
+  virtual bool has_implementation(Implementation how) const { return how == Implementation::ForLoop; }
 
   // Throws, naming the option, when a complete option set is invalid (bounds and
   // constraints between options).
@@ -144,6 +169,9 @@ class Optimizer {
   OptionMap defaults_;
   std::vector<ParamGroup> groups_;
   std::vector<std::vector<ParamState>> states_;  // [group][parameter]
+  Implementation implementation_ = Implementation::Auto;
+
+  Implementation resolve(const ParamGroup& group) const;
 
   const OptionSpec& spec(const std::string& option_name) const;
   std::vector<std::string> option_names() const;

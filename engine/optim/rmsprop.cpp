@@ -31,7 +31,7 @@ RMSprop::RMSprop(std::vector<ParamGroup> groups, const OptionMap& options)
   add_initial_groups(std::move(groups));
 }
 
-void RMSprop::step_group(const ParamGroup& group, std::vector<ParamState>& states) {
+void RMSprop::step_group(const ParamGroup& group, std::vector<ParamState>& states, Implementation) {
   const double lr = get(group.options, "lr");
   const double alpha = get(group.options, "alpha");
   const double eps = get(group.options, "eps");

@@ -26,7 +26,8 @@ SGD::SGD(std::vector<ParamGroup> groups, const OptionMap& options)
   add_initial_groups(std::move(groups));
 }
 
-void SGD::step_group(const ParamGroup& group, std::vector<ParamState>& states) {
+void SGD::step_group(const ParamGroup& group, std::vector<ParamState>& states, Implementation how) {
+  if (how == Implementation::Foreach) return step_foreach(group, states);
   const double lr = get(group.options, "lr");
   const double momentum = get(group.options, "momentum");
   const double dampening = get(group.options, "dampening");
@@ -52,6 +53,52 @@ void SGD::step_group(const ParamGroup& group, std::vector<ParamState>& states) {
     }
     param.add_(d_p, -lr);
   }
+}
+
+// The for-loop's operations on whole lists, so the values are the same. A
+// momentum buffer is made per parameter on its first step, as there.
+void SGD::step_foreach(const ParamGroup& group, std::vector<ParamState>& states) {
+  const double lr = get(group.options, "lr");
+  const double momentum = get(group.options, "momentum");
+  const double dampening = get(group.options, "dampening");
+  const double weight_decay = get(group.options, "weight_decay");
+  const bool nesterov = get(group.options, "nesterov") != 0.0;
+  const bool maximize = get(group.options, "maximize") != 0.0;
+
+  std::vector<at::Tensor> params, grads;
+  std::vector<std::size_t> index;
+  for (std::size_t j = 0; j < group.params.size(); ++j) {
+    if (!group.params[j].grad().defined()) continue;
+    params.push_back(group.params[j]);
+    grads.push_back(group.params[j].grad());
+    index.push_back(j);
+  }
+  if (params.empty()) return;
+  std::vector<at::Tensor> d_p = maximize ? at::_foreach_neg(grads) : grads;
+  if (weight_decay != 0.0) d_p = at::_foreach_add(d_p, params, weight_decay);
+  if (momentum != 0.0) {
+    std::vector<at::Tensor> bufs, old_bufs, old_d_p;
+    for (std::size_t k = 0; k < params.size(); ++k) {
+      at::Tensor& buf = states[index[k]][kMomentumBuffer];
+      if (!buf.defined()) {
+        buf = d_p[k].clone();
+      } else {
+        old_bufs.push_back(buf);
+        old_d_p.push_back(d_p[k]);
+      }
+      bufs.push_back(buf);
+    }
+    if (!old_bufs.empty()) {
+      at::_foreach_mul_(old_bufs, momentum);
+      at::_foreach_add_(old_bufs, old_d_p, 1.0 - dampening);
+    }
+    d_p = nesterov ? at::_foreach_add(d_p, bufs, momentum) : bufs;
+  }
+  at::_foreach_add_(params, d_p, -lr);
+}
+
+bool SGD::has_implementation(Implementation how) const {
+  return how == Implementation::ForLoop || how == Implementation::Foreach;
 }
 
 void SGD::check_options(const OptionMap& options) const {

@@ -1,5 +1,5 @@
 // Stochastic gradient descent with momentum, as PyTorch 1.13's SGD
-// (_single_tensor_sgd).
+// (_single_tensor_sgd), also on multi-tensor kernels (foreach).
 #pragma once
 #include "engine/optim/optimizer.h"
 
@@ -21,9 +21,14 @@ class SGD : public Optimizer {
   explicit SGD(std::vector<ParamGroup> groups, const OptionMap& options = {});
 
  protected:
-  void step_group(const ParamGroup& group, std::vector<ParamState>& states) override;
+  void step_group(const ParamGroup& group, std::vector<ParamState>& states,
+                  Implementation how) override;
   void check_options(const OptionMap& options) const override;
+  bool has_implementation(Implementation how) const override;
   std::vector<std::size_t> required_slots(const OptionMap& options) const override;
+
+ private:
+  void step_foreach(const ParamGroup& group, std::vector<ParamState>& states);
 };
 
 }  // namespace accel::optim

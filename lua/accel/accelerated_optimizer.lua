@@ -43,7 +43,7 @@ function AcceleratedOptimizer:zero_grad(set_to_none)
 end
 
 -- The rest is the optimizer's own.
-for _, name in ipairs({ "option", "set_option", "num_param_groups", "params", "name" }) do
+for _, name in ipairs({ "option", "set_option", "num_param_groups", "params", "name", "implementation" }) do
   AcceleratedOptimizer[name] = function(self, ...) return self.optimizer[name](self.optimizer, ...) end
 end
 

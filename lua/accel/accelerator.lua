@@ -390,6 +390,7 @@ local function entry_of(self, model)
 end
 
 require("accel.accelerator_gradients")(Accelerator, entry_of)
+require("accel.profiling")(Accelerator)
 
 -- The dtype the forward pass autocasts to, or nil: bf16 on any device;
 -- fp16 on the GPU (the CPU computes fp16 runs in float32 and scales the

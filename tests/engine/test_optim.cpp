@@ -161,6 +161,76 @@ TEST_CASE("Adam and AdamW match PyTorch", "[optim][adam]") {
   }
 }
 
+// The foreach path runs the for-loop's operations on whole lists, so every
+// value and every state tensor is the same, bit for bit; a parameter without
+// a gradient at one step is skipped by both.
+TEST_CASE("foreach steps equal the for-loop's exactly", "[optim][foreach]") {
+  using accel::optim::Implementation;
+  using Make = std::function<std::unique_ptr<Optimizer>(std::vector<at::Tensor>)>;
+  const std::vector<std::pair<std::string, Make>> cases = {
+      {"Adam", [](auto p) { return std::make_unique<Adam>(p, OptionMap{{"lr", 0.01}}); }},
+      {"Adam with weight decay and amsgrad",
+       [](auto p) {
+         return std::make_unique<Adam>(p, OptionMap{{"lr", 0.02}, {"weight_decay", 0.1}, {"amsgrad", 1}});
+       }},
+      {"Adam maximize", [](auto p) { return std::make_unique<Adam>(p, OptionMap{{"lr", 0.01}, {"maximize", 1}}); }},
+      {"AdamW", [](auto p) { return std::make_unique<AdamW>(p, OptionMap{{"lr", 0.05}}); }},
+      {"AdamW amsgrad",
+       [](auto p) { return std::make_unique<AdamW>(p, OptionMap{{"lr", 0.05}, {"amsgrad", 1}}); }},
+      {"SGD", [](auto p) { return std::make_unique<SGD>(p, OptionMap{{"lr", 0.1}}); }},
+      {"SGD with momentum, dampening and weight decay",
+       [](auto p) {
+         return std::make_unique<SGD>(
+             p, OptionMap{{"lr", 0.1}, {"momentum", 0.9}, {"dampening", 0.2}, {"weight_decay", 0.05}});
+       }},
+      {"SGD nesterov maximize",
+       [](auto p) {
+         return std::make_unique<SGD>(p, OptionMap{{"lr", 0.1}, {"momentum", 0.9}, {"nesterov", 1}, {"maximize", 1}});
+       }},
+  };
+  for (const auto& [name, make] : cases) {
+    SECTION(name) {
+      Problem loop_problem;
+      Problem foreach_problem = loop_problem.copy();
+      auto loop = make(loop_problem.params());
+      auto foreach = make(foreach_problem.params());
+      loop->set_implementation(Implementation::ForLoop);
+      foreach->set_implementation(Implementation::Foreach);
+      // p1 has no gradient at step 2: it is skipped, and its state lags p0's.
+      auto drop_p1 = [](Problem& problem) {
+        return [&problem](int k, Optimizer&) {
+          if (k == 2) problem.p1.mutable_grad().reset();
+        };
+      };
+      loop_problem.run(*loop, 0, 5, drop_p1(loop_problem));
+      foreach_problem.run(*foreach, 0, 5, drop_p1(foreach_problem));
+      CHECK(loop_problem.flat() == foreach_problem.flat());
+      const StateDict a = loop->state_dict(), b = foreach->state_dict();
+      REQUIRE(a.size() == b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        CAPTURE(a[i].first);
+        CHECK(a[i].first == b[i].first);
+        CHECK(at::equal(a[i].second, b[i].second));
+      }
+    }
+  }
+}
+
+TEST_CASE("an implementation is chosen as PyTorch's defaults choose, or refused by name", "[optim][foreach]") {
+  using accel::optim::Implementation;
+  Problem problem;
+  Adam adam(problem.params(), {{"lr", 0.01}});
+  CHECK(adam.implementation() == Implementation::Auto);
+  adam.set_implementation(Implementation::Foreach);
+  CHECK(adam.implementation() == Implementation::Foreach);
+#if TORCH_VERSION_MAJOR < 2
+  CHECK_THROWS_WITH(adam.set_implementation(Implementation::Fused),
+                    Catch::Contains("Adam has no fused implementation") && Catch::Contains("LibTorch 2.x"));
+#endif
+  SGD sgd(problem.params(), {{"lr", 0.1}});
+  CHECK_THROWS_WITH(sgd.set_implementation(Implementation::Fused), Catch::Contains("SGD has no fused implementation"));
+}
+
 TEST_CASE("parameters without a gradient are skipped", "[optim]") {
   Problem problem;
   const at::Tensor p1_before = problem.p1.detach().clone();
