@@ -62,6 +62,7 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
   add_table(L, "data", "accel.data.", data_bindings());
   add_table(L, "checkpoint", "accel.checkpoint.", checkpoint_bindings());
   add_table(L, "cuda", "accel.cuda.", cuda_bindings());
+  add_table(L, "graphs", "accel.graphs.", cuda_graph_bindings());
   add_table(L, "profiler", "accel.profiler.", profiler_bindings());
   add_table(L, "tracking", "accel.tracking.", tracking_bindings());
   register_bindings(L, core, "accel.", lua_random_bindings());

@@ -4,6 +4,7 @@
 // device visible). Devices are numbered from 0, as in "cuda:0".
 #include "bindings/op_tables.h"
 #include "engine/gpu.h"
+#include "engine/nn/float8_linear.h"
 
 namespace accel::lua {
 namespace {
@@ -36,6 +37,16 @@ std::vector<Binding> cuda_bindings() {
         lua_pushnumber(L, static_cast<lua_Number>(info.free));
         lua_pushnumber(L, static_cast<lua_Number>(info.total));
         return Pushed{2};
+      }),
+      // nil where GPU `index` computes in float8 (mixed precision "fp8"), else why not.
+      bind("float8_unavailable", [](lua_State* L, Index index) {
+        const std::string why = nn::float8_unavailable(gpu::count() ? gpu::checked_index(device(index), "accel.cuda.float8_unavailable") : 0);
+        if (why.empty()) {
+          lua_pushnil(L);
+        } else {
+          lua_pushstring(L, why.c_str());
+        }
+        return Pushed{1};
       }),
       // The device's generator state, a uint8 tensor on the CPU.
       bind("get_rng_state", [](Index index) { return gpu::rng_state(device(index)); }),

@@ -4,6 +4,7 @@
 // error naming it. Class targets (and ignore_index) are 1-based, like every
 // index in the Lua API.
 #include "bindings/op_tables.h"
+#include "engine/nn/float8_linear.h"
 
 namespace accel::lua {
 namespace {
@@ -102,6 +103,11 @@ std::vector<Binding> nn_functional_bindings() {
   return {
       bind("linear", [](T x, T weight, c10::optional<Tensor> bias) {
         return at::linear(x, weight, bias);
+      }),
+      // float8_linear(x, weight[, bias]): mixed precision "fp8"'s linear
+      // (engine/nn/float8_linear.h), bfloat16 out.
+      bind("float8_linear", [](T x, T weight, c10::optional<Tensor> bias) {
+        return nn::float8_linear(x, weight, bias);
       }),
       bind("bilinear", [](T x1, T x2, T weight, c10::optional<Tensor> bias) {
         return at::bilinear(x1, x2, weight, bias);

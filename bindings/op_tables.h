@@ -41,6 +41,8 @@ std::vector<Binding> checkpoint_bindings();
 std::vector<Binding> tracking_bindings();
 // accel.cuda: GPUs, their memory and generators (cuda_ops.cpp).
 std::vector<Binding> cuda_bindings();
+// accel.core.graphs: CUDA graphs of training steps (cuda_graph_ops.cpp).
+std::vector<Binding> cuda_graph_bindings();
 // accel.core.profiler: LibTorch's profiler writing Chrome traces (profiler_ops.cpp).
 std::vector<Binding> profiler_bindings();
 

@@ -210,6 +210,15 @@ std::vector<Binding> optimizer_methods() {
       bind("implementation", [](lua_State* L, Receiver) {
         return std::string(optim::implementation_name(self(L).implementation()));
       }),
+      bind("set_implementation", [](lua_State* L, Receiver, std::string name) {
+        for (auto how : {optim::Implementation::Auto, optim::Implementation::ForLoop, optim::Implementation::Foreach,
+                         optim::Implementation::Fused}) {
+          if (name == optim::implementation_name(how)) return self(L).set_implementation(how);
+        }
+        throw ArgError("unknown implementation '" + name + "' (auto, for-loop, foreach or fused)");
+      }),
+      // Before a CUDA graph replays a captured step (engine/optim/optimizer.h).
+      bind("refresh_device_options", [](lua_State* L, Receiver) { self(L).refresh_device_options(); }),
       bind("state_dict", state_dict),
       bind("load_state_dict", load_state_dict),
   };

@@ -5,9 +5,31 @@
 
 #include <torch/nn/utils/clip_grad.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "engine/compat.h"
+
 namespace accel {
+namespace {
+
+std::vector<at::Tensor> gradients(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& p : params) {
+    if (p.grad().defined()) grads.push_back(p.grad());
+  }
+  return grads;
+}
+
+// On a GPU, as PyTorch's clipping does by default there: one multi-tensor
+// kernel for all the norms and one for all the scaling, not one per
+// parameter each.
+bool multi_tensor(const std::vector<at::Tensor>& grads) {
+  return ACCEL_TORCH_AT_LEAST(2, 1) && !grads.empty() &&
+         std::all_of(grads.begin(), grads.end(), [](const at::Tensor& g) { return g.is_cuda(); });
+}
+
+}  // namespace
 
 // Not LibTorch's clip_grad_norm_: it returns the norm as a host double, a
 // device sync on every GPU step, where this returns a 0-dim tensor on the
@@ -16,11 +38,14 @@ namespace accel {
 at::Tensor clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
                           double norm_type) {
   at::NoGradGuard no_grad;
+  const std::vector<at::Tensor> grads = gradients(params);
+  if (grads.empty()) return at::zeros({});
   std::vector<at::Tensor> norms;
-  for (const at::Tensor& p : params) {
-    if (p.grad().defined()) norms.push_back(p.grad().norm(norm_type));
+  if (multi_tensor(grads)) {
+    norms = at::_foreach_norm(grads, norm_type);
+  } else {
+    for (const at::Tensor& g : grads) norms.push_back(g.norm(norm_type));
   }
-  if (norms.empty()) return at::zeros({});
   at::Tensor total = std::isinf(norm_type) ? at::stack(norms).max() : at::stack(norms).norm(norm_type);
   scale_to_max_norm(params, total, max_norm);
   return total;
@@ -29,9 +54,11 @@ at::Tensor clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm
 void scale_to_max_norm(const std::vector<at::Tensor>& params, const at::Tensor& total, double max_norm) {
   at::NoGradGuard no_grad;
   at::Tensor coefficient = (max_norm / (total + 1e-6)).clamp_max(1.0);
-  for (const at::Tensor& p : params) {
-    if (p.grad().defined()) const_cast<at::Tensor&>(p.grad()).mul_(coefficient.to(p.grad().dtype()));
-  }
+  std::vector<at::Tensor> grads = gradients(params);
+#if ACCEL_TORCH_AT_LEAST(2, 1)
+  if (multi_tensor(grads)) return at::_foreach_mul_(grads, coefficient);
+#endif
+  for (at::Tensor& g : grads) g.mul_(coefficient.to(g.dtype()));
 }
 
 void clip_grad_value(const std::vector<at::Tensor>& params, double clip_value) {

@@ -11,6 +11,11 @@
 #           scripts/gpu-machine.sh test     build, then the GPU tests (ctest -L gpu)
 #           scripts/gpu-machine.sh run CMD...  CMD with what running
 #                                           build-cuda/ needs
+#           scripts/gpu-machine.sh session OUT [PART...]
+#                                           one lent-GPU call's checks, logs
+#                                           and results under OUT: build,
+#                                           then PARTs (default: tests
+#                                           profile bench)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 deps=$PWD/.gpu-deps
@@ -48,6 +53,54 @@ environment() {
   export ACCEL_BUILD_TARGETS=${ACCEL_BUILD_TARGETS:-accel-run}
 }
 
+# tests: ctest -L gpu. profile: char-lm and char-lm-large traced for accel
+# and PyTorch, summarised side by side (bench/gpu/trace_summary.py). bench:
+# bench/gpu/harness.py's table, with its extra rows.
+session() {
+  local out=$1
+  shift
+  local parts=("$@")
+  [ ${#parts[@]} -gt 0 ] || parts=(tests profile bench)
+  mkdir -p "$out"
+  environment
+  local start=$SECONDS
+  scripts/build-cuda.sh >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; return 1; }
+  echo "session: built in $((SECONDS - start)) s"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  local status=0
+  for part in "${parts[@]}"; do
+    start=$SECONDS
+    case "$part" in
+      tests)
+        ctest --test-dir build-cuda -L gpu --output-on-failure -j 6 >"$out/ctest.log" 2>&1 || status=1
+        grep -E "tests passed|Test +#|ok: .*loss|losses|fallback|SKIPPED" "$out/ctest.log" | grep -v "ok: " | tail -40
+        grep -E "^(bf16|fp8) loss|losses:|fallback line|largest relative" "$out/ctest.log"
+        ;;
+      profile)
+        local traces=/tmp/accel-traces
+        mkdir -p "$traces"
+        for size in small large; do
+          local loop=(12 5 1)
+          [ "$size" = large ] && loop=(4 5 1)
+          ACCEL_BENCH_CHARLM=$size ACCEL_BENCH_DEVICE=cuda ACCEL_BENCH_PROFILE=$traces/accel-$size.json \
+            build-cuda/accel-run bench/workloads/char_lm.lua --threads 1 -- "${loop[@]}" >/dev/null
+          ACCEL_BENCH_CHARLM=$size ACCEL_BENCH_DEVICE=cuda ACCEL_BENCH_PROFILE=$traces/torch-$size.json \
+            OMP_NUM_THREADS=1 python3 bench/python/char_lm.py "${loop[@]}" >/dev/null
+          python3 bench/gpu/trace_summary.py "accel=$traces/accel-$size.json" "PyTorch=$traces/torch-$size.json" \
+            | tee "$out/profile-$size.md"
+        done
+        ;;
+      bench)
+        python3 bench/gpu/harness.py --build build-cuda --output "$out/RESULTS-gpu.md" 2>"$out/harness.log" \
+          | tail -30 || status=1
+        ;;
+      *) echo "session: unknown part $part" >&2; return 2 ;;
+    esac
+    echo "session: $part took $((SECONDS - start)) s"
+  done
+  return $status
+}
+
 case "${1:-}" in
   fetch) fetch ;;
   run)
@@ -59,13 +112,17 @@ case "${1:-}" in
     environment
     scripts/build-cuda.sh
     ;;
+  session)
+    shift
+    session "$@"
+    ;;
   test)
     environment
     scripts/build-cuda.sh
     ctest --test-dir build-cuda -L gpu --output-on-failure -j 4
     ;;
   *)
-    echo "usage: scripts/gpu-machine.sh fetch|build|test|run CMD..." >&2
+    echo "usage: scripts/gpu-machine.sh fetch|build|test|session OUT [PART...]|run CMD..." >&2
     exit 2
     ;;
 esac

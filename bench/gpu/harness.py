@@ -38,6 +38,20 @@ WORKLOADS = {
     "char-lm-large": ("char_lm", {"ACCEL_BENCH_CHARLM": "large"}, (3, 5, 3)),
 }
 VERSIONS = ("accel", "PyTorch", "Accelerate")
+# Rows beyond the three versions: accel with an Accelerator option the
+# workload reads from the environment (bench/workloads/char_lm.lua), compared
+# with the same PyTorch and Accelerate rows (float32 eager).
+EXTRA = {
+    "char-lm": (("accel, cuda_graphs", {"ACCEL_BENCH_CUDA_GRAPHS": "1"}),),
+    "char-lm-large": (("accel, cuda_graphs", {"ACCEL_BENCH_CUDA_GRAPHS": "1"}),
+                      ("accel, bf16", {"ACCEL_BENCH_PRECISION": "bf16"}),
+                      ("accel, fp8", {"ACCEL_BENCH_PRECISION": "fp8"})),
+}
+
+
+def versions(name):
+    """The rows of a workload: the three versions, then its extra accel rows."""
+    return VERSIONS + tuple(label for label, _ in EXTRA.get(name, ()))
 DIGITS = "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz"
 
 # What the header says of the Python side, asked in a child process so that
@@ -49,7 +63,7 @@ print(json.dumps({"torch": torch.__version__, "cuda": torch.version.cuda, "gpu":
 
 def command(version, program, loop, build):
     loop = [str(v) for v in loop]
-    if version == "accel":
+    if version.startswith("accel"):
         return [os.path.join(build, "accel-run"), os.path.join(ROOT, "bench/workloads", program + ".lua"),
                 "--nproc", "1", "--threads", "1", "--"] + loop
     if version == "PyTorch":
@@ -96,15 +110,16 @@ def run_workloads(args, accelerate):
         for name, (program, extra, loop) in WORKLOADS.items():
             if args.only and name not in args.only:
                 continue
-            for version in VERSIONS:
+            for version in versions(name):
                 if version == "Accelerate" and not accelerate:
                     notes[(name, version)] = "not installed"
                     continue
                 tag = f"{name} {version}, run {repeat + 1}"
                 print(f"harness: {tag}", file=sys.stderr, flush=True)
                 start = time.monotonic()
+                option = dict(EXTRA.get(name, ())).get(version, {})
                 report, note = launch(command(version, program, loop, args.build),
-                                      environment(args.device, extra), args.timeout, tag)
+                                      environment(args.device, {**extra, **option}), args.timeout, tag)
                 print(f"harness: {tag}: {time.monotonic() - start:.1f} s", file=sys.stderr, flush=True)
                 if report:
                     report["sps"] = statistics.median(report["windows"])
@@ -152,11 +167,11 @@ def markdown(args, info, accelerate, runs, notes):
     for name in WORKLOADS:
         if args.only and name not in args.only:
             continue
-        sps = {v: statistics.median(r["sps"] for r in runs[(name, v)]) for v in VERSIONS if (name, v) in runs}
-        for version in VERSIONS:
+        sps = {v: statistics.median(r["sps"] for r in runs[(name, v)]) for v in versions(name) if (name, v) in runs}
+        for version in versions(name):
             ratios = ["", ""]
-            if version == "accel" and "accel" in sps:
-                ratios = [f"{sps['accel'] / sps[v]:.2f}" if v in sps else "–" for v in ("PyTorch", "Accelerate")]
+            if version.startswith("accel") and version in sps:
+                ratios = [f"{sps[version] / sps[v]:.2f}" if v in sps else "–" for v in ("PyTorch", "Accelerate")]
             if (name, version) not in runs:
                 add(f"| {name} | {version} | | {notes[(name, version)]} | {' | '.join(ratios)} | | |")
                 continue
@@ -171,7 +186,8 @@ def markdown(args, info, accelerate, runs, notes):
     add(f"Steps per launch (warm-up + windows x steps): {steps}. A char-lm sample is one window of characters "
         "(64, or 256 in char-lm-large). The loss is the mean over the last window of the first launch; peak GPU "
         "MiB is the allocator's peak of tensor memory (max_memory_allocated), without the CUDA context and the "
-        "allocator's cache.")
+        "allocator's cache. Rows 'accel, X' run the accel recipe with the Accelerator option X (cuda_graphs, "
+        "mixed_precision bf16 or fp8); their ratios are against the float32 eager PyTorch and Accelerate rows.")
     add("")
     return "\n".join(lines)
 

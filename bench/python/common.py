@@ -120,7 +120,21 @@ def _loaded_blas():
 
 
 def train(sampler, batches, step, rank, world, loop):
-    """Runs step(x, y) -> loss float until warm-up + window * windows steps (loop), then prints BENCH."""
+    """Runs step(x, y) -> loss float until warm-up + window * windows steps (loop), then prints BENCH.
+    With ACCEL_BENCH_PROFILE=FILE, the 5 steps after the warm-up are traced into FILE (Chrome trace),
+    as bench/workloads/bench.lua traces accel's."""
+    trace = os.environ.get("ACCEL_BENCH_PROFILE")
+    if not trace:
+        return _loop(sampler, batches, step, rank, world, loop, None)
+    warmup = loop[0]
+    schedule = torch.profiler.schedule(skip_first=max(0, warmup - 2), wait=0, warmup=min(2, warmup), active=5,
+                                       repeat=1)
+    with torch.profiler.profile(schedule=schedule,
+                                on_trace_ready=lambda p: p.export_chrome_trace(trace)) as prof:
+        _loop(sampler, batches, step, rank, world, loop, prof)
+
+
+def _loop(sampler, batches, step, rank, world, loop, prof):
     warmup, window, windows_wanted = loop
     total = warmup + window * windows_wanted
     steps, first_step, window_start, window_samples, loss_sum = 0, 0.0, 0.0, 0, 0.0
@@ -132,6 +146,8 @@ def train(sampler, batches, step, rank, world, loop):
         epoch += 1
         for x, y in batches:
             loss = step(x, y)
+            if prof:
+                prof.step()
             steps += 1
             if steps == 1:
                 first_step = time.monotonic()

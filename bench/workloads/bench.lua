@@ -31,12 +31,27 @@ local function loaded_blas()
   return "none"
 end
 
--- Trains with `step(x, y) -> loss number` over `loader` until warm-up +
--- window * windows steps have run, epoch after epoch, and prints the BENCH
--- line: samples per second of each window (all ranks), the monotonic time
--- the first step finished, the mean loss of the last window, peak memory,
--- the device of the batches and, on a GPU, the allocator's peak in MiB.
+-- Trains with `step(x, y) -> loss` (a number or a tensor, read with item()
+-- after each step as the twins do) over `loader` until warm-up + window *
+-- windows steps have run, epoch after epoch, and prints the BENCH line:
+-- samples per second of each window (all ranks), the monotonic time the
+-- first step finished, the mean loss of the last window, peak memory, the
+-- device of the batches and, on a GPU, the allocator's peak in MiB.
+-- With ACCEL_BENCH_PROFILE=FILE, the 5 steps after the warm-up are traced
+-- (acc:profile) into FILE, as bench/python/common.py traces PyTorch's.
 function bench.train(acc, loader, step)
+  local trace = os.getenv("ACCEL_BENCH_PROFILE")
+  if not trace then return bench.loop(acc, loader, step) end
+  local c = bench.config()
+  local paths = acc:profile(function(prof) bench.loop(acc, loader, step, prof) end, {
+    output = trace .. ".d",
+    schedule = { skip_first = math.max(0, c.warmup - 2), warmup = math.min(2, c.warmup), active = 5, ["repeat"] = 1 },
+  })
+  assert(os.rename(paths[1], trace))
+  os.remove(trace .. ".d")
+end
+
+function bench.loop(acc, loader, step, prof)
   local c = bench.config()
   local total = c.warmup + c.window * c.windows
   local world = acc.num_processes
@@ -46,6 +61,8 @@ function bench.train(acc, loader, step)
   while steps < total do
     for x, y in loader:iter() do
       local loss = step(x, y)
+      if type(loss) ~= "number" then loss = loss:item() end
+      if prof then prof:step() end
       steps = steps + 1
       if steps == 1 then first_step, device = accel.time(), tostring(x.device) end
       if steps == c.warmup then

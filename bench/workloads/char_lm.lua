@@ -5,6 +5,9 @@
 -- bench/cpp/char_lm.cpp and bench/python/char_lm.py.
 -- ACCEL_BENCH_CHARLM=large selects char-lm-large for the GPU table: width
 -- 1024, 8 layers of 16 heads, feed-forward 4096, windows of 256, batch 64.
+-- ACCEL_BENCH_PRECISION (no, bf16, fp8) and ACCEL_BENCH_CUDA_GRAPHS=1 give
+-- the Accelerator mixed_precision and cuda_graphs (bench/gpu/harness.py's
+-- extra rows).
 --   accel-run bench/workloads/char_lm.lua --nproc 2 --threads 1 [-- warmup window windows]
 local bench = dofile(arg[0]:match("^(.*/)") .. "bench.lua")
 local nn, optim, data = accel.nn, accel.optim, accel.data
@@ -17,7 +20,8 @@ assert(SIZES[size], "ACCEL_BENCH_CHARLM: small or large, not " .. size)
 local VOCAB = 96
 local DIM, LAYERS, HEADS, FEED_FORWARD, SEQ, BATCH = unpack(SIZES[size])
 
-local acc = accel.Accelerator{}
+local acc = accel.Accelerator{ mixed_precision = os.getenv("ACCEL_BENCH_PRECISION") or "no",
+                                cuda_graphs = os.getenv("ACCEL_BENCH_CUDA_GRAPHS") == "1" }
 accel.set_seed(0)
 
 local file = assert(io.open("/usr/share/common-licenses/GPL-3", "rb"))
@@ -41,10 +45,10 @@ model:append(nn.Linear(DIM, VOCAB))
 local opt = optim.AdamW(model:parameters(), { lr = 1e-3 })
 model, opt, loader = acc:prepare(model, opt, loader)
 
-bench.train(acc, loader, function(xb, yb)
+bench.train(acc, loader, acc:train_step(function(xb, yb)
   local loss = F.cross_entropy(model(xb):view(-1, VOCAB), yb:view(-1))
   acc:backward(loss)
   opt:step()
   opt:zero_grad()
-  return loss:item()
-end)
+  return loss
+end))

@@ -52,7 +52,7 @@ std::vector<Question> questions() {
        several_machines},
       {"num_processes", "How many processes in total, on all machines?", "1", always},
       {"backend", "Which collective backend (gloo, mpi)?", "gloo", always},
-      {"mixed_precision", "Which mixed precision (no, bf16, fp16)?", "no", always},
+      {"mixed_precision", "Which mixed precision (no, bf16, fp16, fp8)?", "no", always},
       {"gradient_accumulation_steps", "How many gradient accumulation steps?", "1", always},
       {"distributed_type", "How should the Accelerator shard the model (NO, DEEPSPEED, FSDP)?", "NO",
        always},

@@ -63,8 +63,8 @@ const OptionRow kOptions[] = {
      "nccl when every local rank has a GPU of its own)",
      [](LaunchOptions& o, const Value& v) { o.backend = v.text; },
      [](const LaunchOptions& o) { return o.backend; }},
-    {"--mixed-precision", nullptr, ValueKind::text, "MODE", 0, 0, "no bf16 fp16",
-     "mixed_precision", "the Accelerator's default mixed precision: no, bf16 or fp16",
+    {"--mixed-precision", nullptr, ValueKind::text, "MODE", 0, 0, "no bf16 fp16 fp8",
+     "mixed_precision", "the Accelerator's default mixed precision: no, bf16, fp16 or fp8",
      [](LaunchOptions& o, const Value& v) { o.mixed_precision = v.text; },
      [](const LaunchOptions& o) {
        return o.mixed_precision.empty() ? std::string("'no'") : "'" + o.mixed_precision + "'";

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/compat.h"
+#include "engine/cuda_graph.h"
 
 namespace accel::optim {
 
@@ -95,7 +96,7 @@ void Adam::step_group(const ParamGroup& group, std::vector<ParamState>& states, 
                 get(group.options, "maximize") != 0.0};
   Stepped s = stepped(group, states, h.amsgrad);
   if (s.params.empty()) return;
-  if (how == Implementation::Fused) return step_fused(s, h);
+  if (how == Implementation::Fused) return step_fused(static_cast<std::size_t>(&group - param_groups().data()), s, h);
   if (how == Implementation::Foreach) return step_foreach(s, h);
 
   for (std::size_t j = 0; j < s.params.size(); ++j) {
@@ -177,7 +178,7 @@ void Adam::step_foreach(const Stepped& s, const Hyper& h) {
   at::_foreach_addcdiv_(s.params, exp_avgs, denoms, neg_step_size);
 }
 
-void Adam::step_fused(const Stepped& s, const Hyper& h) {
+void Adam::step_fused(std::size_t group, const Stepped& s, const Hyper& h) {
 #if ACCEL_TORCH_AT_LEAST(2, 1)
   std::vector<at::Tensor> exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
   const at::Tensor& first = s.params.front();
@@ -194,15 +195,33 @@ void Adam::step_fused(const Stepped& s, const Hyper& h) {
     exp_avg_sqs.push_back(state[kExpAvgSq]);
     if (h.amsgrad) max_exp_avg_sqs.push_back(state[kMaxExpAvgSq]);
   }
+  if (device_lrs_.size() <= group) device_lrs_.resize(group + 1);
+  at::Tensor& lr = device_lrs_[group];
+  if (!lr.defined() || lr.device() != first.device()) {
+    TORCH_CHECK(!gpu::capturing(), name(), " (fused): a captured step needs an eager step before it");
+    lr = at::empty({}, first.options().dtype(at::kFloat));
+  }
+  if (!gpu::capturing()) lr.fill_(h.lr);
   // As PyTorch's _fused_adam: the counters are bumped first, on the device.
   at::_foreach_add_(steps, 1);
-  auto run = decoupled_ ? &at::_fused_adamw_ : &at::_fused_adam_;
-  run(s.params, s.grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, h.lr, h.beta1, h.beta2,
-      h.weight_decay, h.eps, h.amsgrad, h.maximize, c10::nullopt, c10::nullopt);
+  if (decoupled_) {
+    at::_fused_adamw_(s.params, s.grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, h.beta1, h.beta2,
+                      h.weight_decay, h.eps, h.amsgrad, h.maximize);
+  } else {
+    at::_fused_adam_(s.params, s.grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr, h.beta1, h.beta2,
+                     h.weight_decay, h.eps, h.amsgrad, h.maximize);
+  }
 #else
-  (void)s, (void)h;
+  (void)group, (void)s, (void)h;
   TORCH_CHECK(false, name(), ": the fused implementation needs LibTorch 2.1 or later");
 #endif
+}
+
+void Adam::refresh_device_options() {
+  at::NoGradGuard no_grad;
+  for (std::size_t g = 0; g < device_lrs_.size(); ++g) {
+    if (device_lrs_[g].defined()) device_lrs_[g].fill_(get(param_groups()[g].options, "lr"));
+  }
 }
 
 bool Adam::has_implementation(Implementation how) const {

@@ -23,6 +23,8 @@ class Adam : public Optimizer {
   // Per-group options override `options`, which override the defaults above.
   explicit Adam(std::vector<ParamGroup> groups, const OptionMap& options = {});
 
+  void refresh_device_options() override;
+
  protected:
   // decoupled: AdamW's weight decay, applied to the parameter (param *= 1 - lr * wd)
   // before the Adam update instead of being added to the gradient.
@@ -37,6 +39,12 @@ class Adam : public Optimizer {
 
  private:
   bool decoupled_;
+  // Fused: each group's learning rate as a float32 tensor on its parameters'
+  // device, which the kernels read. A step fills it from the group's option
+  // first, except inside a CUDA graph's capture, whose replays read what
+  // refresh_device_options() put there. Eager and replayed steps so compute
+  // the same values.
+  std::vector<at::Tensor> device_lrs_;  // [group], undefined until needed
 
   struct Hyper {
     double lr, beta1, beta2, eps, weight_decay;
@@ -49,7 +57,7 @@ class Adam : public Optimizer {
   };
   Stepped stepped(const ParamGroup& group, std::vector<ParamState>& states, bool amsgrad) const;
   void step_foreach(const Stepped& s, const Hyper& h);
-  void step_fused(const Stepped& s, const Hyper& h);
+  void step_fused(std::size_t group, const Stepped& s, const Hyper& h);
 };
 
 // Adam with decoupled weight decay; same options, but weight_decay defaults to 1e-2.

@@ -88,6 +88,12 @@ class Optimizer {
   void set_implementation(Implementation implementation);
   Implementation implementation() const { return implementation_; }
 
+  // Copies the hyper-parameters a step reads on the device from the host
+  // (the fused Adam kernels' learning rate): a CUDA graph that captured a
+  // step replays it with the values put there before each replay
+  // (engine/cuda_graph.h).
+  virtual void refresh_device_options() {}
+
   // set_to_none releases each gradient (its memory returns to the allocator and the
   // next backward allocates a fresh one); otherwise gradients are detached and
   // zeroed in place.

@@ -33,7 +33,14 @@ function AcceleratedOptimizer:step()
   for _, sharded in ipairs(self._sharded) do sharded:before_step() end
   self.optimizer:step()
   for _, sharded in ipairs(self._sharded) do sharded:after_step() end
-  self.updates = self.updates + 1
+  -- Inside a CUDA graph's capture the count is kept for each replay
+  -- (cuda_graphs.lua).
+  local capture = state._capture
+  if capture then
+    capture[#capture + 1] = function() self.updates = self.updates + 1 end
+  else
+    self.updates = self.updates + 1
+  end
 end
 
 function AcceleratedOptimizer:zero_grad(set_to_none)

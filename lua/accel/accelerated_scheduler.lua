@@ -11,6 +11,14 @@ function AcceleratedScheduler.new(scheduler, optimizer)
 end
 
 function AcceleratedScheduler:step(...)
+  -- Inside a CUDA graph's capture, the step is kept for after each replay,
+  -- when the optimizer's update has been counted (cuda_graphs.lua).
+  local capture = self.optimizer.gradient_state._capture
+  if capture then
+    local n, given = select("#", ...), { ... }
+    capture[#capture + 1] = function() self:step(unpack(given, 1, n)) end
+    return
+  end
   if self.optimizer.updates == self.seen then return end
   self.seen = self.optimizer.updates
   return self.scheduler:step(...)

@@ -20,6 +20,7 @@ local sharding_settings = require("accel.sharding.settings")
 local shard_model = require("accel.sharding.shard_model")
 local module_states = require("accel.sharding.module_states")
 local init_empty_weights = require("accel.big_modeling.init_empty_weights")
+local float8 = require("accel.float8")
 
 local dist = core.dist
 local args_error = require("accel.args").error
@@ -65,6 +66,7 @@ local defaults = {
   log_with = false,  -- trackers: "jsonl", "tensorboard", "all" or a list (tracking.lua)
   zero_stage = false,  -- 1, 2 or 3: sharded data parallel (sharding/settings.lua)
   fsdp_plugin = false,  -- accel.FullyShardedDataParallelPlugin: the same in FSDP's words
+  cuda_graphs = false,  -- true or {warmup = n}: train_step captures and replays (cuda_graphs.lua)
 }
 
 local function fail(message)
@@ -81,8 +83,8 @@ local function check_options(options)
     end
   end
   local precision = options.mixed_precision
-  if precision ~= nil and precision ~= "no" and precision ~= "bf16" and precision ~= "fp16" then
-    fail("mixed_precision must be 'no', 'bf16' or 'fp16', got '" .. tostring(precision) .. "'")
+  if precision ~= nil and precision ~= "no" and precision ~= "bf16" and precision ~= "fp16" and precision ~= "fp8" then
+    fail("mixed_precision must be 'no', 'bf16', 'fp16' or 'fp8', got '" .. tostring(precision) .. "'")
   end
   if options.project_config and not ProjectConfiguration.is(options.project_config) then
     fail("project_config must be made by accel.ProjectConfiguration{...}")
@@ -173,6 +175,8 @@ local function new(_, options)
     self.project_configuration:set_directories(options.project_dir)
   end
   self.project_dir = self.project_configuration.project_dir
+  self.cuda_graphs = Accelerator._cuda_graph_settings(option("cuda_graphs"))
+  if mixed_precision == "fp8" then float8.check(self.device, fail) end
   if options.seed then require("accel").set_seed(options.seed) end
   return self
 end
@@ -279,6 +283,7 @@ function Accelerator:prepare_model(model, optimizer)
   end
   self._models[#self._models + 1] = entry
   self.gradient_state:_set_parameters(gradient_holders(self))
+  if self.mixed_precision == "fp8" then float8.convert(model) end
   if self:_autocast_dtype() then
     local forward = model.forward
     rawset(model, "forward", function(m, ...)
@@ -391,12 +396,13 @@ end
 
 require("accel.accelerator_gradients")(Accelerator, entry_of)
 require("accel.profiling")(Accelerator)
+require("accel.cuda_graphs")(Accelerator)
 
 -- The dtype the forward pass autocasts to, or nil: bf16 on any device;
 -- fp16 on the GPU (the CPU computes fp16 runs in float32 and scales the
 -- loss only, as LibTorch 1.13 has no CPU fp16 autocast).
 function Accelerator:_autocast_dtype()
-  if self.mixed_precision == "bf16" then return "bfloat16" end
+  if self.mixed_precision == "bf16" or self.mixed_precision == "fp8" then return "bfloat16" end
   if self.mixed_precision == "fp16" and self.device ~= "cpu" then return "float16" end
   return nil
 end

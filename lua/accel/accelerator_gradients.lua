@@ -53,8 +53,20 @@ return function(Accelerator, entry_of)
   end
 
   -- The reducers divide by the items of all ranks (or the number of ranks).
+  -- Inside a CUDA graph's capture the count is kept for each replay
+  -- (cuda_graphs.lua): a count of items would be one step's only.
   function Accelerator:_finish_sync()
-    local items = self.gradient_state:_finish_sync()
+    local state = self.gradient_state
+    local capture = state._capture
+    if capture and state.items > 0 then
+      args_error("cuda_graphs: backward's num_items is one step's count and cannot be captured")
+    end
+    local items = 0
+    if capture then
+      capture[#capture + 1] = function() state:_finish_sync() end
+    else
+      items = state:_finish_sync()
+    end
     for _, entry in ipairs(self._models) do
       if not entry.no_sync then entry.reducer:finalize(items) end
     end
@@ -113,7 +125,13 @@ return function(Accelerator, entry_of)
   -- calls, and at the last batch of a prepared data loader.
   function Accelerator:accumulate(model, fn)
     entry_of(self, model)
-    self.gradient_state:_begin_micro_step()
+    local state = self.gradient_state
+    local capture = state._capture
+    if capture then
+      capture[#capture + 1] = function() state:_begin_micro_step() end
+    else
+      state:_begin_micro_step()
+    end
     return fn()
   end
 

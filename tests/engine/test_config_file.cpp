@@ -360,7 +360,7 @@ TEST_CASE("config mistakes name the file, the line and the key", "[config]") {
              Contains(file + ":1: key 'backend' expects one of gloo"));
   CHECK_THAT(error_for("backend: glo\n"), Contains("got 'glo' (did you mean 'gloo'?)"));
   CHECK_THAT(error_for("mixed_precision: [bf16]\n"),
-             Contains(file + ":1: key 'mixed_precision' expects one of no, bf16, fp16, got a list"));
+             Contains(file + ":1: key 'mixed_precision' expects one of no, bf16, fp16, fp8, got a list"));
   CHECK_THAT(error_for("num_threads:\n"),
              Contains(file + ":1: key 'num_threads' has no value; it expects an integer"));
   CHECK_THAT(error_for("max_restarts: 1\nmax_restarts: 2\n"),
@@ -443,7 +443,7 @@ TEST_CASE("config_value_problem checks an answer as the file would", "[config]")
   CHECK(accel::config_value_problem("num_processes", "0") ==
         "expects an integer from 1 to 1048576, got '0'");
   CHECK_THAT(accel::config_value_problem("mixed_precision", "bf61"),
-             Contains("expects one of no, bf16, fp16, got 'bf61' (did you mean 'bf16'?)"));
+             Contains("expects one of no, bf16, fp16, fp8, got 'bf61' (did you mean 'bf16'?)"));
   CHECK(accel::config_value_problem("distributed_type", "FSDP").empty());
   CHECK(accel::config_value_problem("distributed_type", "NO").empty());
   CHECK_THAT(accel::config_value_problem("distributed_type", "fsdp"),

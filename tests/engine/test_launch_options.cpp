@@ -164,8 +164,8 @@ TEST_CASE("errors name the option or value at fault", "[launch_options]") {
   CHECK_THAT(error_of({"train.lua", "--num_processes", "2"}),
              Contains("(did you mean '--num-processes'?)"));
   CHECK_THAT(error_of({"train.lua", "--debug=yes"}), Contains("--debug takes no value"));
-  CHECK_THAT(error_of({"train.lua", "--mixed-precision", "fp8"}),
-             Contains("unsupported --mixed-precision 'fp8' (supported: no, bf16, fp16)"));
+  CHECK_THAT(error_of({"train.lua", "--mixed-precision", "fp4"}),
+             Contains("unsupported --mixed-precision 'fp4' (supported: no, bf16, fp16, fp8)"));
   CHECK_THAT(error_of({"train.lua", "--timeout", "0"}),
              Contains("--timeout expects a number of seconds from 0.1 to 100000000, got '0'"));
   CHECK_THAT(error_of({"train.lua", "--nnodes", "2", "--node-rank", "2", "--master-port", "1"}),

@@ -39,7 +39,7 @@ refused wrong_type $'num_processes: 2\ndebug: 3\n' \
 refused quoted_number $'num_processes: "2"\n' \
   "$work/quoted_number.yaml:1: key 'num_processes' expects an integer from 1 to 1048576, got the string '2'"
 refused bad_choice $'mixed_precision: bf61\n' \
-  "$work/bad_choice.yaml:1: key 'mixed_precision' expects one of no, bf16, fp16, got 'bf61' (did you mean 'bf16'?)"
+  "$work/bad_choice.yaml:1: key 'mixed_precision' expects one of no, bf16, fp16, fp8, got 'bf61' (did you mean 'bf16'?)"
 refused not_a_map $'- num_processes\n' \
   "$work/not_a_map.yaml:1: the config must be a mapping of keys to values"
 

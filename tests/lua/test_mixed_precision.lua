@@ -75,4 +75,11 @@ check.equal(opt.updates, #plan - skipped, "updates exclude skipped steps")
 check.near(sched:get_last_lr()[1], 0.1 / (opt.updates + 1), 1e-9,
            "the schedule advanced once per update, not on skipped steps")
 
+-- fp8 computes on a GPU's float8 units (tests/gpu/float8.lua): refused
+-- elsewhere, saying why; and an unknown precision names the known ones.
+check.raises(function() accel.Accelerator{ mixed_precision = "fp8", cpu = true } end, "fp8 on the CPU",
+             "mixed_precision = 'fp8'", "this Accelerator computes on the CPU")
+check.raises(function() accel.Accelerator{ mixed_precision = "fp4" } end, "an unknown precision",
+             "'no', 'bf16', 'fp16' or 'fp8', got 'fp4'")
+
 check.done("test_mixed_precision")
