@@ -27,8 +27,8 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
   int methods = lua_gettop(L);
   for (const auto& table : {tensor_math_bindings(), tensor_compare_bindings(),
                             tensor_reduction_bindings(), tensor_linalg_bindings(),
-                            tensor_shape_bindings(), tensor_index_bindings(),
-                            tensor_indexing_bindings(), tensor_random_bindings(),
+                            tensor_shape_bindings(), tensor_selection_bindings(),
+                            tensor_subscript_bindings(), tensor_random_bindings(),
                             tensor_conversion_bindings(), autograd_method_bindings()}) {
     register_bindings(L, methods, "accel.", table);
   }

@@ -175,7 +175,7 @@ std::vector<Binding> weights_reader_methods() {
       bind("info", [](lua_State* L, Receiver, std::string name) {
         const ckpt::TensorEntry& entry = reader_at(L).info(name);
         lua_createtable(L, 0, 3);
-        lua_pushstring(L, dtype_name(entry.dtype));
+        lua_pushstring(L, dtype_text(entry.dtype).c_str());
         lua_setfield(L, -2, "dtype");
         lua_createtable(L, static_cast<int>(entry.shape.size()), 0);
         for (size_t d = 0; d < entry.shape.size(); ++d) {

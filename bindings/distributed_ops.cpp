@@ -8,11 +8,12 @@
 #include <optional>
 
 #include "bindings/error_log.h"
+#include "bindings/gradient_sync_methods.h"
 #include "bindings/lua_support.h"
 #include "engine/comm/communicator.h"
 #include "engine/comm/reduce_op.h"
 #include "engine/gpu.h"
-#include "engine/gradient_reducer.h"
+#include "engine/parallel/gradient_reducer.h"
 #include "engine/process_state.h"
 
 namespace accel::lua {
@@ -189,7 +190,7 @@ std::vector<Binding> dist_bindings() {
         return Pushed{1};
       }),
       // GradientReducer(params[, bucket_bytes[, overlap]]): reduces these
-      // parameters' gradients during backward (see engine/gradient_reducer.h).
+      // parameters' gradients during backward (see engine/parallel/gradient_reducer.h).
       bind("GradientReducer", [](lua_State* L, TensorList params, c10::optional<int64_t> bucket_bytes,
                                  c10::optional<bool> overlap) {
         Communicator& comm = communicator(L);
@@ -202,13 +203,11 @@ std::vector<Binding> dist_bindings() {
   };
 }
 
+GradientSync& reducer_sync(lua_State* L) { return reducer_at(L); }
+
 std::vector<Binding> reducer_methods() {
-  return {
-      bind("set_sync", [](lua_State* L, Receiver, bool sync) { reducer_at(L).set_sync(sync); }),
-      // finalize([num_items]): this rank's items since the last synchronisation.
-      bind("finalize", [](lua_State* L, Receiver, c10::optional<int64_t> num_items) {
-        reducer_at(L).finalize(num_items.value_or(0));
-      }),
+  std::vector<Binding> methods = gradient_sync_methods<reducer_sync>();
+  methods.insert(methods.end(), {
       bind("num_buckets", [](lua_State* L, Receiver) { return reducer_at(L).num_buckets(); }),
       // {{"gradient", i}, {"bucket", b}, ...} with 1-based parameter and bucket numbers.
       bind("last_events", [](lua_State* L, Receiver) {
@@ -225,7 +224,8 @@ std::vector<Binding> reducer_methods() {
         }
         return Pushed{1};
       }),
-  };
+  });
+  return methods;
 }
 
 }  // namespace

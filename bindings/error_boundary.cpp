@@ -7,8 +7,9 @@
 #include <sstream>
 
 #include "bindings/error_log.h"
-#include "bindings/value_conversion.h"
+#include "bindings/tensor_handle.h"
 #include "engine/comm/communicator.h"
+#include "engine/tensor_description.h"
 
 namespace accel::lua {
 namespace {
@@ -41,7 +42,7 @@ std::string describe_arguments(lua_State* L) {
         out << "undefined tensor";
         continue;
       }
-      out << dtype_name(t->scalar_type()) << shape_of(*t);
+      out << describe_tensor(*t);
     } else if (lua_type(L, i) == LUA_TNUMBER) {
       out << lua_tonumber(L, i);
     } else if (lua_type(L, i) == LUA_TSTRING) {

@@ -5,12 +5,13 @@
 #include <cstdlib>
 #include <thread>
 
-#include "engine/launch/error_file.h"
+#include "engine/protocol/accel_variables.h"
+#include "engine/protocol/error_file.h"
 #include "engine/tracking/open_trackers.h"
 
 namespace accel::lua {
 namespace {
-const char* error_file() { return std::getenv(kErrorFileVariable); }
+const char* error_file() { return std::getenv(variables::kErrorFile); }
 }  // namespace
 
 void log_cpp_backtrace(const std::string& text) {

@@ -18,10 +18,10 @@ Tensor conv(lua_State* L, T x, T weight, const OptTensor& bias, const Options& o
   int64_t groups = option_integer(L, o, "groups", 1);
   TORCH_CHECK(x.dim() == Spatial + 1 || x.dim() == Spatial + 2, "expected a ",
               Spatial + 1, "-D (unbatched) or ", Spatial + 2, "-D (batched) input, got shape ",
-              shape_of(x));
+              shape_text(x.sizes()));
   TORCH_CHECK(weight.dim() == Spatial + 2, "expected a ", Spatial + 2,
               "-D weight (out_channels, in_channels / groups, kernel...), got shape ",
-              shape_of(weight));
+              shape_text(weight.sizes()));
   if (option_present(L, o, "padding")) {
     lua_getfield(L, o.index, "padding");
     bool is_string = lua_type(L, -1) == LUA_TSTRING;

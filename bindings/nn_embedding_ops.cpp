@@ -25,7 +25,7 @@ Tensor zero_based_ids(T ids, int64_t n) {
 Tensor embedding(lua_State* L, T ids, Tensor weight, Options o) {
   check_option_names(L, o, {"padding_idx", "max_norm", "norm_type", "scale_grad_by_freq"});
   TORCH_CHECK(weight.dim() == 2, "expected a 2-D weight (num_embeddings, dim), got shape ",
-              shape_of(weight));
+              shape_text(weight.sizes()));
   int64_t n = weight.size(0);
   Tensor zero_based = zero_based_ids(ids, n);
   int64_t padding = -1;

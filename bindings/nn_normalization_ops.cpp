@@ -18,14 +18,14 @@ Tensor batch_norm(lua_State* L, T x, OptTensor running_mean, OptTensor running_v
   check_option_names(L, o, {"training", "momentum", "eps"});
   bool training = option_boolean(L, o, "training", false);
   TORCH_CHECK(x.dim() >= 2, "expected an input of at least 2 dims (N, C, ...), got shape ",
-              shape_of(x));
+              shape_text(x.sizes()));
   TORCH_CHECK(training || (running_mean && running_var),
               "running_mean and running_var are needed when not training");
   if (training) {
     int64_t per_channel = x.numel() / x.size(1);
     TORCH_CHECK(per_channel > 1,
                 "expected more than 1 value per channel when training, got input shape ",
-                shape_of(x));
+                shape_text(x.sizes()));
   }
   return at::batch_norm(x, weight, bias, running_mean, running_var, training,
                         option_number(L, o, "momentum", 0.1), option_number(L, o, "eps", 1e-5),
@@ -41,7 +41,7 @@ Tensor group_norm(lua_State* L, T x, int64_t num_groups, OptTensor weight, OptTe
                   Options o) {
   check_option_names(L, o, {"eps"});
   TORCH_CHECK(x.dim() >= 2, "expected an input of at least 2 dims (N, C, ...), got shape ",
-              shape_of(x));
+              shape_text(x.sizes()));
   TORCH_CHECK(num_groups > 0 && x.size(1) % num_groups == 0, x.size(1),
               " channels cannot be split into ", num_groups, " groups");
   return at::group_norm(x, num_groups, weight, bias, option_number(L, o, "eps", 1e-5));

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
 
 #include "bindings/op_tables.h"
 #include "bindings/option_table.h"
@@ -61,9 +63,13 @@ std::vector<Binding> runtime_bindings() {
         return Pushed{1};
       }),
       bind("reset_peak_cpu_memory_stats", []() { reset_peak_cpu_memory(); }),
+      // Whether stdout is a terminal that can redraw a line (not TERM=dumb).
       // Rank 0 writes to accel-run's own stdout (a terminal when the user
       // watches); other ranks, and rank 0 under --log-dir, write to a pipe.
-      bind("stdout_is_terminal", []() { return ::isatty(STDOUT_FILENO) == 1; }),
+      bind("stdout_is_terminal", []() {
+        const char* term = std::getenv("TERM");
+        return ::isatty(STDOUT_FILENO) == 1 && !(term && std::string(term) == "dumb");
+      }),
       // The terminal's width in columns, 0 when stdout is no terminal.
       bind("terminal_columns", []() -> int64_t {
         winsize size{};

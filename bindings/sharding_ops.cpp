@@ -1,14 +1,15 @@
 // accel.core.dist.ShardedModel: sharded data parallel for one model
-// (engine/sharding/sharded_model.h), driven by lua/accel/sharding/. Units are
+// (engine/parallel/sharded_model.h), driven by lua/accel/sharding/. Units are
 // numbered from 1, the root first.
 #include <memory>
 
 #include "bindings/distributed_ops.h"
+#include "bindings/gradient_sync_methods.h"
 #include "bindings/lua_support.h"
 #include "bindings/optim_ops.h"
 #include "engine/comm/communicator.h"
-#include "engine/sharding/flat_parameter.h"
-#include "engine/sharding/sharded_model.h"
+#include "engine/parallel/flat_parameter.h"
+#include "engine/parallel/sharded_model.h"
 
 namespace accel::lua {
 namespace {
@@ -103,8 +104,11 @@ Pushed flat_parameters(lua_State* L) {
   return Pushed{1};
 }
 
+GradientSync& sharded_sync(lua_State* L) { return self(L); }
+
 std::vector<Binding> sharded_methods() {
-  return {
+  std::vector<Binding> methods = gradient_sync_methods<sharded_sync>();
+  methods.insert(methods.end(), {
       bind("stage", [](lua_State* L, Receiver) { return static_cast<int64_t>(self(L).stage()); }),
       // Whether gradients end each backward in the shards (their .grad, this
       // rank's slices) rather than in the parameters: stages 2 and 3, which
@@ -131,11 +135,6 @@ std::vector<Binding> sharded_methods() {
       bind("gather_all", [](lua_State* L, Receiver) { self(L).gather_all(); }),
       bind("release_all", [](lua_State* L, Receiver) { self(L).release_all(); }),
       bind("keep_written_parameters", [](lua_State* L, Receiver) { self(L).keep_written_parameters(); }),
-      bind("set_sync", [](lua_State* L, Receiver, bool sync) { self(L).set_sync(sync); }),
-      bind("end_backward", [](lua_State* L, Receiver) { self(L).end_backward(); }),
-      bind("finalize", [](lua_State* L, Receiver, c10::optional<int64_t> num_items) {
-        self(L).finalize(num_items.value_or(0));
-      }),
       bind("clip_grad_norm", [](lua_State* L, Receiver, double max_norm, c10::optional<double> norm_type) {
         return self(L).clip_grad_norm(max_norm, norm_type.value_or(2.0));
       }),
@@ -149,7 +148,7 @@ std::vector<Binding> sharded_methods() {
       // flat_parameters(optimizer): the layout above.
       bind("flat_parameters", flat_parameters),
       // The optimizer's state in its layout before sharding (a collective),
-      // and back (engine/sharding/full_optimizer_state.cpp).
+      // and back (engine/parallel/full_optimizer_state.cpp).
       bind("full_optimizer_state", [](lua_State* L, Receiver) {
         push_state_dict(L, self(L).full_optimizer_state(optimizer_arg(L, 2)));
         return Pushed{1};
@@ -157,7 +156,8 @@ std::vector<Binding> sharded_methods() {
       bind("load_full_optimizer_state", [](lua_State* L, Receiver) {
         self(L).load_full_optimizer_state(optimizer_arg(L, 2), read_state_dict(L, 3));
       }),
-  };
+  });
+  return methods;
 }
 
 }  // namespace

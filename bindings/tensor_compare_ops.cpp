@@ -42,7 +42,7 @@ std::vector<Binding> tensor_compare_bindings() {
       bind("where", [](T condition, Operand x, Operand y) {
         TORCH_CHECK(condition.scalar_type() == at::kBool,
                     "the condition must be a bool tensor (from a comparison), got ",
-                    dtype_name(condition.scalar_type()));
+                    dtype_text(condition.scalar_type()));
         return at::where(condition, *x.value, *y.value);
       }),
 

@@ -163,7 +163,17 @@ std::vector<Binding> tensor_creation_bindings() {
         }
         c10::set_default_dtype(caffe2::TypeMeta::fromScalarType(type));
       }),
-      bind("get_default_dtype", []() { return std::string(dtype_name(default_float())); }),
+      bind("get_default_dtype", []() { return dtype_text(default_float()); }),
+      // Every dtype name (engine/tensor_description.h), for accel.float32 and the rest.
+      bind("dtype_names", [](lua_State* L) {
+        const std::vector<std::string> names = dtype_names();
+        lua_createtable(L, static_cast<int>(names.size()), 0);
+        for (size_t i = 0; i < names.size(); ++i) {
+          lua_pushstring(L, names[i].c_str());
+          lua_rawseti(L, -2, static_cast<int>(i + 1));
+        }
+        return Pushed{1};
+      }),
       bind("linspace", [](lua_State* L, double a, double b, int64_t n, Options o) {
         return with_requires_grad(L, o, at::linspace(a, b, n, float_default(L, o)));
       }),

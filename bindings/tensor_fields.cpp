@@ -1,12 +1,12 @@
 // `t.field`, `t[i]`, `t[{...}]` and their assignments: the tensor's __index
-// and __newindex (subscripts are in tensor_indexing.cpp). Method lookup
+// and __newindex (subscripts are in tensor_subscripts.cpp). Method lookup
 // comes first and stays a single table read.
 #include "bindings/tensor_fields.h"
 
 #include <cstring>
 
 #include "bindings/value_conversion.h"
-#include "bindings/tensor_indexing.h"
+#include "bindings/tensor_subscripts.h"
 
 namespace accel::lua {
 namespace {
@@ -38,7 +38,7 @@ int read_field(lua_State* L) {
   if (key == "requires_grad") return push(L, t.requires_grad());
   if (key == "is_leaf") return push(L, t.is_leaf());
   if (key == "shape") return push(L, t.sizes().vec());
-  if (key == "dtype") return push(L, std::string(dtype_name(t.scalar_type())));
+  if (key == "dtype") return push(L, dtype_text(t.scalar_type()));
   if (key == "device") return push(L, t.device().str());
   if (key == "is_cuda") return push(L, t.is_cuda());
   lua_pushnil(L);

@@ -183,7 +183,7 @@ std::string tensor_repr(const Tensor& t) {
   std::vector<std::string> suffixes;
   if (!t.device().is_cpu()) suffixes.push_back("device='" + t.device().str() + "'");
   at::ScalarType type = t.scalar_type();
-  std::string dtype_suffix = std::string("dtype=accel.") + dtype_name(type);
+  std::string dtype_suffix = std::string("dtype=accel.") + dtype_text(type);
   std::string body;
   if (t.numel() == 0) {
     if (t.dim() != 1) suffixes.push_back("size=" + shape_tuple(t.sizes()));

@@ -43,18 +43,6 @@ int64_t index_in_dim(const at::Tensor& t, int64_t dim, Position p) {
 
 namespace {
 
-struct DtypeName {
-  const char* name;
-  at::ScalarType type;
-};
-
-constexpr DtypeName kDtypes[] = {
-    {"float32", at::kFloat},   {"float64", at::kDouble}, {"bfloat16", at::kBFloat16},
-    {"float16", at::kHalf},    {"int64", at::kLong},     {"int32", at::kInt},
-    {"int16", at::kShort},     {"int8", at::kChar},      {"uint8", at::kByte},
-    {"bool", at::kBool},
-};
-
 // Reads integers from a table at `index`, or from consecutive numbers.
 std::vector<int64_t> read_integers(Cursor& c, const char* expected) {
   std::vector<int64_t> out;
@@ -98,28 +86,6 @@ std::vector<int64_t> read_integers(Cursor& c, const char* expected) {
 
 }  // namespace
 
-at::ScalarType parse_dtype(const std::string& name) {
-  for (const auto& d : kDtypes) {
-    if (name == d.name) return d.type;
-  }
-  std::string known;
-  for (const auto& d : kDtypes) known += std::string(known.empty() ? "" : ", ") + d.name;
-  throw ArgError("unknown dtype '" + name + "' (known: " + known + ")");
-}
-
-const char* dtype_name(at::ScalarType type) {
-  for (const auto& d : kDtypes) {
-    if (d.type == type) return d.name;
-  }
-  return c10::toString(type);
-}
-
-std::string shape_of(const at::Tensor& t) {
-  std::string s;
-  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? "x" : "") + std::to_string(t.size(d));
-  return "[" + s + "]";
-}
-
 Operand Arg<Operand>::get(Cursor& c) {
   if (at::Tensor* t = to_tensor(c.L, c.index)) {
     ++c.index;
@@ -156,7 +122,7 @@ Dims Arg<Dims>::get(Cursor& c) {
 
 void require_integer_tensor(const at::Tensor& t, const std::string& what, const char* contents) {
   if (t.is_floating_point() || t.is_complex() || t.scalar_type() == at::kBool) {
-    throw ArgError(what + " must be an integer tensor of " + contents + ", got " + dtype_name(t.scalar_type()) +
+    throw ArgError(what + " must be an integer tensor of " + contents + ", got " + dtype_text(t.scalar_type()) +
                    " (a table of numbers makes a float tensor: ask for integers with "
                    "accel.tensor(t, {dtype = accel.int64}) or accel.LongTensor(t), or convert with x:long())");
   }

@@ -24,6 +24,7 @@ extern "C" {
 
 #include "bindings/error_boundary.h"
 #include "bindings/tensor_handle.h"
+#include "engine/tensor_description.h"  // dtype names and shapes in messages
 
 namespace accel::lua {
 
@@ -80,11 +81,6 @@ struct ReduceArgs {
   std::vector<int64_t> over(const at::Tensor& t) const;
 };
 
-// Parses "float32", "int64", ... (the values of accel.float32 etc.).
-at::ScalarType parse_dtype(const std::string& name);
-const char* dtype_name(at::ScalarType type);
-// "[2x3]": a tensor's shape as messages show it.
-std::string shape_of(const at::Tensor& t);
 // The device `name` names ("cpu", "cuda:1"), checked to exist here: a GPU
 // this machine lacks, or any GPU in a build without CUDA, is an error that
 // starts with `what` and says so (engine/gpu.h).

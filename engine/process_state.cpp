@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "engine/protocol/accel_variables.h"
+
 namespace accel {
 namespace {
 
@@ -44,7 +46,7 @@ ProcessState ProcessState::from_environment() {
       read_int({"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"}, s.world_size);
   if (const char* addr = std::getenv("MASTER_ADDR")) s.master_addr = addr;
   s.master_port = read_int({"MASTER_PORT"}, 0);
-  if (const char* token = std::getenv("ACCEL_RDZV_TOKEN")) s.rdzv_token = token;
+  if (const char* token = std::getenv(variables::kRdzvToken)) s.rdzv_token = token;
   if (s.world_size < 1) throw std::runtime_error("WORLD_SIZE must be at least 1");
   if (s.rank >= s.world_size) {
     throw std::runtime_error("RANK=" + std::to_string(s.rank) + " is not below WORLD_SIZE=" +

@@ -5,7 +5,7 @@
 #pragma once
 #include <string>
 
-#include "engine/store/store_connection.h"
+#include "engine/protocol/store_connection.h"
 
 namespace accel {
 

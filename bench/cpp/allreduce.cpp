@@ -16,7 +16,7 @@
 #include <cstdio>
 
 #include "bench/cpp/bench_common.h"
-#include "engine/store/c10d_store.h"
+#include "engine/comm/c10d_store.h"
 
 namespace {
 

@@ -22,7 +22,7 @@
 
 #include "engine/comm/communicator.h"
 #include "engine/data/epoch_plan.h"
-#include "engine/gradient_reducer.h"
+#include "engine/parallel/gradient_reducer.h"
 #include "engine/optim/adam.h"
 #include "engine/process_state.h"
 

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/store/store_server.h"
+#include "engine/launch/store_server.h"
 
 extern char** environ;
 

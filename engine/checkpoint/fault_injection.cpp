@@ -9,6 +9,8 @@
 #include <sstream>
 #include <string>
 
+#include "engine/protocol/accel_variables.h"
+
 namespace accel::checkpoint {
 namespace {
 
@@ -30,7 +32,7 @@ int armed_occurrence(const std::string& spec, const std::string& point) {
 }  // namespace
 
 void fault_point(const char* point) {
-  const char* spec = std::getenv("ACCEL_FAULT_INJECT");
+  const char* spec = std::getenv(variables::kFaultInject);
   if (!spec) return;
   int occurrence = armed_occurrence(spec, point);
   if (occurrence == 0) return;

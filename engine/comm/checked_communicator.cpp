@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 
+#include "engine/protocol/rank_list.h"
 #include "engine/tensor_description.h"
 
 namespace accel {
@@ -72,12 +73,6 @@ std::string signature(const Descriptor& d) {
   }
   if (d.reduce >= 0) text += std::string(" (") + reduce_op_name(static_cast<ReduceOp>(d.reduce)) + ")";
   if (static_cast<Op>(d.op) == Op::broadcast) text += " from rank " + std::to_string(d.root);
-  return text;
-}
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
   return text;
 }
 

@@ -6,8 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "engine/launch/error_file.h"
-#include "engine/store/store_connection.h"
+#include "engine/protocol/accel_variables.h"
+#include "engine/protocol/error_file.h"
+#include "engine/protocol/store_connection.h"
 
 namespace accel {
 namespace {
@@ -183,7 +184,7 @@ void CollectiveMonitor::run() {
       int64_t seq = in_flight_.front().state.seq;
       lock.unlock();
       std::string message = "accel: " + timeout_message(seq);
-      const char* error_file = std::getenv(kErrorFileVariable);
+      const char* error_file = std::getenv(variables::kErrorFile);
       if (!error_file || !append_error_record(error_file, kFatalRecord, message)) {
         std::fprintf(stderr, "%s\n", message.c_str());
       }

@@ -1,5 +1,5 @@
 // A worker's record of the collectives it is in, published to the
-// launcher's store (engine/launch/collective_state.h) so that the launcher
+// launcher's store (engine/protocol/collective_state.h) so that the launcher
 // can report a stall while it lasts, and read back when a collective times
 // out so the error can name the ranks that did not arrive and where they are.
 //
@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/launch/collective_state.h"
+#include "engine/protocol/collective_state.h"
 
 namespace accel {
 

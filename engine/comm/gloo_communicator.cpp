@@ -9,7 +9,7 @@
 #include "engine/comm/flat_collective_args.h"
 #include "engine/comm/host_staging.h"
 #include "engine/process_state.h"
-#include "engine/store/c10d_store.h"
+#include "engine/comm/c10d_store.h"
 
 namespace accel {
 namespace {

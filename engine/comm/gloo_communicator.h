@@ -1,5 +1,5 @@
 // Collectives over Gloo through LibTorch's c10d, joined by rendezvous on the
-// launcher's store (engine/store/c10d_store.h). When every rank runs on this
+// launcher's store (engine/comm/c10d_store.h). When every rank runs on this
 // machine, make_communicator puts it behind shared memory for all-reduces
 // (engine/comm/shared_memory_communicator.h).
 #pragma once

@@ -15,6 +15,7 @@
 #include "engine/comm/shared_memory_communicator.h"
 #include "engine/comm/single_process_communicator.h"
 #include "engine/process_state.h"
+#include "engine/protocol/accel_variables.h"
 
 namespace accel {
 
@@ -44,7 +45,7 @@ std::unique_ptr<Communicator> gloo_communicator(const ProcessState& state,
 
 std::unique_ptr<Communicator> backend_communicator(const ProcessState& state,
                                                    CommunicatorOptions options) {
-  const char* shared_memory = std::getenv("ACCEL_SHARED_MEMORY");
+  const char* shared_memory = std::getenv(variables::kSharedMemory);
   if (shared_memory && std::string(shared_memory) == "0") options.shared_memory = false;
   if (options.backend == "gloo") return gloo_communicator(state, options);
 #ifdef ACCEL_WITH_MPI

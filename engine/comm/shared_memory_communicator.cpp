@@ -11,7 +11,7 @@
 #include "engine/checkpoint/fault_injection.h"
 #include "engine/comm/flat_collective_args.h"
 #include "engine/comm/host_staging.h"
-#include "engine/launch/run_guardian.h"
+#include "engine/protocol/accel_variables.h"
 
 namespace accel {
 
@@ -37,7 +37,7 @@ void SharedMemoryCommunicator::join(std::chrono::milliseconds timeout) {
   options.timeout = timeout;
   cpu_set_t cpus;
   options.spin = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= size;
-  if (const char* prefix = std::getenv(kShmPrefixVariable)) options.name_prefix = prefix;
+  if (const char* prefix = std::getenv(variables::kShmPrefix)) options.name_prefix = prefix;
 
   at::Tensor token = at::zeros({2}, at::kLong);  // {created, token}
   if (rank == 0) {

@@ -7,8 +7,8 @@
 #include <istream>
 #include <ostream>
 
-#include "engine/launch/config_file.h"
-#include "engine/launch/launch_options.h"
+#include "engine/protocol/config_file.h"
+#include "engine/protocol/launch_options.h"
 
 namespace accel {
 namespace {

@@ -7,8 +7,8 @@
 #include <ostream>
 #include <sstream>
 
-#include "engine/launch/cpu_cores.h"
-#include "engine/launch/launch_options.h"
+#include "engine/protocol/cpu_cores.h"
+#include "engine/protocol/launch_options.h"
 
 namespace accel {
 namespace {

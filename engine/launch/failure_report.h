@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/launch/error_file.h"
+#include "engine/protocol/error_file.h"
 
 namespace accel {
 

@@ -5,7 +5,7 @@
 
 #include <sstream>
 
-#include "engine/launch/error_file.h"
+#include "engine/protocol/error_file.h"
 
 namespace accel {
 

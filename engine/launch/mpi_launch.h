@@ -9,12 +9,10 @@
 #include <vector>
 
 #include "engine/launch/failure_report.h"
-#include "engine/launch/launch_options.h"
+#include "engine/protocol/launch_options.h"
 #include "engine/launch/supervisor.h"
 
 namespace accel {
-
-inline constexpr const char* kErrorDirVariable = "ACCEL_ERROR_DIR";
 
 // The path of `program` found on $PATH (or as given when it holds a '/'),
 // or "" when there is none.

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/store/store_connection.h"
+#include "engine/protocol/store_connection.h"
 
 namespace accel {
 

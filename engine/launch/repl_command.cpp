@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "engine/launch/launch_options.h"
+#include "engine/protocol/launch_options.h"
 
 namespace accel {
 

@@ -20,7 +20,8 @@
 #include <readline/readline.h>
 
 #include "engine/launch/output_relay.h"
-#include "engine/launch/warm_protocol.h"
+#include "engine/protocol/accel_variables.h"
+#include "engine/protocol/warm_protocol.h"
 
 namespace accel {
 namespace {
@@ -350,7 +351,7 @@ class ReplController final : public WarmController {
 };
 
 ReplSession::ReplSession() {
-  const char* file = std::getenv("ACCEL_REPL_HISTORY");
+  const char* file = std::getenv(variables::kReplHistory);
   const char* home = std::getenv("HOME");
   history_file_ = file ? file : home ? std::string(home) + "/.accel_repl_history" : "";
   using_history();

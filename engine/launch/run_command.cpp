@@ -13,17 +13,18 @@
 #include <optional>
 #include <stdexcept>
 
-#include "engine/launch/collective_state.h"
 #include "engine/launch/mpi_launch.h"
 #include "engine/launch/node_rendezvous.h"
 #include "engine/launch/repl_controller.h"
 #include "engine/launch/run_guardian.h"
 #include "engine/launch/stall_inspector.h"
+#include "engine/launch/store_server.h"
 #include "engine/launch/supervisor.h"
-#include "engine/launch/warm_protocol.h"
 #include "engine/launch/watch_controller.h"
-#include "engine/launch/worker_variables.h"
-#include "engine/store/store_server.h"
+#include "engine/protocol/accel_variables.h"
+#include "engine/protocol/collective_state.h"
+#include "engine/protocol/warm_protocol.h"
+#include "engine/protocol/worker_variables.h"
 
 namespace accel {
 namespace {
@@ -115,7 +116,7 @@ class StallWatch {
 
 // The run's store token, as its workers receive it.
 std::string token_variable(const std::string& token) {
-  return std::string(kRdzvTokenVariable) + "=" + token;
+  return std::string(variables::kRdzvToken) + "=" + token;
 }
 
 // 128 random bits as hex, for a run whose nodes need not share the token.
@@ -148,14 +149,14 @@ std::vector<std::string> round_environment(const LaunchOptions& options, const R
                                            const RunScope& scope, int round) {
   std::vector<std::string> env;
   // The launcher's own ACCEL_RDZV_TOKEN, if any, gives way to the run's.
-  const std::string inherited = std::string(kRdzvTokenVariable) + "=";
+  const std::string inherited = std::string(variables::kRdzvToken) + "=";
   for (const std::string& entry : context.env) {
     if (entry.rfind(inherited, 0) != 0) env.push_back(entry);
   }
   env.push_back(token_variable(scope.token));
-  env.push_back(std::string(kShmPrefixVariable) + "=" + scope.shm_prefix);
+  env.push_back(std::string(variables::kShmPrefix) + "=" + scope.shm_prefix);
   for (std::string& var : worker_variables(options)) env.push_back(std::move(var));
-  env.push_back(std::string(kRestartCountVariable) + "=" + std::to_string(round));
+  env.push_back(std::string(variables::kRestartCount) + "=" + std::to_string(round));
   env.push_back("GROUP_RANK=" + std::to_string(options.node_rank));
   return env;
 }
@@ -218,7 +219,7 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
   if (warm) {
     ControlSockets sockets(options.nproc);
     supervision.control_fds = sockets.workers;
-    supervision.command.env.push_back(std::string(kControlFdVariable) + "=" + std::to_string(kControlFd));
+    supervision.command.env.push_back(std::string(variables::kControlFd) + "=" + std::to_string(kControlFd));
     supervision.stdin_to_first_rank = warm->stdin_to_workers();
     supervision.tick_interval = milliseconds(20);
     controller = warm->start(sockets.launcher, context.stderr_fd);
@@ -289,10 +290,10 @@ RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& conte
   ScratchDirectory errors;
   std::vector<std::string> exported = worker_variables(options);
   exported.push_back(token_variable(token));
-  exported.push_back(std::string(kShmPrefixVariable) + "=" + scope.shm_prefix);
-  exported.push_back(std::string(kRestartCountVariable) + "=" + std::to_string(round));
-  exported.push_back(std::string(kErrorDirVariable) + "=" + errors.path());
-  exported.push_back("ACCEL_ROLE=worker");
+  exported.push_back(std::string(variables::kShmPrefix) + "=" + scope.shm_prefix);
+  exported.push_back(std::string(variables::kRestartCount) + "=" + std::to_string(round));
+  exported.push_back(std::string(variables::kErrorDir) + "=" + errors.path());
+  exported.push_back(std::string(variables::kRole) + "=worker");
   exported.push_back("MASTER_ADDR=127.0.0.1");
   exported.push_back("MASTER_PORT=" + std::to_string(store.port()));
   std::optional<StallWatch> stalls;
@@ -345,7 +346,7 @@ RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& conte
 // which only its workers learn.
 std::string rdzv_token(const LaunchOptions& options, const RunContext& context) {
   if (!options.rdzv_token.empty()) return options.rdzv_token;
-  const std::string prefix = std::string(kRdzvTokenVariable) + "=";
+  const std::string prefix = std::string(variables::kRdzvToken) + "=";
   for (const std::string& entry : context.env) {
     if (entry.rfind(prefix, 0) == 0 && entry.size() > prefix.size()) return entry.substr(prefix.size());
   }
@@ -354,7 +355,7 @@ std::string rdzv_token(const LaunchOptions& options, const RunContext& context) 
         "with --nnodes " + std::to_string(options.nnodes) + " the store on " + options.master_addr +
         ":" + std::to_string(options.master_port) +
         " takes connections from other machines, so it needs a secret: set the same " +
-        kRdzvTokenVariable + " (or --rdzv-token SECRET) on every node");
+        variables::kRdzvToken + " (or --rdzv-token SECRET) on every node");
   }
   return generate_token();
 }

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/launch/launch_options.h"
+#include "engine/protocol/launch_options.h"
 
 namespace accel {
 

@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "engine/protocol/accel_variables.h"
+
 namespace accel {
 
 RunGuardian::RunGuardian(const std::string& program, const std::string& shm_prefix) {
@@ -27,8 +29,8 @@ RunGuardian::RunGuardian(const std::string& program, const std::string& shm_pref
   // it (a shell's $(...)) sees its end when the launcher ends.
   const int null_fd = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   // Built before fork: the child may only make async-signal-safe calls.
-  std::string role = std::string("ACCEL_ROLE=") + kGuardianRole;
-  std::string prefix = std::string(kShmPrefixVariable) + "=" + shm_prefix;
+  std::string role = std::string(variables::kRole) + "=" + kGuardianRole;
+  std::string prefix = std::string(variables::kShmPrefix) + "=" + shm_prefix;
   char* argv[] = {const_cast<char*>("accel-run-guardian"), nullptr};
   char* envp[] = {role.data(), prefix.data(), nullptr};
   sigset_t all, previous;

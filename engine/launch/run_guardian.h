@@ -19,10 +19,10 @@
 
 namespace accel {
 
+// The guardian's value of variables::kRole. Shared memory segments of a
+// run are named "/<prefix>...": the launcher sets the prefix, one per run,
+// for its workers and its guardian (variables::kShmPrefix).
 inline constexpr const char* kGuardianRole = "guardian";
-// Shared memory segments of a run are named "/<prefix>...": the launcher
-// sets the prefix, one per run, for its workers.
-inline constexpr const char* kShmPrefixVariable = "ACCEL_SHM_PREFIX";
 
 class RunGuardian {
  public:

@@ -3,14 +3,10 @@
 #include <algorithm>
 #include <sstream>
 
+#include "engine/protocol/rank_list.h"
+
 namespace accel {
 namespace {
-
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
-  return text;
-}
 
 bool waits_in(const std::optional<CollectiveState>& state, const CollectiveState& stalled) {
   return state && state->inside && state->seq == stalled.seq && state->op == stalled.op;

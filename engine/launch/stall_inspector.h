@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/launch/collective_state.h"
+#include "engine/protocol/collective_state.h"
 
 namespace accel {
 

@@ -19,10 +19,11 @@
 #include <system_error>
 #include <utility>
 
-#include "engine/launch/error_file.h"
 #include "engine/launch/oom_kills.h"
 #include "engine/launch/output_relay.h"
-#include "engine/launch/warm_protocol.h"
+#include "engine/protocol/accel_variables.h"
+#include "engine/protocol/error_file.h"
+#include "engine/protocol/warm_protocol.h"
 
 namespace accel {
 namespace {
@@ -334,9 +335,9 @@ class Run {
         {"LOCAL_WORLD_SIZE", std::to_string(options_.nproc)},
         {"MASTER_ADDR", options_.master_addr},
         {"MASTER_PORT", std::to_string(options_.master_port)},
-        {"ACCEL_ROLE", "worker"},
-        {"ACCEL_THREADS", std::to_string(options_.threads)},
-        {kErrorFileVariable, error_file},
+        {variables::kRole, "worker"},
+        {variables::kThreads, std::to_string(options_.threads)},
+        {variables::kErrorFile, error_file},
     };
     auto is_rank_variable = [](std::string_view name) {
       return name == "RANK" || name == "LOCAL_RANK" || name == "WORLD_SIZE" ||

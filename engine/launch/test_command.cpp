@@ -4,11 +4,11 @@
 
 #include <cstdio>
 
-#include "engine/launch/launch_options.h"
+#include "engine/protocol/launch_options.h"
 
 namespace accel {
 
-std::string selftest_recipe(const std::string& lua_dir) { return lua_dir + "/accel/selftest.lua"; }
+std::string selftest_recipe(const std::string& lua_dir) { return lua_dir + "/accel/commands/selftest.lua"; }
 
 int run_test_command(const std::vector<std::string>& args, const RunContext& context,
                      const std::string& lua_dir) {

@@ -1,7 +1,7 @@
 // `accel-run test`: runs the built-in check of every collective (all_reduce
 // sum, mean and max, broadcast, all_gather, barrier, gradient reduction) on
 // the ranks the options and config give, as any recipe runs. The recipe,
-// lua/accel/selftest.lua, prints one pass/fail line per check; this adds a
+// lua/accel/commands/selftest.lua, prints one pass/fail line per check; this adds a
 // last line with the verdict.
 #pragma once
 #include <string>

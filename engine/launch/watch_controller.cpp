@@ -10,7 +10,7 @@
 #include <stdexcept>
 
 #include "engine/launch/output_relay.h"
-#include "engine/launch/warm_protocol.h"
+#include "engine/protocol/warm_protocol.h"
 
 namespace accel {
 

@@ -20,12 +20,6 @@ bool fits(const at::Tensor& target, const at::Tensor& other) {
   return at::infer_size(target.sizes(), other.sizes()) == target.sizes().vec();
 }
 
-std::string shape_of(const at::Tensor& t) {
-  std::string s;
-  for (int64_t d = 0; d < t.dim(); ++d) s += (d ? "x" : "") + std::to_string(t.size(d));
-  return "[" + s + "]";
-}
-
 // The union of two boolean masks (either may be undefined), broadcast.
 Tensor either(const Tensor& a, const Tensor& b) {
   if (!a.defined()) return b;
@@ -81,7 +75,7 @@ at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
                                         const at::Tensor& v, const AttentionOptions& options) {
   TORCH_CHECK(q.dim() >= 2 && k.dim() >= 2 && v.dim() >= 2,
               "q, k and v need at least 2 dims (..., L, E), got shapes ",
-              shape_of(q), ", ", shape_of(k), ", ", shape_of(v));
+              shape_text(q.sizes()), ", ", shape_text(k.sizes()), ", ", shape_text(v.sizes()));
   TORCH_CHECK(q.size(-1) == k.size(-1), "q has ", q.size(-1),
               " features per position but k has ", k.size(-1));
   const c10::optional<at::Tensor>& mask = options.attn_mask;
@@ -108,10 +102,10 @@ std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Te
   bool batched = query.dim() == 3;
   const bool self_attention = query.is_same(key) && key.is_same(value);
   TORCH_CHECK(query.dim() == 2 || batched,
-              "expected query of shape (N, L, E) or unbatched (L, E), got ", shape_of(query));
+              "expected query of shape (N, L, E) or unbatched (L, E), got ", shape_text(query.sizes()));
   TORCH_CHECK(key.dim() == query.dim() && value.dim() == query.dim(),
               "query, key and value must all be batched or all unbatched, got shapes ",
-              shape_of(query), ", ", shape_of(key), ", ", shape_of(value));
+              shape_text(query.sizes()), ", ", shape_text(key.sizes()), ", ", shape_text(value.sizes()));
   OptTensor key_padding = options.key_padding_mask;
   if (!batched) {
     query = query.unsqueeze(0);
@@ -124,7 +118,7 @@ std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Te
               " is not divisible by num_heads ", num_heads);
   TORCH_CHECK(key.size(0) == n && value.size(0) == n && value.size(1) == src,
               "key and value must have query's batch size and the same length, got shapes ",
-              shape_of(query), ", ", shape_of(key), ", ", shape_of(value));
+              shape_text(query.sizes()), ", ", shape_text(key.sizes()), ", ", shape_text(value.sizes()));
   const int64_t head_dim = embed / num_heads;
 
   Tensor q, k, v;
@@ -142,10 +136,10 @@ std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Te
     TORCH_CHECK(in_proj_weight && in_proj_weight->dim() == 2 && in_proj_weight->size(0) == 3 * embed &&
                     in_proj_weight->size(1) == embed,
                 "in_proj_weight must have shape [", 3 * embed, "x", embed, "], got ",
-                in_proj_weight ? shape_of(*in_proj_weight) : "nil");
+                in_proj_weight ? shape_text(in_proj_weight->sizes()) : "nil");
     TORCH_CHECK(key.size(2) == embed && value.size(2) == embed,
                 "key and value must have embed_dim ", embed, " features, got shapes ",
-                shape_of(key), ", ", shape_of(value));
+                shape_text(key.sizes()), ", ", shape_text(value.sizes()));
     if (self_attention) {  // one projection serves q, k and v
       auto parts = at::linear(query, *in_proj_weight, in_proj_bias).chunk(3, -1);
       q = parts[0], k = parts[1], v = parts[2];
@@ -181,11 +175,11 @@ std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Te
                 "attn_mask must be bool or floating point, got ", dtype_text(m.scalar_type()));
     if (m.dim() == 2) {
       TORCH_CHECK(m.size(0) == tgt && m.size(1) == src, "the 2-D attn_mask has shape ",
-                  shape_of(m), ", but should be [", tgt, "x", src, "]");
+                  shape_text(m.sizes()), ", but should be [", tgt, ", ", src, "]");
     } else {
       TORCH_CHECK(m.dim() == 3 && m.size(0) == n * num_heads && m.size(1) == tgt && m.size(2) == src,
-                  "the attn_mask has shape ", shape_of(m), ", but should be [", tgt, "x",
-                  src, "] or [", n * num_heads, "x", tgt, "x", src, "]");
+                  "the attn_mask has shape ", shape_text(m.sizes()), ", but should be [", tgt, ", ",
+                  src, "] or [", n * num_heads, ", ", tgt, ", ", src, "]");
       m = m.view({n, num_heads, tgt, src});
     }
     add_mask(m);
@@ -197,7 +191,7 @@ std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Te
   if (key_padding) {
     Tensor m = *key_padding;
     TORCH_CHECK(m.dim() == 2 && m.size(0) == n && m.size(1) == src,
-                "key_padding_mask has shape ", shape_of(m), ", but should be [", n, "x", src, "]");
+                "key_padding_mask has shape ", shape_text(m.sizes()), ", but should be [", n, ", ", src, "]");
     add_mask(m.view({n, 1, 1, src}));
   }
 

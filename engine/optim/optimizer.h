@@ -105,7 +105,7 @@ class Optimizer {
 
   // Gives group `group` other parameters, keeping its hyper-parameters: sharded
   // data parallel points an optimizer at the shards of the parameters it was
-  // made with (engine/sharding/sharded_model.h). Only before the first step:
+  // made with (engine/parallel/sharded_model.h). Only before the first step:
   // state already held is an error.
   void replace_params(std::size_t group, std::vector<at::Tensor> params);
 

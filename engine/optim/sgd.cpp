@@ -26,14 +26,16 @@ SGD::SGD(std::vector<ParamGroup> groups, const OptionMap& options)
   add_initial_groups(std::move(groups));
 }
 
+SGD::Hyper SGD::hyper(const ParamGroup& group) {
+  return {get(group.options, "lr"),           get(group.options, "momentum"),
+          get(group.options, "dampening"),    get(group.options, "weight_decay"),
+          get(group.options, "nesterov") != 0.0, get(group.options, "maximize") != 0.0};
+}
+
 void SGD::step_group(const ParamGroup& group, std::vector<ParamState>& states, Implementation how) {
-  if (how == Implementation::Foreach) return step_foreach(group, states);
-  const double lr = get(group.options, "lr");
-  const double momentum = get(group.options, "momentum");
-  const double dampening = get(group.options, "dampening");
-  const double weight_decay = get(group.options, "weight_decay");
-  const bool nesterov = get(group.options, "nesterov") != 0.0;
-  const bool maximize = get(group.options, "maximize") != 0.0;
+  const Hyper h = hyper(group);
+  if (how == Implementation::Foreach) return step_foreach(group, states, h);
+  const auto [lr, momentum, dampening, weight_decay, nesterov, maximize] = h;
 
   for (std::size_t j = 0; j < group.params.size(); ++j) {
     const at::Tensor& param = group.params[j];
@@ -57,13 +59,8 @@ void SGD::step_group(const ParamGroup& group, std::vector<ParamState>& states, I
 
 // The for-loop's operations on whole lists, so the values are the same. A
 // momentum buffer is made per parameter on its first step, as there.
-void SGD::step_foreach(const ParamGroup& group, std::vector<ParamState>& states) {
-  const double lr = get(group.options, "lr");
-  const double momentum = get(group.options, "momentum");
-  const double dampening = get(group.options, "dampening");
-  const double weight_decay = get(group.options, "weight_decay");
-  const bool nesterov = get(group.options, "nesterov") != 0.0;
-  const bool maximize = get(group.options, "maximize") != 0.0;
+void SGD::step_foreach(const ParamGroup& group, std::vector<ParamState>& states, const Hyper& h) {
+  const auto [lr, momentum, dampening, weight_decay, nesterov, maximize] = h;
 
   std::vector<at::Tensor> params, grads;
   std::vector<std::size_t> index;

@@ -28,7 +28,12 @@ class SGD : public Optimizer {
   std::vector<std::size_t> required_slots(const OptionMap& options) const override;
 
  private:
-  void step_foreach(const ParamGroup& group, std::vector<ParamState>& states);
+  struct Hyper {
+    double lr, momentum, dampening, weight_decay;
+    bool nesterov, maximize;
+  };
+  static Hyper hyper(const ParamGroup& group);
+  void step_foreach(const ParamGroup& group, std::vector<ParamState>& states, const Hyper& h);
 };
 
 }  // namespace accel::optim

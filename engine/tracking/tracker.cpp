@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "engine/tracking/open_trackers.h"
-#include "engine/tracking/utf8.h"
+#include "engine/protocol/utf8.h"
 
 namespace accel::tracking {
 

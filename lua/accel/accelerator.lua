@@ -16,6 +16,7 @@ local GradientAccumulationPlugin = require("accel.gradient_accumulation_plugin")
 local GradientState = require("accel.gradient_state")
 local tracking = require("accel.tracking")
 local tensor_tree = require("accel.tensor_tree")
+local random_state = require("accel.random_state")
 local sharding_settings = require("accel.sharding.settings")
 local shard_model = require("accel.sharding.shard_model")
 local module_states = require("accel.sharding.module_states")
@@ -119,9 +120,10 @@ end
 -- What accel-run was told (--mixed-precision, or the config file's keys)
 -- is the default for what the recipe leaves unsaid.
 local function launcher_defaults()
+  local launch = core.launch or {}
   return {
-    mixed_precision = os.getenv("ACCEL_MIXED_PRECISION"),
-    gradient_accumulation_steps = tonumber(os.getenv("ACCEL_GRADIENT_ACCUMULATION_STEPS") or ""),
+    mixed_precision = launch.mixed_precision,
+    gradient_accumulation_steps = launch.gradient_accumulation_steps,
   }
 end
 
@@ -153,7 +155,7 @@ local function new(_, options)
     split_batches = option("split_batches"),
     dispatch_batches = option("dispatch_batches"),
     bucket_bytes = option("bucket_bytes"),
-    _models = {},       -- {model, reducer, no_sync}
+    _models = {},       -- {model, sync, sharded, no_sync}: sync is the model's GradientSync
     -- What save_state writes besides the models, in preparation order.
     _optimizers = {},
     _schedulers = {},
@@ -177,7 +179,7 @@ local function new(_, options)
   self.project_dir = self.project_configuration.project_dir
   self.cuda_graphs = Accelerator._cuda_graph_settings(option("cuda_graphs"))
   if mixed_precision == "fp8" then float8.check(self.device, fail) end
-  if options.seed then require("accel").set_seed(options.seed) end
+  if options.seed then random_state.set_seed(options.seed) end
   return self
 end
 
@@ -264,7 +266,7 @@ function Accelerator:prepare_model(model, optimizer)
     module_states.sync_buffers(model, self.device, self.num_processes)
     entry.sharded, entry.param_names = shard_model(model, optimizer, self.sharding, self.bucket_bytes, self.device)
     entry.optimizer = optimizer
-    entry.reducer = entry.sharded
+    entry.sync = entry.sharded
     if entry.sharded:holds_gradient_slices() and self.num_processes > 1 then
       self.gradient_state._agree_overflow = function(found_inf) return overflow_anywhere(self, found_inf) end
     end
@@ -279,7 +281,7 @@ function Accelerator:prepare_model(model, optimizer)
     end
     -- The reducer synchronises gradients at every world size (alone, it only
     -- divides by the items counted).
-    entry.reducer = dist.GradientReducer(model:parameters(), self.bucket_bytes)
+    entry.sync = dist.GradientReducer(model:parameters(), self.bucket_bytes)
   end
   self._models[#self._models + 1] = entry
   self.gradient_state:_set_parameters(gradient_holders(self))

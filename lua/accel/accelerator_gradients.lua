@@ -3,7 +3,9 @@
 -- (over the shards' slices at ZeRO stages 2 and 3), and the switches of
 -- gradient accumulation (accumulate, no_sync, trigger_sync_in_backward).
 -- They act on the Accelerator's prepared models (self._models, each
--- {model, reducer, sharded, no_sync, sync_next_backward}) and its
+-- {model, sync, sharded, no_sync, sync_next_backward}, where sync is the
+-- model's gradient synchronisation, a data-parallel reducer or the sharded
+-- model, driven alike: engine/parallel/gradient_sync.h) and its
 -- GradientState; `entry_of(self, model)` finds a model's entry or raises
 -- at the recipe's line.
 local core = require("accel.core")
@@ -41,18 +43,16 @@ return function(Accelerator, entry_of)
         sync = true
         early[#early + 1] = entry
       end
-      entry.reducer:set_sync(sync)
+      entry.sync:set_sync(sync)
       entry.sync_next_backward = nil
     end
     loss:backward()
-    for _, entry in ipairs(self._models) do
-      if entry.sharded then entry.sharded:end_backward() end
-    end
-    for _, entry in ipairs(early) do entry.reducer:finalize() end
+    for _, entry in ipairs(self._models) do entry.sync:end_backward() end
+    for _, entry in ipairs(early) do entry.sync:finalize() end
     if self.sync_gradients then self:_finish_sync() end
   end
 
-  -- The reducers divide by the items of all ranks (or the number of ranks).
+  -- The synchronisations divide by the items of all ranks (or the number of ranks).
   -- Inside a CUDA graph's capture the count is kept for each replay
   -- (cuda_graphs.lua): a count of items would be one step's only.
   function Accelerator:_finish_sync()
@@ -68,7 +68,7 @@ return function(Accelerator, entry_of)
       items = state:_finish_sync()
     end
     for _, entry in ipairs(self._models) do
-      if not entry.no_sync then entry.reducer:finalize(items) end
+      if not entry.no_sync then entry.sync:finalize(items) end
     end
   end
 

@@ -103,9 +103,10 @@ function args.tuple(where, name, value, n)
   return value
 end
 
--- "[2x3x4]", as the engine's messages write shapes.
+-- "[2, 3, 4]": a tensor's shape (or a list of sizes) as every message
+-- writes it (engine/tensor_description.h).
 function args.shape(t)
-  return "[" .. table.concat(t.shape, "x") .. "]"
+  return "[" .. table.concat(type(t) == "table" and t or t.shape, ", ") .. "]"
 end
 
 -- Refuses an input whose number of dims is not one of `dims`.

@@ -68,9 +68,9 @@ end
 local function signature(call)
   local parts = {}
   tensor_tree.each(call, function(t)
-    parts[#parts + 1] = string.format("%s:%s:%s", table.concat(t.shape, "x"), t.dtype, tostring(t.device))
+    parts[#parts + 1] = string.format("%s%s on %s", t.dtype, args.shape(t), tostring(t.device))
   end)
-  return table.concat(parts, " ")
+  return table.concat(parts, ", ")
 end
 
 function CapturedStep:_say(message)

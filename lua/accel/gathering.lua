@@ -3,6 +3,7 @@
 -- broadcast, split_between_processes. Each takes the world (rank, size)
 -- explicitly, so it is testable and holds no state.
 local core = require("accel.core")
+local rank_list = require("accel.rank_list")
 local serialize = require("accel.serialize")
 local guard = require("accel.collective_guard")
 local args = require("accel.args")
@@ -18,13 +19,13 @@ local gathering = {}
 -- Lua's `pairs` order differs between processes, so every table a
 -- collective takes is walked in one canonical key order: number keys first,
 -- ascending, then string keys, sorted; keys of other types are refused.
--- Under --debug (ACCEL_DEBUG=1), the ranks first exchange a hash of the
+-- Under --debug (accel.core.launch.debug), the ranks first exchange a hash of the
 -- value's key structure, and when it differs, every rank fails naming the
 -- ranks and the keys instead of pairing different keys.
 
 -- Whether collectives over tables check that every rank passed the same
 -- keys (accel-run --debug). A field, so a test can turn it on.
-gathering.debug = os.getenv("ACCEL_DEBUG") == "1"
+gathering.debug = (core.launch or {}).debug == true
 
 local function key_text(k, first)
   if type(k) == "string" and k:match("^[%a_][%w_]*$") then return first and k or ("." .. k) end
@@ -108,12 +109,6 @@ local function hash(text)
     h = bit.tobit(bit.lshift(h, 24) + h * 403)  -- h * 16777619 without losing bits
   end
   return h
-end
-
-local function rank_list(ranks)
-  local text = {}
-  for i, r in ipairs(ranks) do text[i] = tostring(r) end
-  return (#ranks == 1 and "rank " or "ranks ") .. table.concat(text, ", ")
 end
 
 local function key_list(paths)

@@ -8,11 +8,8 @@ for name, fn in pairs(core) do
   if type(fn) == "function" then accel[name] = fn end
 end
 
--- dtypes are their names; t.dtype compares equal to them.
-for _, name in ipairs({ "float32", "float64", "bfloat16", "float16", "int64", "int32",
-                        "int16", "int8", "uint8", "bool" }) do
-  accel[name] = name
-end
+-- dtypes are their names (engine/tensor_description.h); t.dtype compares equal to them.
+for _, name in ipairs(core.dtype_names()) do accel[name] = name end
 accel.float, accel.double, accel.half, accel.long = "float32", "float64", "float16", "int64"
 
 -- Torch7's typed constructors: the way to ask for integers, since a table of
@@ -29,29 +26,12 @@ for name, dtype in pairs({ LongTensor = "int64", IntTensor = "int32", ByteTensor
   end
 end
 
-local seed_state = { seed = 0 }
-
--- Seeds every generator a recipe uses: the engine's and Lua's math.random.
--- With {device_specific = true} each rank adds its rank to the seed, for
--- randomness that should differ between ranks (data augmentation, say).
--- Data loaders keep shuffling from the seed given, the same on every rank.
-function accel.set_seed(seed, options)
-  seed_state.seed = seed
-  local own = seed
-  if options and options.device_specific then own = seed + core.dist.state().rank end
-  core.manual_seed(own)
-  math.randomseed(own)
-end
-
--- The seed data loaders shuffle from when they are not given one.
-function accel.initial_seed()
-  return seed_state.seed
-end
-
 local random_state = require("accel.random_state")
 
--- Generator states, as torch.get_rng_state / set_rng_state; the same for
+-- The seed (random_state.lua) and the generator states, as torch.get_rng_state / set_rng_state; the same for
 -- math.random; and rank 0's states copied to every rank.
+accel.set_seed = random_state.set_seed
+accel.initial_seed = random_state.initial_seed
 accel.get_rng_state = random_state.get
 accel.set_rng_state = random_state.set
 accel.get_math_random_state = random_state.get_math_random

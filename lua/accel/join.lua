@@ -44,15 +44,16 @@ function Join:shadow()
     if flag:item() == 0 then return end
     local zero
     for _, entry in ipairs(acc._models) do
-      entry.reducer:set_sync(true)
+      entry.sync:set_sync(true)
       for _, p in ipairs(entry.model:parameters()) do
         if p.grad then p.grad:zero_() end
         zero = zero and zero + p:sum() * 0 or p:sum() * 0
       end
     end
     if zero then zero:backward() end
+    for _, entry in ipairs(acc._models) do entry.sync:end_backward() end
     -- No items of its own: the active ranks' items divide the sum.
-    for _, entry in ipairs(acc._models) do entry.reducer:finalize(0) end
+    for _, entry in ipairs(acc._models) do entry.sync:finalize(0) end
   end
 end
 

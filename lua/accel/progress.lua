@@ -188,7 +188,7 @@ local function new(iterable, options)
     desc = o.desc, total = total, n = 0, postfix = "", interval = o.interval,
     next_item = next_item, start = core.time(), drawn_at = -math.huge,
     disabled = o.disable or rank ~= 0,
-    live = core.stdout_is_terminal() and os.getenv("TERM") ~= "dumb",
+    live = core.stdout_is_terminal(),
   }, Progress)
   self:draw(false)
   return self

@@ -1,11 +1,32 @@
 -- The generators a recipe draws from: the engine's (randn, dropout,
--- randperm...) and Lua's math.random. Their states can be read, restored
--- and copied from rank 0 to every rank.
+-- randperm...) and Lua's math.random. The seed a recipe set (which data
+-- loaders shuffle from) lives here, so that loaders and samplers need not
+-- require the whole accel module. The states can be read, restored and
+-- copied from rank 0 to every rank.
 local core = require("accel.core")
 local args = require("accel.args")
 
 local dist = core.dist
 local random_state = {}
+
+local seed_state = { seed = 0 }
+
+-- Seeds every generator a recipe uses: the engine's and Lua's math.random.
+-- With {device_specific = true} each rank adds its rank to the seed, for
+-- randomness that should differ between ranks (data augmentation, say).
+-- Data loaders keep shuffling from the seed given, the same on every rank.
+function random_state.set_seed(seed, options)
+  seed_state.seed = seed
+  local own = seed
+  if options and options.device_specific then own = seed + core.dist.state().rank end
+  core.manual_seed(own)
+  math.randomseed(own)
+end
+
+-- The seed data loaders shuffle from when they are not given one.
+function random_state.initial_seed()
+  return seed_state.seed
+end
 
 -- The engine's generator state, a uint8 tensor (as torch.get_rng_state).
 function random_state.get()

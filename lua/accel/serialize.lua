@@ -21,12 +21,9 @@
 --       float64 (double) and int64 (two's complement), 4 per other float
 --       type (float) and per other integer type (int32)
 -- Counts, lengths and sizes are unsigned LEB128 varints of at most 8 bytes.
---
--- Files written before this format ("return " and Lua table constructor
--- text) are read by accel.serialize_legacy, a parser that accepts data only.
+-- Anything else (older text, code) is refused, never run.
 local ffi = require("ffi")
 local core = require("accel.core")
-local legacy = require("accel.serialize_legacy")
 
 local serialize = {}
 
@@ -335,8 +332,8 @@ local function decode(r, depth)
   return t
 end
 
--- The value in `bytes` (from serialize.dump, or the legacy text); `name`
--- (a file, a rank) is named in every error.
+-- The value in `bytes` (from serialize.dump); `name` (a file, a rank) is
+-- named in every error.
 function serialize.load(bytes, name)
   name = name or "a serialised value"
   if type(bytes) ~= "string" then
@@ -349,11 +346,8 @@ function serialize.load(bytes, name)
     if r.pos <= #bytes then r.fail(string.format("%d unexpected byte(s) after the value", r.remaining())) end
     return value
   end
-  if legacy.is_legacy(bytes) then
-    return legacy.load(bytes, name, serialize.max_depth, element)
-  end
-  error(string.format("accel.serialize: %s: neither an accel value file (it lacks the %q header) nor legacy text "
-                      .. "(starting %q)", name, serialize.magic:sub(1, -2), legacy.prefix), 0)
+  error(string.format("accel.serialize: %s: not an accel value file (it lacks the %q header)", name,
+                      serialize.magic:sub(1, -2)), 0)
 end
 
 return serialize

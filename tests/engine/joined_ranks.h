@@ -9,7 +9,7 @@
 
 #include "engine/comm/communicator.h"
 #include "engine/process_state.h"
-#include "engine/store/store_server.h"
+#include "engine/launch/store_server.h"
 #include "tests/engine/forked_ranks.h"
 
 namespace accel::testing {

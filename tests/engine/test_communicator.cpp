@@ -12,9 +12,9 @@
 #include "engine/comm/communicator.h"
 #include "engine/comm/device_routed_communicator.h"
 #include "engine/comm/single_process_communicator.h"
-#include "engine/gradient_reducer.h"
+#include "engine/parallel/gradient_reducer.h"
 #include "engine/process_state.h"
-#include "engine/store/store_server.h"
+#include "engine/launch/store_server.h"
 #include "tests/engine/joined_ranks.h"
 
 using accel::testing::join;

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/launch/config_file.h"
-#include "engine/launch/launch_options.h"
-#include "engine/launch/near_miss.h"
+#include "engine/protocol/config_file.h"
+#include "engine/protocol/launch_options.h"
+#include "engine/protocol/near_miss.h"
 
 namespace {
 

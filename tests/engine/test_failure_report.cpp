@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/launch/error_file.h"
+#include "engine/protocol/error_file.h"
 #include "engine/launch/failure_report.h"
 
 namespace accel {

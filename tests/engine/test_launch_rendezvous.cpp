@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "engine/launch/node_rendezvous.h"
-#include "engine/store/store_connection.h"
-#include "engine/store/store_server.h"
+#include "engine/protocol/store_connection.h"
+#include "engine/launch/store_server.h"
 
 namespace {
 

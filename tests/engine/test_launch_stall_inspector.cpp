@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/launch/collective_state.h"
+#include "engine/protocol/collective_state.h"
 #include "engine/launch/stall_inspector.h"
 
 namespace {

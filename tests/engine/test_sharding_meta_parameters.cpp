@@ -11,8 +11,8 @@
 
 #include "engine/comm/communicator.h"
 #include "engine/optim/adam.h"
-#include "engine/sharding/flat_parameter.h"
-#include "engine/sharding/sharded_model.h"
+#include "engine/parallel/flat_parameter.h"
+#include "engine/parallel/sharded_model.h"
 #include "tests/engine/joined_ranks.h"
 
 namespace {

@@ -20,9 +20,9 @@
 #endif
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
-#include "engine/store/c10d_store.h"
-#include "engine/store/store_protocol.h"
-#include "engine/store/store_server.h"
+#include "engine/comm/c10d_store.h"
+#include "engine/protocol/store_protocol.h"
+#include "engine/launch/store_server.h"
 
 namespace {
 

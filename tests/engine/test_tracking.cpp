@@ -9,11 +9,11 @@
 #include <cstring>
 #include <filesystem>
 
-#include "engine/plot/gnuplot_script.h"
+#include "engine/launch/gnuplot_script.h"
 #include "engine/tracking/jsonl_tracker.h"
 #include "engine/tracking/protobuf_wire.h"
 #include "engine/tracking/record_framing.h"
-#include "engine/tracking/utf8.h"
+#include "engine/protocol/utf8.h"
 #include "tests/engine/scratch_files.h"
 
 using namespace accel;

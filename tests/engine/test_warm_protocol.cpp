@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/launch/warm_protocol.h"
+#include "engine/protocol/warm_protocol.h"
 
 using accel::WarmCommand;
 using accel::WarmFrameReader;

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/launch/launch_options.h"
-#include "engine/launch/worker_variables.h"
+#include "engine/protocol/launch_options.h"
+#include "engine/protocol/worker_variables.h"
 
 namespace {
 

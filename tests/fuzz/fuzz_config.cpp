@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <set>
 
-#include "engine/launch/config_file.h"
+#include "engine/protocol/config_file.h"
 #include "tests/fuzz/scratch_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

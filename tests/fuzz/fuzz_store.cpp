@@ -21,8 +21,8 @@
 #include <cstring>
 #include <string>
 
-#include "engine/store/store_protocol.h"
-#include "engine/store/store_server.h"
+#include "engine/protocol/store_protocol.h"
+#include "engine/launch/store_server.h"
 
 namespace proto = accel::store_protocol;
 

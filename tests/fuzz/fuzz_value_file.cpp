@@ -1,7 +1,6 @@
 // Feeds the input to accel.serialize.load, the decoder of checkpoint value
 // files (the Accelerator's state, schedulers, loader positions, registered
-// objects) and of gather_object payloads from peers: the current binary
-// format and the legacy text both. The decoder is Lua, which libFuzzer's
+// objects) and of gather_object payloads from peers. The decoder is Lua, which libFuzzer's
 // compiler instrumentation cannot see, so a line hook gives libFuzzer its
 // coverage: each pair of consecutive Lua lines run bumps one of the extra
 // counters libFuzzer reads from the __libfuzzer_extra_counters section.

@@ -38,7 +38,7 @@ local core = require("accel.core")
 local real = core.dist.all_reduce
 core.dist.all_reduce = function(t, op) if op == "max" then return t end return real(t, op) end
 LUA
-sed -i '1r '"$work/break_max.lua" "$work/lua/accel/selftest.lua"
+sed -i '1r '"$work/break_max.lua" "$work/lua/accel/commands/selftest.lua"
 ACCEL_LUA_PATH="$work/lua" run_accel test --nproc 2 --threads 1
 expect "a broken collective: test fails" [ "$status" -ne 0 ]
 expect "a broken collective: its check says FAIL with what a rank saw" \

@@ -165,7 +165,7 @@ local wider = accel.nn.Linear(3, 5)
 local narrow_dir = root .. "/narrow"
 big_model.save(accel.nn.Linear(3, 4), narrow_dir)
 check.raises(function() accel.load_checkpoint_and_dispatch(wider, narrow_dir) end, "a shape that differs",
-             "'weight'", "[4x3]", "[5x3]")
+             "'weight'", "[4, 3]", "[5, 3]")
 check.raises(function() accel.load_checkpoint_and_dispatch(big_model.build(), narrow_dir) end,
              "a checkpoint lacking tensors", "lacks", "embed.weight")
 

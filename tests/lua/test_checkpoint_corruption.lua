@@ -6,7 +6,6 @@
 local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "helpers/check.lua")
 local train_steps = dofile(here .. "helpers/train_steps.lua")
-local legacy = dofile(here .. "helpers/legacy_serialize.lua")
 local hostile = dofile(here .. "helpers/hostile_values.lua")
 local serialize = require("accel.serialize")
 local nn, optim, data = accel.nn, accel.optim, accel.data
@@ -116,22 +115,6 @@ for _, case in ipairs(hostile(marker)) do
   end
 end
 check.truthy(io.open(marker) == nil, "no payload wrote its marker file")
-
--- Value files in the older text format still load.
-local old = {}
-if acc.is_main_process then
-  for _, name in ipairs(ck.list_folder(root .. "/explicit")) do
-    if name:match("%.lua$") then
-      old[name] = legacy.dump(serialize.load(read(root .. "/explicit/" .. name), name))
-    end
-  end
-  check.truthy(old["accelerator_state.lua"] and old["dataloader_rank_1.lua"], "the checkpoint has value files")
-end
-forged(old, function()
-  train(1)
-  acc:load_state(root .. "/explicit")
-  check.near(model.weight, saved_weight, 0, "a checkpoint with legacy value files loads")
-end)
 
 -- Rank 0 puts what `make(path)` creates in place of `name` (its bytes kept
 -- aside); every rank must refuse the checkpoint at once, naming the file.

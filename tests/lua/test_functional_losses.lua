@@ -141,7 +141,7 @@ check.raises(function() return F.cross_entropy(logits, y, { label_smoothing = 1.
 check.raises(function() return F.cross_entropy(logits, y, { weight = 2 }) end, "weight must be a tensor",
              "option 'weight' must be a tensor, got number")
 check.raises(function() return F.mse_loss(a, accel.ones(3, 2, f64)) end, "shape mismatch", "accel.nn.functional.mse_loss",
-             "float64[2x3]", "float64[3x2]")
+             "float64[2, 3]", "float64[3, 2]")
 check.raises(function() return F.kl_div(input, target, { reduction = "avg" }) end, "kl_div reduction",
              "'batchmean'", "'avg'")
 check.raises(function() return F.mse_loss(a, b, { reduction = "batchmean" }) end, "batchmean is kl_div's",

@@ -11,7 +11,7 @@ local layers = {}
 for i = 1, 24 do layers[i] = nn.Linear(32, 32) end
 local model = nn.Sequential(unpack(layers))
 acc:prepare(model)
-local reducer = acc._models[1].reducer
+local reducer = acc._models[1].sync
 check.truthy(reducer:num_buckets() >= 20, "at least 20 buckets, got " .. reducer:num_buckets())
 
 acc:backward(F.mse_loss(model(accel.randn(8, 32)), accel.zeros(8, 32)))

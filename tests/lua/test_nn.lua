@@ -53,7 +53,7 @@ check.raises(function() other:load_state_dict(partial) end, "strict load",
              "missing keys: head.weight", "unexpected keys: extra.bias")
 local wrong = net:state_dict()
 wrong["head.weight"] = accel.zeros(3, 3)
-check.raises(function() other:load_state_dict(wrong) end, "shape mismatch", "head.weight", "3x3", "2x4")
+check.raises(function() other:load_state_dict(wrong) end, "shape mismatch", "head.weight", "[3, 3]", "[2, 4]")
 
 -- Linear computes x W^T + b, initialised within +-1/sqrt(in)
 local lin = nn.Linear(3, 2)

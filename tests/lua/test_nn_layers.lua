@@ -181,7 +181,7 @@ do
   check.raises(function() F.pad(x, { 1, 1 }, { mode = "mirror" }) end, "bad pad mode", "mirror")
   check.raises(function() F.batch_norm(x, nil, nil, nil, nil) end, "eval without stats", "running_mean")
   check.raises(function() F.one_hot(accel.LongTensor({ 0, 2 }), 3) end, "class 0", "one_hot", "id 0")
-  check.raises(function() F.embedding(accel.LongTensor({ 1 }), w) end, "3-D weight", "2-D weight", "[2x2x3x3]")
+  check.raises(function() F.embedding(accel.LongTensor({ 1 }), w) end, "3-D weight", "2-D weight", "[2, 2, 3, 3]")
   check.raises(function() F.scaled_dot_product_attention(x, x, x, { is_causal = true, attn_mask = x }) end,
                "mask and causal", "not both")
 end

@@ -109,7 +109,7 @@ do
   dropped:eval()
   check.near(dropped(x), dropped(x), 0, "no attention dropout in eval")
   check.raises(function() nn.MultiheadAttention(10, 3) end, "heads", "embed_dim 10", "num_heads 3")
-  check.raises(function() a(x, x, x, { attn_mask = accel.zeros(4, 4) }) end, "mask shape", "attn_mask", "4x4", "5x5")
+  check.raises(function() a(x, x, x, { attn_mask = accel.zeros(4, 4) }) end, "mask shape", "attn_mask", "[4, 4]", "[5, 5]")
   check.raises(function() a(x, x, x, { key_padding_mask = padding, need_weight = false }) end, "typo",
                "unknown option 'need_weight'")
 end
@@ -123,8 +123,8 @@ do
   local same = nn.Conv1d(2, 2, 4, { padding = "same", padding_mode = "circular" })
   check.equal(same(accel.randn(1, 2, 7)):size(3), 7, "'same' with an even kernel and a padding mode")
   local c = nn.Conv2d(2, 3, 3)
-  check.raises(function() c(accel.randn(5, 5)) end, "2-D input", "conv2d", "[5x5]")
-  check.raises(function() c(accel.randn(1, 4, 5, 5)) end, "wrong channels", "conv2d", "1x4x5x5")
+  check.raises(function() c(accel.randn(5, 5)) end, "2-D input", "conv2d", "[5, 5]")
+  check.raises(function() c(accel.randn(1, 4, 5, 5)) end, "wrong channels", "conv2d", "float32[1, 4, 5, 5]")
   check.raises(function() nn.Conv2d(3, 4, 3, { groups = 2 }) end, "groups", "in_channels 3", "groups 2")
   check.raises(function() nn.Conv2d(3, 4, { 3 }) end, "kernel size", "kernel_size", "2 numbers")
   check.raises(function() nn.Conv2d(3, 4, 3, { strid = 2 }) end, "typo", "nn.Conv2d", "unknown option 'strid'")
@@ -157,7 +157,7 @@ do
   check.near(bn(x), (x - mean) / (var + 1e-5):sqrt() * bn.weight + bn.bias, 1e-5, "eval uses the running statistics")
   check.equal(bn.num_batches_tracked:item(), 1, "eval does not count batches")
   check.raises(function() nn.BatchNorm2d(3)(accel.randn(2, 3, 4)) end, "BatchNorm2d on 3-D", "BatchNorm2d",
-               "4-D", "[2x3x4]")
+               "4-D", "[2, 3, 4]")
   check.raises(function() nn.BatchNorm1d(3)(accel.randn(2, 4)) end, "wrong channels", "running_mean")
   check.raises(function() nn.BatchNorm1d(3)(accel.randn(1, 3)) end, "one value per channel",
                "more than 1 value per channel")
@@ -220,7 +220,7 @@ do
              "LayerNorm normalises the last dims")
   check.equal(#nn.LayerNorm(4, { elementwise_affine = false }):parameters(), 0, "LayerNorm without affine")
   check.raises(function() nn.GroupNorm(3, 8) end, "groups", "num_channels 8", "num_groups 3")
-  check.raises(function() nn.LayerNorm(4)(accel.randn(3, 5)) end, "shape mismatch", "layer_norm", "3x5")
+  check.raises(function() nn.LayerNorm(4)(accel.randn(3, 5)) end, "shape mismatch", "layer_norm", "[3, 5]")
 end
 
 -- Activations, Flatten, Identity

@@ -4,7 +4,6 @@
 -- error without running anything, hanging or allocating more than they hold.
 local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "helpers/check.lua")
-local legacy = dofile(here .. "helpers/legacy_serialize.lua")
 local hostile = dofile(here .. "helpers/hostile_values.lua")
 local serialize = require("accel.serialize")
 local ffi = require("ffi")
@@ -109,16 +108,6 @@ check.raises(function() serialize.dump({ [{}] = 1 }) end, "a table key", "with a
 local deep = {}
 for _ = 1, 150 do deep = { deep } end
 check.raises(function() serialize.dump(deep) end, "150 deep", "nested more than 100 deep")
-
--- Text of the older format still loads, through a parser that builds data only.
-for _, case in ipairs(values) do
-  local what, value = case[1], case[2]
-  -- The older format kept only float values of int64 tensors and no shapes of empty ones.
-  if what ~= "int64 beyond 2^53" and what ~= "int64 extremes" and not what:match("^an empty") then
-    same(value, serialize.load(legacy.dump(value), "legacy " .. what), "legacy " .. what)
-  end
-end
-check.equal(serialize.load('return {["a\\\nb\\0\\0011\\r"]=1,}')["a\nb\0\0011\r"], 1, "legacy escapes")
 
 -- Hostile bytes: refused, naming the source and what is wrong; nothing runs.
 local marker = os.tmpname()

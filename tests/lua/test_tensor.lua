@@ -78,7 +78,7 @@ check.equal(tostring(f), "tensor([[1., 2., 3.],\n        [4., 5., 6.]])", "tostr
 
 -- errors: bad shapes and bad arguments name the function and show the shapes
 local err = check.raises(function() return accel.ones(2, 3) + accel.ones(4, 5) end, "add shapes",
-                         "float32[2x3]", "float32[4x5]")
+                         "float32[2, 3]", "float32[4, 5]")
 check.truthy(err:find("test_tensor.lua:%d+:"), "error points at the test line: " .. err)
 check.raises(function() return accel.matmul(accel.ones(2, 3), accel.ones(4, 5)) end, "matmul shapes",
              "accel.matmul", "2x3", "4x5")

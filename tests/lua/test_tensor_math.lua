@@ -145,10 +145,10 @@ check.near(accel.einsum("bij,bjk->bik", { batch, batch }), batch:bmm(batch), 0, 
 check.near(accel.einsum("ii", m), 5, 0, "einsum trace")
 
 -- Bad calls name the function and the offending value.
-check.raises(function() return x + accel.ones(4) end, "broadcast mismatch", "accel.__add", "float64[2x3]",
+check.raises(function() return x + accel.ones(4) end, "broadcast mismatch", "accel.__add", "float64[2, 3]",
              "float32[4]")
 check.raises(function() return m:matmul(accel.ones(3, 3, f64)) end, "matmul shapes", "accel.matmul", "2x2", "3x3")
-check.raises(function() return m:mm(accel.ones(2, 2)) end, "dtype mismatch", "accel.mm", "float64[2x2]", "float32[2x2]")
+check.raises(function() return m:mm(accel.ones(2, 2)) end, "dtype mismatch", "accel.mm", "float64[2, 2]", "float32[2, 2]")
 check.raises(function() return x:add("one") end, "wrong argument type", "accel.add", "argument 2", "string 'one'")
 check.raises(function() return x:div(2, { rounding_mode = "up" }) end, "bad option value", "accel.div", "'up'")
 check.raises(function() return x:div(2, { rounding = "floor" }) end, "unknown option", "accel.div", "'rounding'")

@@ -101,7 +101,7 @@ check.raises(function() return x:sum("a") end, "wrong argument", "accel.sum", "s
 check.raises(function() return x:std(1, false, { unbiassed = false }) end, "unknown option", "accel.std", "'unbiassed'")
 check.raises(function() return x:var({ dims = 1 }) end, "options are not dims", "accel.var", "'dims'")
 check.raises(function() return accel.LongTensor({ 1, 2 }):mean() end, "mean of ints", "accel.mean", "Long")
-check.raises(function() return x:topk(4) end, "k too large", "accel.topk", "float64[2x3], 4")
+check.raises(function() return x:topk(4) end, "k too large", "accel.topk", "float64[2, 3], 4")
 check.raises(function() return x:cumsum() end, "cumsum needs a dim", "accel.cumsum", "argument 2")
 
 check.done("test_tensor_reductions")

@@ -107,10 +107,10 @@ check.raises(function() return t:narrow(2, 3, 2) end, "narrow past the end", "ac
 check.raises(function() return t:narrow(2, 4, 1) end, "narrow start past the end", "accel.narrow", "index 4")
 check.raises(function() return t:select(1, 3) end, "select past the end", "accel.select",
              "index 3 is out of range for dim 1 of size 2")
-check.raises(function() return t:view(4, 2) end, "bad view", "accel.view", "int64[2x3]", "4")
+check.raises(function() return t:view(4, 2) end, "bad view", "accel.view", "int64[2, 3]", "4")
 check.raises(function() return t:transpose(1, 3) end, "transpose dim", "accel.transpose", "dim 3 is out of range")
 check.raises(function() return t:permute({ 1, 0 }) end, "permute dim 0", "accel.permute", "1-based")
-check.raises(function() return t:masked_fill(t, 0) end, "mask must be bool", "accel.masked_fill", "int64[2x3]")
+check.raises(function() return t:masked_fill(t, 0) end, "mask must be bool", "accel.masked_fill", "int64[2, 3]")
 check.raises(function() return accel.cat({ t, accel.ones(3) }) end, "cat shapes", "accel.cat")
 check.raises(function() return accel.cat({ t, 5 }) end, "cat element type", "accel.cat", "element 2", "number")
 check.raises(function() return t:split("2") end, "split size type", "accel.split", "string '2'")

@@ -21,10 +21,6 @@ local device_map_view = require("accel.big_modeling.device_map_view")
 
 local where = "accel.load_checkpoint_and_dispatch"
 
-local function shape_text(shape)
-  return "[" .. table.concat(shape, "x") .. "]"
-end
-
 -- Runs fn, raising its error at the recipe's line with this function's name in front.
 local function try(fn, ...)
   local ok, result = pcall(fn, ...)
@@ -64,9 +60,9 @@ local function match_checkpoint(src, path, entries, dtype)
     else
       local info = src:info(e.source)
       e.shape, e.dtype = e.tensor:size(), dtypes.converted(info.dtype, dtype)
-      if shape_text(info.shape) ~= shape_text(e.shape) then
+      if args.shape(info.shape) ~= args.shape(e.shape) then
         error(string.format("'%s' has shape %s in '%s' but %s in the model",
-                            e.name, shape_text(info.shape), path, shape_text(e.shape)), 0)
+                            e.name, args.shape(info.shape), path, args.shape(e.shape)), 0)
       end
     end
   end

@@ -3,7 +3,7 @@
 --   for x, y in loader:iter() do ... end     -- each iter() reads one epoch
 --
 -- Options: batch_size (1), shuffle (false), drop_last (false), seed
--- (default: require("accel").initial_seed() when the epoch starts),
+-- (default: accel.initial_seed() when the epoch starts),
 -- collate (a Lua function from a list of samples, each the list of fields
 -- get(i) returned, to the batch's values), num_workers (0: threads that
 -- gather the next batches' rows in C++ ahead of the loop; built-in data
@@ -76,6 +76,7 @@
 --   twice, and a message saying so is returned (and printed by rank 0).
 --   Errors name the key when t is for another data set size or shuffle.
 local core = require("accel.core")
+local random_state = require("accel.random_state")
 local dataset_util = require("accel.data.dataset")
 local default_collate = require("accel.data.collate")
 local device_placement = require("accel.data.device_placement")
@@ -242,7 +243,7 @@ function DataLoader:rank_batch_size()
 end
 
 function DataLoader:epoch_seed()
-  return self.seed or require("accel").initial_seed()
+  return self.seed or random_state.initial_seed()
 end
 
 -- The epoch plan of a map-style loader, for this rank or rank `rank`.

@@ -6,6 +6,7 @@
 -- rank's rows) is broadcast, then every joined tensor (all ranks' rows
 -- concatenated along dim 1); each rank narrows its rows.
 local core = require("accel.core")
+local sorted_keys = require("accel.sorted_keys")
 local serialize = require("accel.serialize")
 
 local dist = core.dist
@@ -13,15 +14,6 @@ local PLACEHOLDER = "__dispatched_tensor"
 
 local is_tensor = core.is_tensor
 
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b)
-    if type(a) == type(b) then return a < b end
-    return type(a) == "number"
-  end)
-  return keys
-end
 
 -- The value with its tensors (appended to `tensors`) replaced by placeholders.
 local function strip(value, tensors)

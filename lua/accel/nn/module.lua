@@ -5,6 +5,8 @@
 -- Fields holding modules or parameters (leaf tensors that require grad) are
 -- registered in assignment order; buffers are registered explicitly.
 local core = require("accel.core")
+local sorted_keys = require("accel.sorted_keys")
+local args = require("accel.args")
 
 local Module = { __name = "Module" }
 
@@ -206,12 +208,6 @@ function Module:state_dict()
   return out
 end
 
-local function sorted_keys(set)
-  local keys = {}
-  for k in pairs(set) do keys[#keys + 1] = k end
-  table.sort(keys)
-  return keys
-end
 
 -- Copies values in place. With strict (the default) the keys must match
 -- exactly; the error lists every missing and unexpected key.
@@ -236,9 +232,9 @@ function Module:load_state_dict(state, strict)
       local source = state[name]
       if source ~= nil then
         local want, got = target:size(), source:size()
-        if table.concat(want, "x") ~= table.concat(got, "x") then
-          error(string.format("%s:load_state_dict: '%s' has shape [%s] in the state dict but [%s] in the model",
-                              self.__name, name, table.concat(got, "x"), table.concat(want, "x")), 3)
+        if args.shape(want) ~= args.shape(got) then
+          error(string.format("%s:load_state_dict: '%s' has shape %s in the state dict but %s in the model",
+                              self.__name, name, args.shape(got), args.shape(want)), 3)
         end
         target:copy_(source)
       end

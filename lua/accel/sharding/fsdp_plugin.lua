@@ -23,8 +23,9 @@
 -- cpu_ram_efficient_loading: acc:build_model(fn) builds the model with
 --   weights on the main process only and under accel.init_empty_weights on
 --   the others (default false: every rank builds it whole).
--- Launch options and config-file keys (ACCEL_FSDP_* from accel-run) give
+-- Launch options and config-file keys (accel.core.launch.fsdp) give
 -- the defaults of what the recipe leaves out.
+local core = require("accel.core")
 local args = require("accel.args")
 
 local Plugin = {}
@@ -61,27 +62,11 @@ local function class_set(value)
   return any and set or nil
 end
 
--- A boolean variable from accel-run: nil when not given.
-local function flag(name)
-  local value = os.getenv(name)
-  if value == nil then return nil end
-  return value == "true"
-end
-
--- What accel-run was told (--use-fsdp and its options, or the config file).
+-- What accel-run was told (--use-fsdp and its options, or the config
+-- file): the launch's fsdp table (bindings/launch_settings.h), each field
+-- nil where the launch said nothing.
 local function launcher_defaults()
-  local env = os.getenv
-  local offload = env("ACCEL_FSDP_CPU_OFFLOAD")
-  return {
-    sharding_strategy = env("ACCEL_FSDP_SHARDING_STRATEGY"),
-    auto_wrap_policy = env("ACCEL_FSDP_AUTO_WRAP_POLICY"),
-    transformer_layer_cls = env("ACCEL_FSDP_TRANSFORMER_LAYER_CLS"),
-    min_num_params = tonumber(env("ACCEL_FSDP_MIN_NUM_PARAMS") or ""),
-    cpu_offload = offload and offload == "true" or nil,
-    state_dict_type = env("ACCEL_FSDP_STATE_DICT_TYPE"),
-    sync_module_states = flag("ACCEL_FSDP_SYNC_MODULE_STATES"),
-    cpu_ram_efficient_loading = flag("ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING"),
-  }
+  return (core.launch or {}).fsdp or {}
 end
 
 local function new(_, options)

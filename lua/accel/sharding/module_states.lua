@@ -1,6 +1,6 @@
 -- A sharded model starts from the main process's weights on every rank, as
 -- FSDP's sync_module_states: its parameters reach the others flat parameter
--- by flat parameter (engine/sharding/flat_parameter.h), its buffers here.
+-- by flat parameter (engine/parallel/flat_parameter.h), its buffers here.
 -- So ranks other than the main process may build the model under
 -- accel.init_empty_weights (meta tensors, no memory) and never hold it whole.
 local core = require("accel.core")
@@ -11,16 +11,12 @@ local dist = core.dist
 
 local module_states = {}
 
-local function shape_text(t)
-  return "[" .. table.concat(t:size(), ", ") .. "]"
-end
-
--- This rank's model as the others compare it: "parameter float32 [3, 8]"
+-- This rank's model as the others compare it: "parameter float32[3, 8]"
 -- by name, and the names of its tensors on the meta device, sorted.
 local function describe(model)
   local layout, meta = {}, {}
   local function add(kind, name, t)
-    layout[name] = string.format("%s %s %s", kind, t.dtype, shape_text(t))
+    layout[name] = string.format("%s %s%s", kind, t.dtype, args.shape(t))
     if t.device == "meta" then meta[#meta + 1] = name end
   end
   for name, p in model:named_parameters() do add("parameter", name, p) end

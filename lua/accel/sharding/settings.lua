@@ -1,13 +1,14 @@
 -- What an Accelerator's zero_stage and fsdp_plugin options (or accel-run's
--- --zero-stage and --use-fsdp, ACCEL_ZERO_STAGE and ACCEL_USE_FSDP) ask for:
+-- --zero-stage and --use-fsdp, in accel.core.launch) ask for:
 -- nil for plain data parallel, else
 --   {stage = 1|2|3, policy = {kind, classes, min_num_params},
 --    state_dict_type = "FULL_STATE_DICT"|"SHARDED_STATE_DICT", name = ...}
 -- where `name` is the distributed_type Accelerate reports ("DEEPSPEED" or "FSDP")
 -- and `empty_init` whether acc:build_model builds empty on ranks other than
 -- the main process: the plugin's cpu_ram_efficient_loading, or DeepSpeed's
--- zero3_init_flag (ACCEL_ZERO3_INIT_FLAG from accel-run) at stage 3, where
+-- zero3_init_flag (accel.core.launch.zero3_init_flag) at stage 3, where
 -- Accelerate uses it too.
+local core = require("accel.core")
 local args = require("accel.args")
 local FullyShardedDataParallelPlugin = require("accel.sharding.fsdp_plugin")
 
@@ -18,15 +19,15 @@ local settings = {}
 settings.ZERO3_MIN_NUM_PARAMS = 1000000
 
 function settings.resolve(where, zero_stage, fsdp_plugin)
-  local launched_stage = tonumber(os.getenv("ACCEL_ZERO_STAGE") or "")
+  local launch = core.launch or {}
   if zero_stage ~= nil and fsdp_plugin ~= nil then
     args.error(where .. ": give zero_stage or fsdp_plugin, not both (they say the same in DeepSpeed's and FSDP's words)")
   end
   if fsdp_plugin == nil and zero_stage == nil then
-    if os.getenv("ACCEL_USE_FSDP") == "1" then
+    if launch.fsdp then
       fsdp_plugin = FullyShardedDataParallelPlugin{}
     else
-      zero_stage = launched_stage
+      zero_stage = launch.zero_stage
     end
   end
   if fsdp_plugin ~= nil then
@@ -53,7 +54,7 @@ function settings.resolve(where, zero_stage, fsdp_plugin)
     policy = { kind = "SIZE_BASED_WRAP", min_num_params = settings.ZERO3_MIN_NUM_PARAMS },
     state_dict_type = "FULL_STATE_DICT",
     cpu_offload = false,
-    empty_init = zero_stage == 3 and os.getenv("ACCEL_ZERO3_INIT_FLAG") == "true",
+    empty_init = zero_stage == 3 and launch.zero3_init_flag == true,
     name = "DEEPSPEED",
   }
 end

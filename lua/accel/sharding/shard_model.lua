@@ -1,5 +1,5 @@
 -- Shards a prepared model and points its optimizer at the shards
--- (engine/sharding/sharded_model.h holds the mechanics). At stage 3 each
+-- (engine/parallel/sharded_model.h holds the mechanics). At stage 3 each
 -- unit's forward is wrapped: the unit is gathered before it and released
 -- after it (the root stays gathered through backward when autograd records).
 local core = require("accel.core")

@@ -294,7 +294,7 @@ return function(check)
     -- reducer's hook fired for every parameter.
     if rank > 0 then
       local ready = 0
-      for _, event in ipairs(acc._models[1].reducer:last_events()) do
+      for _, event in ipairs(acc._models[1].sync:last_events()) do
         if event[1] == "gradient" then ready = ready + 1 end
       end
       check.equal(ready, 2, "shadow step: gradients ready on rank " .. rank)

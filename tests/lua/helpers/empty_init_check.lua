@@ -198,7 +198,7 @@ return function(check)
       return build_on_main(cls)
     end)
   end, "a rank's model differs", "rank 1's model differs from the main process's",
-       "'block1.fc1.bias' is parameter float32 [16] on rank 0 and parameter float32 [12] on rank 1")
+       "'block1.fc1.bias' is parameter float32[16] on rank 0 and parameter float32[12] on rank 1")
   check.raises(function() accel.FullyShardedDataParallelPlugin{ sync_module_states = false } end,
                "sync_module_states = false", "sync_module_states = false is not supported",
                "every rank from the main process's weights")

@@ -1,0 +1,200 @@
+#include "bindings/warm_worker.h"
+
+#include <ATen/Context.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/DefaultDtype.h>
+#include <c10/core/GeneratorImpl.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+
+extern "C" {
+#include <lauxlib.h>
+#include <lua.h>
+}
+
+#include "bindings/distributed_ops.h"
+#include "bindings/error_log.h"
+#include "bindings/lua_random.h"
+#include "bindings/worker_state.h"
+#include "engine/comm/communicator.h"
+#include "engine/protocol/launch_options.h"
+#include "engine/protocol/warm_protocol.h"
+#include "engine/tracking/open_trackers.h"
+
+namespace accel::lua {
+namespace {
+
+// What a run may have changed outside its Lua state goes back to how a new
+// process starts, so that every run of a warm worker equals a cold one:
+// LibTorch's generator (a new process seeds it at random, as PyTorch's
+// does: only a recipe's own seed makes runs repeat), Lua's (seeded with 0),
+// the thread count, the default dtype, gradient mode (a failed run may
+// have left a no_grad region).
+void reset_process(const LaunchOptions& options) {
+  at::manual_seed(c10::detail::getNonDeterministicRandom());
+  reset_math_random();
+  at::set_num_threads(options.threads);
+  c10::set_default_dtype(caffe2::TypeMeta::Make<float>());
+  at::GradMode::set_enabled(true);
+}
+
+void send_to_launcher(int fd, const std::string& text) {
+  for (size_t done = 0; done < text.size();) {
+    const ssize_t n = ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) std::_Exit(0);  // the launcher is gone, and this worker with it
+    done += static_cast<size_t>(n);
+  }
+}
+
+// The launcher's next command; nothing when it has gone.
+std::optional<WarmCommand> next_command(int fd, WarmFrameReader& reader) {
+  for (;;) {
+    if (std::optional<WarmCommand> command = reader.next_command()) return command;
+    char buffer[4096];
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    reader.feed(buffer, static_cast<size_t>(n));
+  }
+}
+
+// ---- accel-run repl: chunks in one Lua state, interrupted by SIGINT -------
+
+lua_State* g_repl_state = nullptr;
+
+void interrupt_hook(lua_State* L, lua_Debug*) {
+  lua_sethook(L, nullptr, 0, 0);
+  luaL_error(L, "interrupted");
+}
+
+// As lua.c does: the next Lua instruction the chunk runs raises
+// "interrupted" (code compiled by the JIT, or a C call in progress, such as
+// a collective, finishes first).
+void on_repl_interrupt(int) {
+  if (g_repl_state) lua_sethook(g_repl_state, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+// The session's state, made on the first chunk: accel loaded as for a
+// recipe, globals strict.
+lua_State* repl_state(const LaunchOptions& options, CommunicatorOptions* comm_options,
+                      const std::string& lua_dir) {
+  if (g_repl_state) return g_repl_state;
+  lua_State* L = new_worker_state(options, comm_options, lua_dir);
+  if (!load_accel(L, 0)) exit_with_error(lua_tostring(L, -1));
+  struct sigaction interrupt {};
+  interrupt.sa_handler = on_repl_interrupt;
+  interrupt.sa_flags = SA_RESTART;
+  ::sigaction(SIGINT, &interrupt, nullptr);
+  g_repl_state = L;
+  return L;
+}
+
+// "=expr" is "return expr", as in Lua's own prompt.
+std::string chunk_source(const std::string& text) {
+  return !text.empty() && text[0] == '=' ? "return " + text.substr(1) : text;
+}
+
+// A REPL chunk as a function on the stack, or the error. Text only: a
+// chunk that begins as LuaJIT bytecode would run unverified.
+int load_chunk(lua_State* L, const std::string& source) {
+  return luaL_loadbufferx(L, source.data(), source.size(), "=repl", "t");
+}
+
+// Whether `text` is a whole chunk: it compiles, or fails for another
+// reason than ending too soon (that error is the chunk's to report).
+WarmMessage check_chunk(lua_State* L, const std::string& text) {
+  const std::string source = chunk_source(text);
+  WarmMessage answer{WarmMessage::Kind::ok, 0, ""};
+  if (load_chunk(L, source) == LUA_ERRSYNTAX) {
+    const std::string error = lua_tostring(L, -1);
+    const std::string eof = "'<eof>'";
+    if (error.size() >= eof.size() && error.compare(error.size() - eof.size(), eof.size(), eof) == 0) {
+      answer.kind = WarmMessage::Kind::more;
+    }
+  }
+  lua_settop(L, 0);
+  return answer;
+}
+
+// Runs a chunk; its values, tab-separated, are the answer's text.
+WarmMessage run_chunk(lua_State* L, const std::string& text) {
+  const std::string source = chunk_source(text);
+  lua_settop(L, 0);
+  lua_pushcfunction(L, traceback);
+  WarmMessage answer{WarmMessage::Kind::ok, 0, ""};
+  lua_sethook(L, nullptr, 0, 0);
+  if (load_chunk(L, source) != 0 || lua_pcall(L, 0, LUA_MULTRET, 1) != 0) {
+    answer.kind = WarmMessage::Kind::failed;
+    answer.text = lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object is not a string)";
+  } else {
+    for (int i = 2; i <= lua_gettop(L); ++i) {
+      lua_getglobal(L, "tostring");
+      lua_pushvalue(L, i);
+      if (lua_pcall(L, 1, 1, 0) != 0 || !lua_isstring(L, -1)) {
+        answer.text += i > 2 ? "\t?" : "?";
+      } else {
+        answer.text += (i > 2 ? "\t" : "") + std::string(lua_tostring(L, -1));
+      }
+      lua_pop(L, 1);
+    }
+  }
+  lua_sethook(L, nullptr, 0, 0);
+  lua_settop(L, 0);
+  return answer;
+}
+
+// Runs the recipe in a new Lua state, everything else reset.
+WarmMessage run_once(const LaunchOptions& options, CommunicatorOptions* comm_options,
+                     const std::string& lua_dir) {
+  reset_process(options);
+  lua_State* L = new_worker_state(options, comm_options, lua_dir);
+  WarmMessage outcome{WarmMessage::Kind::ok, 0, ""};
+  if (!run_recipe(L, options.recipe)) {
+    outcome.kind = WarmMessage::Kind::failed;
+    const char* error = lua_tostring(L, -1);
+    outcome.text = error ? error : "(error object is not a string)";
+  }
+  lua_close(L);
+  tracking::close_open_trackers(outcome.kind == WarmMessage::Kind::ok ? tracking::RunOutcome::success
+                                                                     : tracking::RunOutcome::failure);
+  return outcome;
+}
+
+}  // namespace
+
+// A warm worker's life: the process group, once joined, serves every
+// command (the communicator is kept between Lua states). A run gets a new
+// Lua state and a reset process; chunks share the session's state.
+void serve_warm_commands(const LaunchOptions& options, CommunicatorOptions* comm_options,
+                                      const std::string& lua_dir, int control_fd) {
+  ::fcntl(control_fd, F_SETFD, FD_CLOEXEC);  // not for what the recipe starts
+  keep_communicator_between_states();
+  send_to_launcher(control_fd, encode_warm_message({WarmMessage::Kind::ready, ::getpid(), ""}));
+  WarmFrameReader reader;
+  while (std::optional<WarmCommand> command = next_command(control_fd, reader)) {
+    WarmMessage answer;
+    if (command->word == "run") {
+      answer = run_once(options, comm_options, lua_dir);
+    } else if (command->word == "check") {
+      answer = check_chunk(repl_state(options, comm_options, lua_dir), command->text);
+    } else {
+      answer = run_chunk(repl_state(options, comm_options, lua_dir), command->text);
+    }
+    std::fflush(nullptr);
+    answer.number = answer.kind == WarmMessage::Kind::more ? 0 : kept_communicator_collectives();
+    send_to_launcher(control_fd, encode_warm_message(answer));
+  }
+  std::fflush(nullptr);
+  std::_Exit(0);
+}
+
+}  // namespace accel::lua

@@ -1,0 +1,341 @@
+#include "engine/parallel/sharded_model.h"
+
+#include <ATen/ATen.h>
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+#include "engine/caching_cpu_allocator.h"
+#include "engine/comm/communicator.h"
+#include "engine/grad_clipping.h"
+#include "engine/parallel/gradient_reducer.h"
+#include "engine/optim/optimizer.h"
+#include "engine/parallel/flat_parameter.h"
+
+namespace accel {
+
+// A post hook on a parameter's gradient accumulator, removed with the model.
+struct ShardedModel::Hook {
+  std::shared_ptr<torch::autograd::Node> accumulator;
+  uintptr_t key;
+};
+
+namespace {
+
+using ImplMap = std::unordered_map<const c10::TensorImpl*, size_t>;
+
+// Parameter -> its optimizer group; parameters the optimizer does not hold map
+// to one group past the last.
+ImplMap groups_of(const optim::Optimizer& optimizer) {
+  ImplMap out;
+  const auto& groups = optimizer.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    for (const at::Tensor& p : groups[g].params) out[p.unsafeGetTensorImpl()] = g;
+  }
+  return out;
+}
+
+}  // namespace
+
+ShardedModel::ShardedModel(Communicator& comm, int stage, const std::vector<std::vector<at::Tensor>>& units,
+                           const optim::Optimizer& optimizer, int64_t bucket_bytes, at::Device device)
+    : comm_(comm), stage_(stage) {
+  TORCH_CHECK(stage >= 1 && stage <= 3, "zero_stage must be 1, 2 or 3, got ", stage);
+  TORCH_CHECK(bucket_bytes > 0, "bucket size must be positive, got ", bucket_bytes);
+  const ImplMap group_of = groups_of(optimizer);
+  const size_t unheld = optimizer.param_groups().size();
+  for (const std::vector<at::Tensor>& unit_params : units) {
+    Unit unit;
+    // Open flat parameters by (group, dtype); stages 1 and 2 take the last
+    // parameters first and close a flat parameter at bucket_bytes, so that
+    // reductions start while backward goes on.
+    struct Open {
+      std::vector<at::Tensor> params;
+      std::vector<Origin> origins;
+      int64_t bytes = 0;
+    };
+    std::map<std::pair<size_t, int>, Open> open;
+    auto close = [&](Open& flat) {
+      if (flat.params.empty()) return;
+      const size_t k = flats_.size();
+      unit.flats.push_back(k);
+      flats_.push_back(std::make_unique<FlatParameter>(comm_, flat.params, stage_ == 3, device));
+      origins_.push_back(std::move(flat.origins));
+      for (size_t i = 0; i < flat.params.size(); ++i) {
+        const at::Tensor& now = flats_[k]->params()[i];
+        if (!now.is_same(flat.params[i])) replaced_[flat.params[i].unsafeGetTensorImpl()] = {flat.params[i], now};
+      }
+      // Stage 3 releases each flat parameter as soon as it is made, so that a
+      // rank given meta parameters holds one full buffer at a time; its
+      // gradient accumulators are made first, while the parameters have
+      // their shapes (an accumulator records its parameter's when made).
+      if (stage_ >= 2) hook_gradients(k);
+      if (stage_ == 3) flats_[k]->release();
+      // The parameters' former storage (they are views of the flat buffer
+      // now) goes back to the system at once: kept in the allocator's pools
+      // (by size, none of them a flat buffer's) until the whole model was
+      // sharded, it made a rank holding real weights peak at its full
+      // weights plus all its shards (engine/caching_cpu_allocator.h).
+      release_pooled_blocks();
+      flat = Open{};
+    };
+    const size_t n = unit_params.size();
+    for (size_t j = 0; j < n; ++j) {
+      const size_t position = stage_ == 3 ? j : n - 1 - j;
+      const at::Tensor& p = unit_params[position];
+      TORCH_CHECK(p.is_leaf() && p.requires_grad(), "sharding: parameter ", j + 1,
+                  " is not a leaf tensor that requires grad");
+      auto found = group_of.find(p.unsafeGetTensorImpl());
+      Open& flat = open[{found == group_of.end() ? unheld : found->second, static_cast<int>(p.scalar_type())}];
+      const int64_t p_bytes = p.numel() * static_cast<int64_t>(p.element_size());
+      if (stage_ < 3 && !flat.params.empty() && flat.bytes + p_bytes > bucket_bytes) close(flat);
+      flat.params.push_back(p);
+      flat.origins.push_back(Origin{units_.size(), position});
+      flat.bytes += p_bytes;
+    }
+    for (auto& [key, flat] : open) close(flat);
+    units_.push_back(std::move(unit));
+  }
+  position_.assign(units_.size(), -1);
+  if (stage_ == 1) {
+    // One bucket a flat parameter, laid out as it is (flat parameters are
+    // cut as buckets would be, last parameters first), so that each rank's
+    // gradient slice is a view of the all-reduced bucket.
+    std::vector<GradientReducer::BucketLayout> buckets;
+    for (const auto& flat : flats_) {
+      params_.insert(params_.end(), flat->params().begin(), flat->params().end());
+      buckets.push_back({flat->params(), flat->world_size() * flat->shard_numel()});
+    }
+    reducer_ = std::make_unique<GradientReducer>(comm_, std::move(buckets));
+  }
+}
+
+void ShardedModel::hook_gradients(size_t k) {
+  const std::vector<at::Tensor>& params = flats_[k]->params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto accumulator = torch::autograd::impl::grad_accumulator(params[i]);
+    uintptr_t key = accumulator->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+        [this, k, i](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+          on_gradient(k, i);
+          return outputs;
+        }));
+    // Holding the accumulator keeps it (and the hook) alive: a parameter
+    // references its accumulator only weakly.
+    hooks_.push_back(std::make_unique<Hook>(Hook{std::move(accumulator), key}));
+  }
+}
+
+ShardedModel::~ShardedModel() {
+  for (auto& hook : hooks_) hook->accumulator->del_post_hook(hook->key);
+}
+
+void ShardedModel::shard_optimizer(optim::Optimizer& optimizer) {
+  ImplMap flat_of;
+  for (size_t k = 0; k < flats_.size(); ++k) {
+    for (const at::Tensor& p : flats_[k]->params()) flat_of[p.unsafeGetTensorImpl()] = k;
+  }
+  std::vector<int64_t> group_of_flat(flats_.size(), -1);
+  const auto& groups = optimizer.param_groups();
+  // The optimizer's layout before sharding, with the model's parameters as
+  // they are now (a meta one given becomes its replacement).
+  original_groups_.clear();
+  for (const auto& group : groups) {
+    std::vector<at::Tensor>& params = original_groups_.emplace_back();
+    for (const at::Tensor& p : group.params) {
+      auto found = replaced_.find(p.unsafeGetTensorImpl());
+      params.push_back(found == replaced_.end() ? p : found->second.second);
+    }
+  }
+  for (size_t g = 0; g < groups.size(); ++g) {
+    std::vector<at::Tensor> params;
+    for (const at::Tensor& p : original_groups_[g]) {
+      auto found = flat_of.find(p.unsafeGetTensorImpl());
+      if (found == flat_of.end()) {
+        params.push_back(p);
+        continue;
+      }
+      int64_t& owner = group_of_flat[found->second];
+      TORCH_CHECK(owner == -1 || owner == static_cast<int64_t>(g), optimizer.name(), ": param group ", g + 1,
+                  " holds parameters sharded together with group ", owner + 1,
+                  "'s; prepare the model and its optimizer in one call to prepare()");
+      if (owner == -1) params.push_back(flats_[found->second]->shard());
+      owner = static_cast<int64_t>(g);
+    }
+    optimizer.replace_params(g, std::move(params));
+  }
+  replaced_.clear();
+}
+
+std::vector<std::vector<at::Tensor>> ShardedModel::unit_parameters() const {
+  std::vector<std::vector<at::Tensor>> out(units_.size());
+  for (size_t k = 0; k < flats_.size(); ++k) {
+    for (size_t i = 0; i < origins_[k].size(); ++i) {
+      std::vector<at::Tensor>& unit = out[origins_[k][i].unit];
+      if (unit.size() <= origins_[k][i].position) unit.resize(origins_[k][i].position + 1);
+      unit[origins_[k][i].position] = flats_[k]->params()[i];
+    }
+  }
+  return out;
+}
+
+// Stage 3: gathering and releasing units -----------------------------------
+
+void ShardedModel::gather_unit(size_t unit) {
+  for (size_t k : units_[unit].flats) flats_[k]->gather();
+}
+
+void ShardedModel::prefetch_unit(size_t unit) {
+  for (size_t k : units_[unit].flats) flats_[k]->prefetch();
+}
+
+void ShardedModel::release_unit(size_t unit) {
+  for (size_t k : units_[unit].flats) flats_[k]->release();
+}
+
+void ShardedModel::before_forward(size_t unit) {
+  TORCH_CHECK(unit < units_.size(), "sharding: unit ", unit, " does not exist");
+  if (stage_ < 3) return;
+  if (position_[unit] < 0) {
+    position_[unit] = static_cast<int64_t>(forward_order_.size());
+    forward_order_.push_back(unit);
+  }
+  gather_unit(unit);
+  const size_t next = static_cast<size_t>(position_[unit]) + 1;
+  if (next < forward_order_.size()) prefetch_unit(forward_order_[next]);
+}
+
+void ShardedModel::after_forward(size_t unit, const std::vector<at::Tensor>& outputs, bool keep) {
+  TORCH_CHECK(unit < units_.size(), "sharding: unit ", unit, " does not exist");
+  if (stage_ < 3) return;
+  for (const at::Tensor& out : outputs) {
+    if (!out.defined() || !out.requires_grad()) continue;
+    out.register_hook([this, unit](const at::Tensor& grad) {
+      before_backward(unit);
+      return grad;
+    });
+  }
+  if (!keep) release_unit(unit);
+}
+
+void ShardedModel::before_backward(size_t unit) {
+  gather_unit(unit);
+  // Backward runs the units in reverse: the one before this is next.
+  const int64_t previous = position_[unit] - 1;
+  if (previous >= 0) prefetch_unit(forward_order_[static_cast<size_t>(previous)]);
+}
+
+void ShardedModel::gather_all() {
+  if (stage_ < 3) return;
+  for (auto& flat : flats_) flat->gather();
+}
+
+void ShardedModel::keep_written_parameters() {
+  if (stage_ < 3) return;
+  for (auto& flat : flats_) flat->keep_written_slice();
+}
+
+void ShardedModel::release_all() {
+  if (stage_ < 3) return;
+  for (auto& flat : flats_) flat->release();
+}
+
+// Gradients -------------------------------------------------------------------
+
+void ShardedModel::on_gradient(size_t flat, size_t param) {
+  if (flats_[flat]->add_gradient(param) && stage_ == 3) flats_[flat]->release();
+}
+
+void ShardedModel::set_sync(bool sync) {
+  if (reducer_) reducer_->set_sync(sync);
+}
+
+bool ShardedModel::sync() const { return reducer_ ? reducer_->sync() : true; }
+
+void ShardedModel::end_backward() {
+  if (stage_ < 2) return;
+  // In flat parameter order, the same on every rank.
+  for (auto& flat : flats_) flat->flush_gradients();
+  release_all();
+}
+
+void ShardedModel::finalize(int64_t num_items) {
+  if (reducer_) return reducer_->finalize(num_items);
+  at::NoGradGuard no_grad;
+  double items = static_cast<double>(num_items);
+  if (comm_.size() > 1) {
+    at::Tensor count = at::full({1}, items, at::TensorOptions().dtype(at::kDouble));
+    comm_.all_reduce(count, ReduceOp::Sum);
+    items = count.item<double>();
+  }
+  const double divisor = items > 0 ? items : static_cast<double>(comm_.size());
+  if (divisor == 1) return;
+  for (auto& flat : flats_) {
+    at::Tensor& grad = flat->shard().mutable_grad();
+    if (grad.defined()) grad.div_(divisor);
+  }
+}
+
+std::vector<at::Tensor> ShardedModel::shards() const {
+  std::vector<at::Tensor> out;
+  for (const auto& flat : flats_) out.push_back(flat->shard());
+  return out;
+}
+
+at::Tensor ShardedModel::clip_grad_norm(double max_norm, double norm_type) {
+  at::NoGradGuard no_grad;
+  const std::vector<at::Tensor> params = shards();
+  const bool infinity = std::isinf(norm_type);
+  // Each rank's part of the norm: its largest element, or its sum of |g|^p.
+  at::Tensor local = at::zeros({1}, at::TensorOptions().dtype(at::kDouble));
+  for (const at::Tensor& p : params) {
+    if (!p.grad().defined()) continue;
+    at::Tensor part = p.grad().norm(norm_type).to(at::kDouble).reshape({1});
+    local = infinity ? at::maximum(local, part) : local + part.pow(norm_type);
+  }
+  local = local.to(params.front().device());
+  if (comm_.size() > 1) comm_.all_reduce(local, infinity ? ReduceOp::Max : ReduceOp::Sum);
+  at::Tensor total = (infinity ? local : local.pow(1.0 / norm_type)).reshape({}).to(params.front().scalar_type());
+  scale_to_max_norm(params, total, max_norm);
+  return total;
+}
+
+void ShardedModel::clip_grad_value(double clip_value) {
+  accel::clip_grad_value(shards(), clip_value);
+}
+
+// The step ----------------------------------------------------------------------
+
+void ShardedModel::before_step() {
+  if (stage_ != 1) return;
+  for (size_t k = 0; k < flats_.size(); ++k) flats_[k]->take_gradient_shard(reducer_->gradient_bucket(k));
+}
+
+void ShardedModel::after_step() {
+  if (stage_ == 3) return;
+  for (auto& flat : flats_) {
+    flat->publish_shard();
+    // Stage 1's gradient slices are taken again for each step.
+    if (stage_ == 1) flat->shard().mutable_grad().reset();
+  }
+}
+
+void ShardedModel::zero_grad(bool set_to_none) {
+  if (stage_ != 1) return;
+  at::NoGradGuard no_grad;
+  for (at::Tensor& p : params_) {
+    at::Tensor& grad = p.mutable_grad();
+    if (!grad.defined()) continue;
+    if (set_to_none) {
+      grad.reset();
+    } else {
+      grad = grad.detach();
+      grad.zero_();
+    }
+  }
+}
+
+}  // namespace accel

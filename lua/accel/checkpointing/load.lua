@@ -1,0 +1,229 @@
+-- Accelerator:load_state: every file of a checkpoint is read and checked
+-- before anything changes, then the Accelerator's objects take the state
+-- (checkpointing.lua lists the folder).
+local core = require("accel.core")
+local serialize = require("accel.serialize")
+local gathering = require("accel.gathering")
+local args = require("accel.args")
+local sharded_state = require("accel.sharding.sharded_state")
+local layout = require("accel.checkpointing.layout")
+local agreement = require("accel.checkpointing.agreement")
+
+local ck = core.checkpoint
+
+local load = {}
+
+-- The newest complete automatic checkpoint, or nil and why there is none.
+local function newest_complete(config)
+  local all, skipped = layout.numbered_checkpoints(config), {}
+  for i = #all, 1, -1 do
+    local path = config:checkpoints_dir() .. "/" .. all[i][2]
+    local ok, why = ck.complete(path)
+    if ok then
+      if #skipped > 0 then
+        print(string.format("accel: skipping incomplete checkpoints: %s", table.concat(skipped, "; ")))
+      end
+      return path
+    end
+    skipped[#skipped + 1] = why
+  end
+  local message = string.format("Accelerator:load_state: no complete checkpoint in '%s'", config:checkpoints_dir())
+  if #skipped > 0 then message = message .. " (" .. table.concat(skipped, "; ") .. ")" end
+  return nil, message
+end
+
+-- The folder to load, decided by the main process so that every rank loads
+-- the same one.
+local function load_folder(c, dir)
+  if dir ~= nil then
+    if type(dir) ~= "string" then args.error("Accelerator:load_state: the folder must be a string, got a " .. type(dir)) end
+    return dir
+  end
+  local config = layout.automatic(c)
+  if not config then
+    args.error("Accelerator:load_state: give a folder, or make the Accelerator with project_config = "
+               .. "accel.ProjectConfiguration{project_dir = ..., automatic_checkpoint_naming = true}")
+  end
+  local choice = {}
+  if c.state.is_main_process then choice[1], choice[2] = newest_complete(config) end
+  choice = gathering.gather_object(c.state._world, choice)[1]
+  if not choice[1] then args.error(choice[2]) end
+  return choice[1]
+end
+
+local function check_count(what, saved, now, folder)
+  if saved ~= now then
+    error(string.format("'%s' holds %d %s but this Accelerator prepared %d", folder, saved, what, now), 0)
+  end
+end
+
+-- Applies `fn` to a state, naming the file when it refuses it.
+function load.apply(path, fn, ...)
+  local ok, err = pcall(fn, ...)
+  if not ok then error(string.format("'%s' does not fit: %s", path, tostring(err)), 0) end
+end
+
+-- Reads and verifies everything this rank needs from `folder`, changing
+-- nothing; raises on a missing, truncated or altered file.
+local function read_checkpoint(c, folder)
+  local manifest = ck.read_manifest(folder)
+  ck.check_file_sizes(folder)
+  local listed = {}
+  for _, f in ipairs(manifest.files) do listed[f.name] = f end
+  local function entry(name)
+    local f = listed[name]
+    if not f then error(string.format("'%s' has no '%s' in its manifest", folder, name), 0) end
+    return f
+  end
+  local function read_tensors(name) return ck.read_safetensors(folder .. "/" .. name, entry(name)) end
+  local function read_value(name)
+    local path = folder .. "/" .. name
+    return serialize.load(ck.read_text(path, entry(name)), path)
+  end
+
+  local s = { manifest = manifest, saved = read_value(layout.names.accelerator) }
+  local now = layout.counts(c)
+  check_count("model(s)", s.saved.counts.models, now.models, folder)
+  check_count("optimizer(s)", s.saved.counts.optimizers, now.optimizers, folder)
+  check_count("scheduler(s)", s.saved.counts.schedulers, now.schedulers, folder)
+  check_count("data loader(s)", s.saved.counts.dataloaders, now.dataloaders, folder)
+  check_count("registered object(s)", s.saved.counts.custom, now.custom, folder)
+  s.models, s.optimizers, s.schedulers, s.customs, s.loaders = {}, {}, {}, {}, {}
+  -- Sharded models saved as each rank's slices: this rank's own files when
+  -- the layout is the one it has now, else the full state from every rank's.
+  s.own, s.own_optimizers, s.model_files = {}, {}, {}
+  local rank = c.state.process_index
+  for i, model in ipairs(c.models) do
+    if listed[layout.names.sharding(i)] then
+      local saved = sharded_state.check_layout(read_value(layout.names.sharding(i)), folder .. "/" .. layout.names.sharding(i))
+      local j = saved.optimizer
+      local sharded, info = c.sharded_models[model], c.shard_layouts[model]
+      local current = sharded and sharded_state.layout(sharded, info.optimizer, info.param_names, c.state.num_processes)
+      if current and sharded_state.same_layout(saved, current) then
+        s.own[i] = { sharded = sharded, optimizer = info.optimizer, tensors = read_tensors(layout.names.model_slices(i, rank)),
+                     optimizer_state = read_tensors(layout.names.optimizer_slices(j, rank)) }
+        s.own_optimizers[j] = true
+      else
+        local models, optimizers = {}, {}
+        for r = 0, saved.world_size - 1 do
+          models[r + 1] = read_tensors(layout.names.model_slices(i, r))
+          optimizers[r + 1] = read_tensors(layout.names.optimizer_slices(j, r))
+        end
+        s.models[i] = sharded_state.full_model(saved, models)
+        s.model_files[i] = layout.names.sharding(i)
+        s.optimizers[j] = sharded_state.full_optimizer(saved, optimizers)
+      end
+    else
+      s.models[i] = read_tensors(layout.names.model(i))
+    end
+  end
+  for j = 1, now.optimizers do
+    if not s.optimizers[j] and not s.own_optimizers[j] then s.optimizers[j] = read_tensors(layout.names.optimizer(j)) end
+  end
+  for i = 1, now.schedulers do s.schedulers[i] = read_value(layout.names.scheduler(i)) end
+  for i = 1, now.custom do s.customs[i] = read_value(layout.names.custom(i)) end
+  s.scaler = c.gradient_state.scaler and read_value(layout.names.scaler)
+  s.same_world = manifest.world_size == c.state.num_processes
+  -- On another world size every rank continues from rank 0's position,
+  -- which the loader re-shards over the current ranks.
+  s.loader_rank = s.same_world and c.state.process_index or 0
+  for i = 1, now.dataloaders do s.loaders[i] = read_value(layout.names.dataloader(i, s.loader_rank)) end
+  s.rng = listed[layout.names.rng(rank)] and read_tensors(layout.names.rng(rank))
+  -- Accumulated gradients are this rank's partial sums: they mean nothing
+  -- on another world size.
+  s.gradients = {}
+  if s.same_world then
+    for i, model in ipairs(c.models) do
+      local name = layout.names.gradients(i, rank)
+      s.gradients[i] = listed[name] and read_tensors(name)
+      local holders = layout.gradient_holders(c, model)
+      for grad_name in pairs(s.gradients[i] or {}) do
+        if not holders[grad_name] then
+          error(string.format("'%s/%s' holds an accumulated gradient '%s' that this model does not have: it was "
+                              .. "saved at another sharding stage; load it at that stage, or save after an update",
+                              folder, name, grad_name), 0)
+        end
+      end
+    end
+  end
+  return s
+end
+
+-- Gives this rank's objects the state `s` read from `folder`.
+local function restore(c, folder, s)
+  local saved = s.saved
+  local function path(name) return folder .. "/" .. name end
+  for i, model in ipairs(c.models) do
+    local own = s.own[i]
+    if own then
+      load.apply(path(layout.names.model_slices(i, c.state.process_index)), sharded_state.restore_own, own.sharded, model,
+            own.optimizer, own.tensors, own.optimizer_state)
+    else
+      c.with_full_parameters(model, function()
+        load.apply(path(s.model_files[i] or layout.names.model(i)), model.load_state_dict, model, s.models[i])
+      end, true)
+    end
+  end
+  for i, opt in ipairs(c.optimizers) do
+    if not s.own_optimizers[i] then load.apply(path(layout.names.optimizer(i)), opt.load_state_dict, opt, s.optimizers[i]) end
+    opt.updates = saved.optimizer_updates[i]
+  end
+  for i, sched in ipairs(c.schedulers) do
+    load.apply(path(layout.names.scheduler(i)), sched.load_state_dict, sched, s.schedulers[i])
+    sched.seen = saved.scheduler_seen[i]
+  end
+  for i, obj in ipairs(c.custom_objects) do
+    load.apply(path(layout.names.custom(i)), obj.load_state_dict, obj, s.customs[i])
+  end
+  c.gradient_state:load_state_dict({ micro_step = saved.micro_step, sync_steps = saved.sync_steps, items = saved.items,
+                                     sync_gradients = saved.sync_gradients, scaler = s.scaler })
+  for i, model in ipairs(c.models) do
+    local grads = s.gradients[i] or {}
+    for name, holder in pairs(layout.gradient_holders(c, model)) do
+      load.apply(path(layout.names.gradients(i, c.state.process_index)), function() holder.grad = grads[name] end)
+    end
+  end
+  for i, loader in ipairs(c.dataloaders) do
+    load.apply(path(layout.names.dataloader(i, s.loader_rank)), loader.load_state_dict, loader, s.loaders[i])
+  end
+  if s.rng then
+    ck.set_generator_state(s.rng.generator)
+    core.set_math_random_state(s.rng.math_random)
+    -- Saved on a GPU and resumed on the CPU (or the reverse): the CPU
+    -- generators are restored, the GPU's stays as seeded.
+    if s.rng.cuda_generator and c.state.device ~= "cpu" then core.cuda.set_rng_state(s.rng.cuda_generator) end
+  end
+end
+
+function load.load_state(c, dir)
+  local where = "Accelerator:load_state"
+  local folder = load_folder(c, dir)
+  -- Every rank reads and verifies its share; if any fails, all stop before
+  -- changing anything.
+  local ok, s = pcall(read_checkpoint, c, folder)
+  agreement.agree(c, where, ok and {} or { failure = agreement.reason(s) })
+  -- A state that one rank's object refuses (its loader's position, a
+  -- registered object) fails every rank too; the objects restored before
+  -- that one keep what they were given.
+  agreement.agree(c, where, agreement.try(restore, c, folder, s))
+
+  local manifest = s.manifest
+  if not s.same_world then
+    local world = c.state.num_processes
+    local notes = world > manifest.world_size
+      and string.format(", ranks from %d on keep their own random state", manifest.world_size) or ""
+    if not s.saved.sync_gradients then notes = notes .. ", gradients accumulated before the save are dropped" end
+    c.state:print(string.format(
+      "accel: '%s' was saved on %d process(es) and is loaded on %d: models, optimizers and schedulers are "
+        .. "restored as saved, data loaders continue their epoch re-sharded over %d process(es)%s",
+      folder, manifest.world_size, world, world, notes))
+  end
+  -- The next automatic save follows the one loaded.
+  local config = layout.automatic(c)
+  if config and folder == config:checkpoints_dir() .. "/checkpoint_" .. manifest.iteration then
+    config.iteration = manifest.iteration + 1
+  end
+  return folder
+end
+
+return load
