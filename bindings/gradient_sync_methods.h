@@ -2,7 +2,8 @@
 // (engine/parallel/gradient_sync.h), bound once for every handle type that
 // implements it, so that Lua drives a data-parallel reducer and a sharded
 // model through the same calls: sync:set_sync(flag), sync:sync(),
-// sync:end_backward(), sync:finalize([num_items]).
+// sync:caller_finishes_backward(), sync:end_backward(),
+// sync:finalize([num_items]).
 #pragma once
 #include <vector>
 
@@ -17,6 +18,7 @@ std::vector<Binding> gradient_sync_methods() {
   return {
       bind("set_sync", [](lua_State* L, Receiver, bool sync) { At(L).set_sync(sync); }),
       bind("sync", [](lua_State* L, Receiver) { return At(L).sync(); }),
+      bind("caller_finishes_backward", [](lua_State* L, Receiver) { At(L).caller_finishes_backward(); }),
       bind("end_backward", [](lua_State* L, Receiver) { At(L).end_backward(); }),
       // finalize([num_items]): this rank's items since the last synchronisation.
       bind("finalize", [](lua_State* L, Receiver, c10::optional<int64_t> num_items) {

@@ -46,7 +46,20 @@ at::Tensor clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm
   } else {
     for (const at::Tensor& g : grads) norms.push_back(g.norm(norm_type));
   }
-  at::Tensor total = std::isinf(norm_type) ? at::stack(norms).max() : at::stack(norms).norm(norm_type);
+  // The norm of all the elements as one vector, as PyTorch documents it: the
+  // largest |g| (inf), the smallest (-inf), the count of non-zeros (0: the
+  // per-tensor counts add up; PyTorch's own code takes the 0-"norm" of the
+  // counts, the number of tensors with a non-zero), or the p-norm of the
+  // per-tensor p-norms.
+  at::Tensor stacked = at::stack(norms);
+  at::Tensor total;
+  if (std::isinf(norm_type)) {
+    total = norm_type > 0 ? stacked.max() : stacked.min();
+  } else if (norm_type == 0) {
+    total = stacked.sum();
+  } else {
+    total = stacked.norm(norm_type);
+  }
   scale_to_max_norm(params, total, max_norm);
   return total;
 }

@@ -7,8 +7,13 @@
 namespace accel {
 
 // Scales all gradients so their combined `norm_type`-norm is at most
-// `max_norm`; returns the norm before clipping (a 0-dim tensor). Parameters
-// without a gradient are skipped.
+// `max_norm`; returns the norm before clipping (a 0-dim tensor). The norm is
+// that of every gradient element together, viewed as one vector (as
+// PyTorch's documentation has it): for 0 the count of non-zero elements,
+// for -inf the smallest |g|, for inf the largest. (PyTorch's code takes
+// the 0-norm of the per-tensor counts instead, the number of tensors that
+// hold a non-zero; every other type agrees.) Parameters without a gradient
+// are skipped.
 at::Tensor clip_grad_norm(const std::vector<at::Tensor>& params, double max_norm,
                           double norm_type = 2.0);
 

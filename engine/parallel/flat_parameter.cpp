@@ -67,6 +67,10 @@ FlatParameter::~FlatParameter() {
 }
 
 int FlatParameter::rank() const { return comm_.rank(); }
+
+int64_t FlatParameter::shard_content_numel() const {
+  return std::clamp<int64_t>(numel_ - rank() * shard_numel_, 0, shard_numel_);
+}
 int FlatParameter::world_size() const { return comm_.size(); }
 
 void FlatParameter::point_params_at(bool full) {

@@ -60,6 +60,9 @@ class FlatParameter {
   int64_t param_numel(size_t i) const { return views_[i].numel(); }
   int64_t numel() const { return numel_; }
   int64_t shard_numel() const { return shard_numel_; }
+  // How many of this rank's shard elements are parameters' (the rest, at
+  // the end of the last shards, is padding).
+  int64_t shard_content_numel() const;
   int rank() const;
   int world_size() const;
   // The slice the optimizer steps (a leaf tensor; its .grad is the gradient shard).

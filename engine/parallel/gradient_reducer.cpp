@@ -1,6 +1,7 @@
 #include "engine/parallel/gradient_reducer.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
@@ -25,6 +26,7 @@ struct Bucket {
 }  // namespace
 
 struct GradientReducer::Impl {
+  GradientReducer& owner;
   Communicator& comm;
   // One process on its own: no buckets, no hooks; finalize only divides.
   bool alone = false;
@@ -41,11 +43,14 @@ struct GradientReducer::Impl {
   bool sync = true;
   bool overlap = true;
   bool in_backward = false;
+  // The caller ends the next backward (GradientSync::caller_finishes_backward);
+  // otherwise the end of autograd's pass does (end_of_pass).
+  bool caller_finishes = false;
   std::vector<Event> events;
   std::vector<std::pair<std::shared_ptr<torch::autograd::Node>, uintptr_t>> hooks;
   mutable std::mutex mutex;
 
-  explicit Impl(Communicator& c) : comm(c) {}
+  Impl(GradientReducer& o, Communicator& c) : owner(o), comm(c) {}
 
   // Checks the parameters and says whether buckets are needed: not for a
   // process alone. A communicator of one rank that still communicates
@@ -130,7 +135,10 @@ struct GradientReducer::Impl {
   void on_gradient(size_t i) {
     std::lock_guard<std::mutex> lock(mutex);
     if (!sync) return;
-    if (!in_backward) begin_backward();
+    if (!in_backward) {
+      begin_backward();
+      torch::autograd::Engine::get_default_engine().queue_callback([this] { end_of_pass(); });
+    }
     TORCH_CHECK(!ready[i], "parameter ", i,
                 " received its gradient twice in one synchronised backward; "
                 "call backward once per step (or use no_sync for the extra passes)");
@@ -140,6 +148,18 @@ struct GradientReducer::Impl {
     fill_slot(i);
     --buckets[bucket_of[i]].waiting;
     if (overlap) start_ready_buckets(buckets.size() - 1);
+  }
+
+  // Autograd's pass is complete: a backward nobody announced (a plain
+  // loss:backward()) is finished here, as DDP finishes every backward, so
+  // its gradients are the average over ranks when it returns.
+  void end_of_pass() {
+    bool finish = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      finish = !caller_finishes && in_backward;
+    }
+    if (finish) owner.finalize(0);
   }
 
   // The items of all ranks: the last bucket's count slot, or a collective
@@ -166,7 +186,7 @@ struct GradientReducer::Impl {
 
 GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> params,
                                  int64_t bucket_bytes, bool overlap)
-    : impl_(std::make_unique<Impl>(comm)) {
+    : impl_(std::make_unique<Impl>(*this, comm)) {
   TORCH_CHECK(bucket_bytes > 0, "bucket size must be positive, got ", bucket_bytes);
   Impl& s = *impl_;
   s.overlap = overlap;
@@ -189,7 +209,7 @@ GradientReducer::GradientReducer(Communicator& comm, std::vector<at::Tensor> par
 }
 
 GradientReducer::GradientReducer(Communicator& comm, std::vector<BucketLayout> buckets)
-    : impl_(std::make_unique<Impl>(comm)) {
+    : impl_(std::make_unique<Impl>(*this, comm)) {
   Impl& s = *impl_;
   for (const BucketLayout& layout : buckets) {
     s.params.insert(s.params.end(), layout.params.begin(), layout.params.end());
@@ -249,6 +269,16 @@ void GradientReducer::set_sync(bool sync) {
 bool GradientReducer::sync() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return impl_->sync;
+}
+
+void GradientReducer::caller_finishes_backward() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->caller_finishes = true;
+}
+
+void GradientReducer::end_backward() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->caller_finishes = false;
 }
 
 int64_t GradientReducer::num_buckets() const { return static_cast<int64_t>(impl_->buckets.size()); }

@@ -71,8 +71,9 @@ class GradientReducer : public GradientSync {
   // and gradients only accumulate locally (no_sync, non-sync micro-steps).
   void set_sync(bool sync) override;
   bool sync() const override;
-  // Nothing: the hooks and finalize() do the work.
-  void end_backward() override {}
+  void caller_finishes_backward() override;
+  // The hooks and finalize() do the work; this ends an announced backward.
+  void end_backward() override;
 
   // After a synchronising backward: starts the buckets still waiting (those
   // holding parameters without a gradient, and the last one), waits for

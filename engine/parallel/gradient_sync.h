@@ -4,8 +4,11 @@
 // and the Accelerator's backward (lua/accel/accelerator_gradients.lua)
 // drives every prepared model through it alike:
 //
-//   set_sync(s)     before backward: whether this backward synchronises
-//                   (false on micro-steps that only accumulate, in no_sync)
+//   set_sync(s)     whether backward synchronises (false on micro-steps
+//                   that only accumulate, in no_sync); it holds until set again
+//   caller_finishes_backward()
+//                   the next backward is the caller's to end: it calls
+//                   end_backward and finalize itself
 //   (autograd runs; the implementation's hooks start reductions as
 //    gradients become ready)
 //   end_backward()  after every backward, synchronising or not: what must
@@ -15,6 +18,13 @@
 //                   reduction and divide the gradients by the items all
 //                   ranks counted (n is this rank's; 0: divide by the
 //                   number of ranks)
+//
+// A backward nobody announced with caller_finishes_backward (a recipe's
+// plain loss:backward() on a prepared model) is ended by the
+// implementation itself, as DDP ends every backward: at the end of
+// autograd's pass (a callback autograd runs when the pass completes) it
+// runs end_backward and, when synchronising, finalize(0), so the gradients
+// are the average over ranks when backward returns.
 //
 // Tensor and context parallelism add their own implementations beside
 // these, in this folder.
@@ -28,6 +38,7 @@ class GradientSync {
   virtual ~GradientSync() = default;
   virtual void set_sync(bool sync) = 0;
   virtual bool sync() const = 0;
+  virtual void caller_finishes_backward() = 0;
   virtual void end_backward() = 0;
   virtual void finalize(int64_t num_items) = 0;
 };

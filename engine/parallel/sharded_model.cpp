@@ -1,11 +1,13 @@
 #include "engine/parallel/sharded_model.h"
 
 #include <ATen/ATen.h>
+#include <torch/csrc/autograd/engine.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
 #include <unordered_map>
 
@@ -246,17 +248,37 @@ void ShardedModel::release_all() {
 // Gradients -------------------------------------------------------------------
 
 void ShardedModel::on_gradient(size_t flat, size_t param) {
+  if (!pass_pending_) {
+    pass_pending_ = true;
+    torch::autograd::Engine::get_default_engine().queue_callback([this] { end_of_pass(); });
+  }
   if (flats_[flat]->add_gradient(param) && stage_ == 3) flats_[flat]->release();
 }
 
+// Stages 2 and 3 (stage 1's reducer ends its own passes): a backward nobody
+// announced ends here, as DDP's and FSDP's do (gradient_sync.h).
+void ShardedModel::end_of_pass() {
+  pass_pending_ = false;
+  if (caller_finishes_) return;
+  end_backward();
+  if (sync_) finalize(0);
+}
+
 void ShardedModel::set_sync(bool sync) {
+  sync_ = sync;
   if (reducer_) reducer_->set_sync(sync);
 }
 
-bool ShardedModel::sync() const { return reducer_ ? reducer_->sync() : true; }
+bool ShardedModel::sync() const { return sync_; }
+
+void ShardedModel::caller_finishes_backward() {
+  caller_finishes_ = true;
+  if (reducer_) reducer_->caller_finishes_backward();
+}
 
 void ShardedModel::end_backward() {
-  if (stage_ < 2) return;
+  caller_finishes_ = false;
+  if (reducer_) return reducer_->end_backward();
   // In flat parameter order, the same on every rank.
   for (auto& flat : flats_) flat->flush_gradients();
   release_all();
@@ -288,17 +310,32 @@ std::vector<at::Tensor> ShardedModel::shards() const {
 at::Tensor ShardedModel::clip_grad_norm(double max_norm, double norm_type) {
   at::NoGradGuard no_grad;
   const std::vector<at::Tensor> params = shards();
-  const bool infinity = std::isinf(norm_type);
-  // Each rank's part of the norm: its largest element, or its sum of |g|^p.
-  at::Tensor local = at::zeros({1}, at::TensorOptions().dtype(at::kDouble));
-  for (const at::Tensor& p : params) {
-    if (!p.grad().defined()) continue;
-    at::Tensor part = p.grad().norm(norm_type).to(at::kDouble).reshape({1});
-    local = infinity ? at::maximum(local, part) : local + part.pow(norm_type);
+  // The norm of all the elements as one vector (grad_clipping.h). Each
+  // rank's part: its largest |g| (inf), its smallest (-inf), its count of
+  // non-zeros (0), or its sum of |g|^p; parts combine by max, min or sum.
+  const bool largest = std::isinf(norm_type) && norm_type > 0;
+  const bool smallest = std::isinf(norm_type) && norm_type < 0;
+  const bool power = !std::isinf(norm_type) && norm_type != 0;
+  at::Tensor local = at::full({1}, smallest ? std::numeric_limits<double>::infinity() : 0.0,
+                              at::TensorOptions().dtype(at::kDouble));
+  for (size_t k = 0; k < flats_.size(); ++k) {
+    const at::Tensor& grad = params[k].grad();
+    const int64_t content = flats_[k]->shard_content_numel();
+    if (!grad.defined() || content == 0) continue;  // padding is no gradient's
+    at::Tensor part = grad.narrow(0, 0, content).norm(norm_type).to(at::kDouble).reshape({1});
+    if (largest) {
+      local = at::maximum(local, part);
+    } else if (smallest) {
+      local = at::minimum(local, part);
+    } else {
+      local = local + (power ? part.pow(norm_type) : part);
+    }
   }
   local = local.to(params.front().device());
-  if (comm_.size() > 1) comm_.all_reduce(local, infinity ? ReduceOp::Max : ReduceOp::Sum);
-  at::Tensor total = (infinity ? local : local.pow(1.0 / norm_type)).reshape({}).to(params.front().scalar_type());
+  if (comm_.size() > 1) {
+    comm_.all_reduce(local, largest ? ReduceOp::Max : smallest ? ReduceOp::Min : ReduceOp::Sum);
+  }
+  at::Tensor total = (power ? local.pow(1.0 / norm_type) : local).reshape({}).to(params.front().scalar_type());
   scale_to_max_norm(params, total, max_norm);
   return total;
 }

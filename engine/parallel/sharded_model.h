@@ -126,12 +126,14 @@ class ShardedModel : public GradientSync {
 
   // Gradient synchronisation (gradient_sync.h): set_sync says whether the
   // next backward synchronises (stage 1; stages 2 and 3 reduce every
-  // backward, and sync() is always true there); end_backward ends every
+  // backward, and there it says whether a backward that ends itself is
+  // finalized, divided by the ranks); end_backward ends every
   // backward (stages 2 and 3: reduces what is left, releases stage 3's
   // units); finalize(num_items) ends a synchronised one and divides the
   // gradients by the items of all ranks, or by the number of ranks.
   void set_sync(bool sync) override;
   bool sync() const override;
+  void caller_finishes_backward() override;
   void end_backward() override;
   void finalize(int64_t num_items) override;
 
@@ -170,12 +172,16 @@ class ShardedModel : public GradientSync {
   std::vector<int64_t> position_;      // unit -> index in forward_order_, or -1
   struct Hook;
   std::vector<std::unique_ptr<Hook>> hooks_;
+  bool sync_ = true;
+  bool caller_finishes_ = false;  // the next backward is the caller's to end
+  bool pass_pending_ = false;     // end_of_pass is queued for autograd's pass
 
   void hook_gradients(size_t flat);
   void gather_unit(size_t unit);
   void prefetch_unit(size_t unit);
   void release_unit(size_t unit);
   void on_gradient(size_t flat, size_t param);
+  void end_of_pass();
   void before_backward(size_t unit);
 };
 

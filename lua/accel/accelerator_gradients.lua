@@ -27,8 +27,6 @@ return function(Accelerator, entry_of)
     end
     local scaler = self.gradient_state.scaler
     if scaler then loss = loss * scaler:scale() end
-    -- Inside join_uneven_inputs, tells ranks that finished their loop to shadow this step.
-    if self._join and self.sync_gradients then self._join:notify() end
     -- Off sync steps, sync_each_batch and trigger_sync_in_backward still
     -- all-reduce: the reducer sums the accumulated gradients over ranks, so
     -- dividing by the number of ranks keeps them equal on every rank and the
@@ -44,12 +42,16 @@ return function(Accelerator, entry_of)
         early[#early + 1] = entry
       end
       entry.sync:set_sync(sync)
+      entry.sync:caller_finishes_backward()
       entry.sync_next_backward = nil
     end
     loss:backward()
     for _, entry in ipairs(self._models) do entry.sync:end_backward() end
     for _, entry in ipairs(early) do entry.sync:finalize() end
     if self.sync_gradients then self:_finish_sync() end
+    -- A recipe's own loss:backward() on a prepared model synchronises as
+    -- DDP's does, outside no_sync (engine/parallel/gradient_sync.h).
+    for _, entry in ipairs(self._models) do entry.sync:set_sync(not entry.no_sync) end
   end
 
   -- The synchronisations divide by the items of all ranks (or the number of ranks).
@@ -135,13 +137,16 @@ return function(Accelerator, entry_of)
     return fn()
   end
 
-  -- Runs fn with gradient synchronisation off for this model.
+  -- Runs fn with gradient synchronisation off for this model, also for a
+  -- plain loss:backward() inside fn (as DDP's no_sync).
   function Accelerator:no_sync(model, fn)
     local entry = entry_of(self, model)
     local previous = entry.no_sync
     entry.no_sync = true
+    entry.sync:set_sync(false)
     local results = { pcall(fn) }
     entry.no_sync = previous
+    entry.sync:set_sync(not previous)
     if not results[1] then error(results[2], 0) end
     return unpack(results, 2, table.maxn(results))
   end

@@ -2,8 +2,11 @@
 -- training loop) on ranks that may have different numbers of batches, as
 -- DDP's Join does under Accelerate's join_uneven_inputs.
 --
--- Inside fn, every synchronising backward first all-reduces a small
--- "active" flag. A rank whose fn has returned enters a join loop: it takes
+-- Inside fn, every forward of a joined model that a synchronising backward
+-- will follow (grad enabled, training, a step that synchronises, outside
+-- no_sync) first all-reduces a small "active" flag, as DDP's join hook does
+-- in DDP's forward: so a recipe's own loss:backward() is joined as well as
+-- acc:backward(). A rank whose fn has returned enters a join loop: it takes
 -- part in that flag's all-reduce, and while some rank is still active it
 -- shadows the step's gradient all-reduces with zero gradients (it runs
 -- backward of `sum(parameters) * 0`, so the reducer's hooks fire for every
@@ -28,7 +31,7 @@ local dist = core.dist
 local Join = {}
 Join.__index = Join
 
--- An active rank's synchronising backward is about to run.
+-- An active rank's step that synchronises is under way.
 function Join:notify()
   local flag = core.tensor({ 1 }, { dtype = "float32" })
   dist.all_reduce(flag, "sum")
@@ -45,6 +48,7 @@ function Join:shadow()
     local zero
     for _, entry in ipairs(acc._models) do
       entry.sync:set_sync(true)
+      entry.sync:caller_finishes_backward()
       for _, p in ipairs(entry.model:parameters()) do
         if p.grad then p.grad:zero_() end
         zero = zero and zero + p:sum() * 0 or p:sum() * 0
@@ -70,6 +74,25 @@ function Join:sync_final_models()
       for _, b in ipairs(entry.model:buffers()) do dist.broadcast(b, last - 1) end
     end
   end)
+end
+
+-- Puts the notification in front of each joined model's forward; returns
+-- what to restore (each model's own forward field, nil for its class's).
+local function hook_forwards(join, acc, models)
+  local saved = {}
+  for i, model in ipairs(models) do
+    local entry
+    for _, e in ipairs(acc._models) do
+      if e.model == model then entry = e end
+    end
+    local forward = model.forward
+    saved[i] = { model, rawget(model, "forward") }
+    rawset(model, "forward", function(m, ...)
+      if core.is_grad_enabled() and m.training and acc.sync_gradients and not entry.no_sync then join:notify() end
+      return forward(m, ...)
+    end)
+  end
+  return saved
 end
 
 local function check_arguments(acc, models, fn, options)
@@ -136,9 +159,9 @@ return function(acc, models, fn, options)
   end
   local restore = options.even_batches ~= nil and override_even_batches(acc, options.even_batches) or {}
   local join = not even_batches and setmetatable({ acc = acc, steps = 0 }, Join) or nil
-  acc._join = join
+  local forwards = join and hook_forwards(join, acc, models) or {}
   local results = { pcall(fn) }
-  acc._join = nil
+  for _, saved in ipairs(forwards) do rawset(saved[1], "forward", saved[2]) end
   for _, saved in ipairs(restore) do saved[1].even_batches = saved[2] end
   if not results[1] then error(results[2], 0) end
   if join then

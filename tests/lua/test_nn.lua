@@ -55,6 +55,27 @@ local wrong = net:state_dict()
 wrong["head.weight"] = accel.zeros(3, 3)
 check.raises(function() other:load_state_dict(wrong) end, "shape mismatch", "head.weight", "[3, 3]", "[2, 4]")
 
+-- Every problem in one error, in the module's order (not a hash walk's), and nothing copied.
+local seq = nn.Sequential(nn.Linear(2, 3), nn.Tanh(), nn.Linear(3, 4))
+local bad = seq:state_dict()
+bad["1.weight"], bad["1.bias"], bad["3.weight"] = accel.zeros(5, 2), accel.zeros(5), accel.zeros(1, 1)
+bad["3.bias"] = nil
+bad["0.weight"], bad["9.extra"] = accel.zeros(1), accel.zeros(1)
+local kept = seq[1].weight:clone()
+local ok, err = pcall(seq.load_state_dict, seq, bad)
+check.equal(ok, false, "a state dict with several problems is refused")
+err = tostring(err)
+local function at(needle) return err:find(needle, 1, true) or math.huge end
+check.truthy(at("'1.weight' has shape [5, 2]") < at("'1.bias' has shape [5]")
+             and at("'1.bias' has shape [5]") < at("'3.weight' has shape [1, 1] in the state dict but [4, 3]"),
+             "every size mismatch, in the module's order: " .. err)
+check.truthy(at("missing keys: 3.bias") < math.huge, "the missing key: " .. err)
+check.truthy(at("unexpected keys: 0.weight, 9.extra") < math.huge, "the unexpected keys, sorted: " .. err)
+check.near(seq[1].weight, kept, 0, "nothing was copied")
+bad["0.weight"], bad["9.extra"], bad["3.bias"] = nil, nil, accel.zeros(4)
+check.raises(function() seq:load_state_dict(bad, false) end, "size mismatches without strict", "size mismatch",
+             "'1.weight'")
+
 -- Linear computes x W^T + b, initialised within +-1/sqrt(in)
 local lin = nn.Linear(3, 2)
 local x = accel.randn(4, 3)

@@ -54,6 +54,26 @@ check.truthy(triggered_count > 0 and triggered_count * 4 == each_count,
              "trigger_sync_in_backward syncs one micro-step: " .. triggered_count .. " vs " .. each_count)
 for i = 1, #plain do check.near(triggered[i], plain[i], 1e-5, "triggered weights " .. i) end
 
+-- With backward{num_items}, the per-micro-step syncs keep the final gradient
+-- the mean over every item of every micro-step and rank: rank r's micro-step
+-- k has r + k items of value r + k, so the mean is (1 + 4 + 4 + 9) / 8.
+local function items_gradient(sync_each_batch)
+  local acc = accel.Accelerator{ gradient_accumulation_steps = 2, sync_each_batch = sync_each_batch }
+  local model = nn.Linear(3, 1)
+  model = acc:prepare(model)
+  local r, gradient = acc.process_index, nil
+  for step = 1, 2 do
+    acc:accumulate(model, function()
+      local items = r + step
+      acc:backward(model(accel.ones(items, 3) * items):sum() / items, { num_items = items })
+      if acc.sync_gradients then gradient = model.weight.grad:clone() end
+    end)
+  end
+  return gradient
+end
+check.near(items_gradient(true), { { 2.25, 2.25, 2.25 } }, 1e-6, "sync_each_batch with num_items: the mean over all items")
+check.near(items_gradient(false), { { 2.25, 2.25, 2.25 } }, 1e-6, "and without sync_each_batch")
+
 check.raises(function() accel.GradientAccumulationPlugin{ num_steps = 2, sync_every = true } end,
              "plugin options", "GradientAccumulationPlugin", "sync_every")
 check.raises(function() accel.Accelerator{ gradient_accumulation_steps = 2, gradient_accumulation_plugin = plugin } end,

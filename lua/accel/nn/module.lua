@@ -143,19 +143,18 @@ function Module:modules()
   return out
 end
 
--- Ordered list of {dotted name, tensor}; shared tensors appear once.
-local function collect(self, want_buffers)
+-- Ordered list of {dotted name, tensor}, module by module in definition
+-- order: "parameters", "buffers", or "state" (both, as PyTorch's state_dict
+-- orders them); shared tensors appear once.
+local function collect(self, kind)
   local out, seen = {}, {}
   for _, pair in ipairs(self:named_modules()) do
     local prefix, m = pair[1], pair[2]
     for _, key in ipairs(m._fields) do
       local v = rawget(m, key)
-      local wanted
-      if want_buffers then
-        wanted = m._buffers[key] and v ~= nil
-      else
-        wanted = is_parameter(v) and not m._buffers[key]
-      end
+      local buffer = m._buffers[key] and v ~= nil
+      local parameter = is_parameter(v) and not m._buffers[key]
+      local wanted = (kind ~= "buffers" and parameter) or (kind ~= "parameters" and buffer)
       if wanted and not seen[v] then
         seen[v] = true
         out[#out + 1] = { prefix == "" and tostring(key) or (prefix .. "." .. tostring(key)), v }
@@ -167,7 +166,7 @@ end
 
 -- `for name, p in model:named_parameters() do ... end`, in definition order.
 function Module:named_parameters()
-  local list, i = collect(self, false), 0
+  local list, i = collect(self, "parameters"), 0
   return function()
     i = i + 1
     if list[i] then return list[i][1], list[i][2] end
@@ -176,12 +175,12 @@ end
 
 function Module:parameters()
   local out = {}
-  for _, pair in ipairs(collect(self, false)) do out[#out + 1] = pair[2] end
+  for _, pair in ipairs(collect(self, "parameters")) do out[#out + 1] = pair[2] end
   return out
 end
 
 function Module:named_buffers()
-  local list, i = collect(self, true), 0
+  local list, i = collect(self, "buffers"), 0
   return function()
     i = i + 1
     if list[i] then return list[i][1], list[i][2] end
@@ -190,7 +189,7 @@ end
 
 function Module:buffers()
   local out = {}
-  for _, pair in ipairs(collect(self, true)) do out[#out + 1] = pair[2] end
+  for _, pair in ipairs(collect(self, "buffers")) do out[#out + 1] = pair[2] end
   return out
 end
 
@@ -203,41 +202,44 @@ end
 -- name -> tensor for parameters and buffers. The tensors alias the module's.
 function Module:state_dict()
   local out = {}
-  for _, pair in ipairs(collect(self, false)) do out[pair[1]] = pair[2] end
-  for _, pair in ipairs(collect(self, true)) do out[pair[1]] = pair[2] end
+  for _, pair in ipairs(collect(self, "state")) do out[pair[1]] = pair[2] end
   return out
 end
 
 
 -- Copies values in place. With strict (the default) the keys must match
--- exactly; the error lists every missing and unexpected key.
+-- exactly. Every problem is reported in one error, as PyTorch's: the
+-- missing keys and the size mismatches in the module's order, the
+-- unexpected keys sorted (a state dict has no order of its own); nothing
+-- is copied unless all is well. Size mismatches are errors without strict
+-- too.
 function Module:load_state_dict(state, strict)
   if strict == nil then strict = true end
-  local own = self:state_dict()
-  local missing, unexpected = {}, {}
-  for name in pairs(own) do
-    if state[name] == nil then missing[name] = true end
+  local own, known = collect(self, "state"), {}
+  local missing, mismatched, unexpected = {}, {}, {}
+  for _, pair in ipairs(own) do
+    local name, target = pair[1], pair[2]
+    known[name] = true
+    local source = state[name]
+    if source == nil then
+      missing[#missing + 1] = name
+    elseif args.shape(source) ~= args.shape(target) then
+      mismatched[#mismatched + 1] = string.format("'%s' has shape %s in the state dict but %s in the model", name,
+                                                  args.shape(source), args.shape(target))
+    end
   end
-  for name in pairs(state) do
-    if own[name] == nil then unexpected[name] = true end
+  for _, name in ipairs(sorted_keys(state)) do
+    if not known[name] then unexpected[#unexpected + 1] = name end
   end
-  if strict and (next(missing) or next(unexpected)) then
-    local parts = {}
-    if next(missing) then parts[#parts + 1] = "missing keys: " .. table.concat(sorted_keys(missing), ", ") end
-    if next(unexpected) then parts[#parts + 1] = "unexpected keys: " .. table.concat(sorted_keys(unexpected), ", ") end
-    error(self.__name .. ":load_state_dict: " .. table.concat(parts, "; "), 2)
-  end
+  local parts = {}
+  if strict and #missing > 0 then parts[#parts + 1] = "missing keys: " .. table.concat(missing, ", ") end
+  if strict and #unexpected > 0 then parts[#parts + 1] = "unexpected keys: " .. table.concat(unexpected, ", ") end
+  if #mismatched > 0 then parts[#parts + 1] = "size mismatch: " .. table.concat(mismatched, "; ") end
+  if #parts > 0 then error(self.__name .. ":load_state_dict: " .. table.concat(parts, "; "), 2) end
   core.no_grad(function()
-    for name, target in pairs(own) do
-      local source = state[name]
-      if source ~= nil then
-        local want, got = target:size(), source:size()
-        if args.shape(want) ~= args.shape(got) then
-          error(string.format("%s:load_state_dict: '%s' has shape %s in the state dict but %s in the model",
-                              self.__name, name, args.shape(got), args.shape(want)), 3)
-        end
-        target:copy_(source)
-      end
+    for _, pair in ipairs(own) do
+      local source = state[pair[1]]
+      if source ~= nil then pair[2]:copy_(source) end
     end
   end)
 end
