@@ -5,6 +5,7 @@
 #include <ATen/core/grad_mode.h>
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/GeneratorImpl.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -13,7 +14,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <optional>
+#include <sstream>
+#include <string>
 
 extern "C" {
 #include <lauxlib.h>
@@ -152,7 +157,34 @@ WarmMessage run_chunk(lua_State* L, const std::string& text) {
   return answer;
 }
 
-// Runs the recipe in a new Lua state, everything else reset.
+// Ends every other process of this worker's process group: what the run
+// started and left behind (`os.execute("cmd &")`), which a cold run's end
+// takes with it when the launcher stops the group. The worker leads its
+// group (the supervisor's setsid), so it stays.
+void end_leftovers() {
+  const pid_t self = ::getpid();
+  const pid_t group = ::getpgrp();
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return;
+  while (const dirent* entry = ::readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(entry->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == self) continue;
+    std::ifstream stat("/proc/" + std::string(entry->d_name) + "/stat");
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
+    const size_t close = text.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(text.substr(close + 1));
+    std::string state;
+    long ppid = 0, pgrp = 0;
+    if (fields >> state >> ppid >> pgrp && pgrp == group) ::kill(static_cast<pid_t>(pid), SIGKILL);
+  }
+  ::closedir(proc);
+}
+
+// Runs the recipe in a new Lua state, everything else reset; what the run
+// left running in the background ends with it, as in a cold run.
 WarmMessage run_once(const LaunchOptions& options, CommunicatorOptions* comm_options,
                      const std::string& lua_dir) {
   reset_process(options);
@@ -166,6 +198,7 @@ WarmMessage run_once(const LaunchOptions& options, CommunicatorOptions* comm_opt
   lua_close(L);
   tracking::close_open_trackers(outcome.kind == WarmMessage::Kind::ok ? tracking::RunOutcome::success
                                                                      : tracking::RunOutcome::failure);
+  end_leftovers();
   return outcome;
 }
 

@@ -62,11 +62,13 @@ int main(int argc, char** argv) {
       const bool sync = i % 2 == 0;  // interleaved, so both see the same machine
       for (at::Tensor& p : params) p.mutable_grad().reset();
       reducer.set_sync(sync);
+      reducer.caller_finishes_backward();
       world.comm->barrier();
       double t = bench::now();
       at::Tensor loss = params[0].sum();
       for (int j = 1; j < kParams; ++j) loss = loss + params[j].sum();
       loss.backward();
+      reducer.end_backward();
       if (sync) reducer.finalize(world.size());
       double elapsed = bench::now() - t;
       if (i >= 6) (sync ? on_s : off_s).push_back(elapsed);

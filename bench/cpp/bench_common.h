@@ -163,8 +163,12 @@ struct Trainer {
   }
 
   double finish(const at::Tensor& loss) {
+    if (reducer) reducer->caller_finishes_backward();
     loss.backward();
-    if (reducer) reducer->finalize(world.size());
+    if (reducer) {
+      reducer->end_backward();
+      reducer->finalize(world.size());
+    }
     optimizer.step();
     optimizer.zero_grad();
     return loss.item<double>();

@@ -40,24 +40,22 @@ std::string pid_of(const RankExit& exit) {
   return exit.pid > 0 ? " (pid " + std::to_string(exit.pid) + ")" : "";
 }
 
-// What of a worker's error text the report quotes, indented: a data file's
-// 100 MB cell or a recipe's terminal escapes must not flood or drive the
-// user's terminal. Control bytes (ESC among them; tabs stay) are shown as
-// \xNN, each line is cut after kMaxLineBytes and the text after kMaxLines.
-constexpr size_t kMaxLineBytes = 400;
-constexpr size_t kMaxLines = 60;
+}  // namespace
 
-void indent(std::ostringstream& out, const std::string& text) {
+std::string quoted_error_text(const std::string& text, const std::string& prefix) {
+  constexpr size_t kMaxLineBytes = 400;
+  constexpr size_t kMaxLines = 60;
+  std::ostringstream out;
   std::istringstream lines(text);
   size_t count = 0;
   for (std::string line; std::getline(lines, line);) {
     if (++count > kMaxLines) {
       size_t rest = 1;
       while (std::getline(lines, line)) ++rest;
-      out << "  ... (" << rest << " more lines)\n";
-      return;
+      out << prefix << "... (" << rest << " more lines)\n";
+      break;
     }
-    out << "  ";
+    out << prefix;
     for (size_t i = 0; i < line.size(); ++i) {
       if (i == kMaxLineBytes) {
         out << "... (" << line.size() - i << " more bytes)";
@@ -73,9 +71,8 @@ void indent(std::ostringstream& out, const std::string& text) {
     }
     out << '\n';
   }
+  return out.str();
 }
-
-}  // namespace
 
 std::string signal_name(int signal) {
   struct Name {
@@ -127,7 +124,7 @@ std::string failure_report(const std::vector<RankExit>& exits, const Verdict& ve
     const RankExit& culprit = exits[*verdict.culprit];
     out << "accel-run: rank " << culprit.rank << ' ' << how_it_ended(culprit) << pid_of(culprit)
         << "\n";
-    if (culprit.fatal) indent(out, culprit.fatal->text);
+    if (culprit.fatal) out << quoted_error_text(culprit.fatal->text, "  ");
     cause = "after rank " + std::to_string(culprit.rank) + " failed";
   } else if (stop && stop->signal != 0) {
     out << "accel-run: interrupted by " << signal_name(stop->signal) << '\n';

@@ -22,6 +22,14 @@
 
 namespace accel {
 
+// A worker's error text as accel-run shows it (failure reports, --watch,
+// the REPL): each line after `prefix`, control bytes (ESC among them; tabs
+// stay) as \xNN, each line cut after 400 bytes and the text after 60
+// lines, so that a data file's 100 MB cell or a recipe's terminal escapes
+// can neither flood nor drive the user's terminal. Ends with a newline
+// (nothing for an empty text).
+std::string quoted_error_text(const std::string& text, const std::string& prefix);
+
 // How one rank ended, as the launcher saw it.
 struct RankExit {
   int rank = 0;

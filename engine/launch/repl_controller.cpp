@@ -19,6 +19,7 @@
 #include <readline/history.h>
 #include <readline/readline.h>
 
+#include "engine/launch/failure_report.h"
 #include "engine/launch/output_relay.h"
 #include "engine/protocol/accel_variables.h"
 #include "engine/protocol/warm_protocol.h"
@@ -194,7 +195,7 @@ class ReplController final : public WarmController {
         errors += label(r) + "the same error\n";
       } else {
         if (!first_error) first_error = answer.text;
-        errors += label(r) + answer.text + "\n";
+        errors += quoted_error_text(answer.text, label(r));
       }
     }
     std::fflush(stdout);

@@ -22,6 +22,7 @@
 #include "engine/launch/supervisor.h"
 #include "engine/launch/watch_controller.h"
 #include "engine/protocol/accel_variables.h"
+#include "engine/protocol/store_protocol.h"
 #include "engine/protocol/collective_state.h"
 #include "engine/protocol/warm_protocol.h"
 #include "engine/protocol/worker_variables.h"
@@ -348,7 +349,15 @@ std::string rdzv_token(const LaunchOptions& options, const RunContext& context) 
   if (!options.rdzv_token.empty()) return options.rdzv_token;
   const std::string prefix = std::string(variables::kRdzvToken) + "=";
   for (const std::string& entry : context.env) {
-    if (entry.rfind(prefix, 0) == 0 && entry.size() > prefix.size()) return entry.substr(prefix.size());
+    if (entry.rfind(prefix, 0) == 0 && entry.size() > prefix.size()) {
+      const std::string token = entry.substr(prefix.size());
+      if (token.size() > store_protocol::kMaxTokenBytes) {
+        throw std::invalid_argument(std::string(variables::kRdzvToken) + " has " + std::to_string(token.size()) +
+                                    " bytes; the store takes tokens of at most " +
+                                    std::to_string(store_protocol::kMaxTokenBytes));
+      }
+      return token;
+    }
   }
   if (options.nnodes > 1) {
     throw std::invalid_argument(

@@ -145,6 +145,15 @@ std::string error_reply(const std::string& message) {
   return proto::Encoder(static_cast<uint8_t>(proto::Status::kError)).bytes(message).finish();
 }
 
+// The answer to a stranger that sent more than a greeting may hold (a
+// launcher checks its token's size before it connects; this is another
+// client, or a hand-set token).
+std::string greeting_too_long() {
+  return error_reply("a connection's first request is one HELLO of at most " +
+                     std::to_string(proto::kMaxHelloBytes) + " bytes, a token of at most " +
+                     std::to_string(proto::kMaxTokenBytes) + " bytes; this one is longer");
+}
+
 proto::Encoder ok() { return proto::Encoder(static_cast<uint8_t>(proto::Status::kOk)); }
 
 }  // namespace
@@ -263,7 +272,10 @@ struct StoreServer::Impl {
       const ssize_t n = ::recv(c.fd.get(), buf, std::min(sizeof buf, room + 1), 0);
       if (n > 0) {
         if (static_cast<size_t>(n) > room) {
-          c.dead = true;  // more than any request the protocol allows
+          // More than any request the protocol allows; a stranger is told
+          // what a greeting may hold.
+          if (!c.authenticated) reply(c, greeting_too_long());
+          c.dead = true;
           return;
         }
         c.in.append(buf, static_cast<size_t>(n));
@@ -310,6 +322,9 @@ struct StoreServer::Impl {
         handle(c, body);
       }
     } catch (const proto::ProtocolError&) {
+      // A HELLO longer than any token the store takes: say so (a launcher
+      // checks its token's size first; this is another client's).
+      if (!c.authenticated) reply(c, greeting_too_long());
       c.dead = true;  // a malformed stream cannot be resynchronised
     }
   }

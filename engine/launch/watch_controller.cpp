@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "engine/launch/failure_report.h"
 #include "engine/launch/output_relay.h"
 #include "engine/protocol/warm_protocol.h"
 
@@ -25,17 +26,6 @@ struct WatchController::Rank {
 };
 
 namespace {
-
-
-std::string indented(const std::string& text) {
-  std::string out = "  ";
-  for (char c : text) {
-    out += c;
-    if (c == '\n') out += "  ";
-  }
-  while (!out.empty() && (out.back() == ' ' || out.back() == '\n')) out.pop_back();
-  return out + "\n";
-}
 
 std::string seconds_text(Clock::duration d) {
   char text[32];
@@ -132,7 +122,7 @@ void WatchController::conclude_run(bool everyone) {
   const size_t culprit = culprit_;
   const std::string& error = ranks_[culprit].outcome->text;
   std::string report =
-      "accel-run: rank " + std::to_string(culprit) + " failed in " + run + "\n" + indented(error);
+      "accel-run: rank " + std::to_string(culprit) + " failed in " + run + "\n" + quoted_error_text(error, "  ");
   bool in_step = everyone;
   for (size_t r = 0; r < ranks_.size(); ++r) {
     if (r == culprit) continue;
@@ -145,7 +135,7 @@ void WatchController::conclude_run(bool everyone) {
     if (outcome->number != ranks_[culprit].outcome->number) in_step = false;
     if (outcome->kind == WarmMessage::Kind::ok) continue;
     report += "accel-run: rank " + std::to_string(r) + " failed too";
-    report += outcome->text == error ? ", with the same error\n" : ":\n" + indented(outcome->text);
+    report += outcome->text == error ? ", with the same error\n" : ":\n" + quoted_error_text(outcome->text, "  ");
   }
   say(report);
   if (in_step) {

@@ -12,6 +12,7 @@
 #include "engine/protocol/launch_option_table.h"
 #include "engine/protocol/launch_option_values.h"
 #include "engine/protocol/near_miss.h"
+#include "engine/protocol/store_protocol.h"
 
 namespace accel {
 
@@ -285,6 +286,11 @@ void settle_sharding(LaunchOptions& options) {
 void settle(LaunchOptions& options, int cpu_cores, RecipeRule rule) {
   if (options.recipe.empty() && !options.help && rule == RecipeRule::required) {
     throw LaunchOptionsError(std::string("no recipe given; usage: ") + kUsage);
+  }
+  if (options.rdzv_token.size() > store_protocol::kMaxTokenBytes) {
+    throw LaunchOptionsError(named(options, "--rdzv-token") + " has " + std::to_string(options.rdzv_token.size()) +
+                             " bytes; the store takes tokens of at most " +
+                             std::to_string(store_protocol::kMaxTokenBytes));
   }
   if (options.node_rank >= options.nnodes) {
     throw LaunchOptionsError(named(options, "--node-rank") + " is " +

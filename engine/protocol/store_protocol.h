@@ -66,6 +66,10 @@ constexpr size_t kFrameHeaderBytes = 4;
 constexpr uint32_t kMaxFrameBytes = 16u << 20;
 // What an unauthenticated connection may send: one HELLO with its token.
 constexpr uint32_t kMaxHelloBytes = 1024;
+// The longest token a HELLO carries: its frame less the command byte and
+// the string's length. Longer ones are refused when options are read, and
+// a longer HELLO is answered with an error saying so.
+constexpr size_t kMaxTokenBytes = kMaxHelloBytes - 1 - 4;
 
 // When a wait of timeout_ms ends: never for <= 0, nor for a timeout so long
 // that adding it would overflow the clock.

@@ -167,7 +167,9 @@ TEST_CASE("the reducer averages gradients during backward; unused parameters sta
     at::Tensor loss = (params[0] * (rank == 0 ? 1.0 : 3.0)).sum() + (params[1] * rank).sum();
     if (rank == 1) loss = loss + (params[2] * 8.0).sum();
     int64_t before = comm.counts().all_reduce;
+    reducer.caller_finishes_backward();
     loss.backward();
+    reducer.end_backward();
     reducer.finalize();
     CHILD_CHECK(comm.counts().all_reduce - before == 2);  // one per bucket
     CHILD_CHECK(params[0].grad().equal(at::full({4}, 2.0)));
@@ -193,6 +195,33 @@ TEST_CASE("the reducer averages gradients during backward; unused parameters sta
   REQUIRE(codes == std::vector<int>{0, 0});
 }
 
+// A backward nobody announced (a recipe's plain loss:backward()) is ended by
+// the reducer when autograd's pass completes, as DDP does: the gradients are
+// the average over ranks when backward returns, and the next backward of
+// either kind works.
+TEST_CASE("the reducer ends a backward nobody announced, as DDP does") {
+  auto codes = run_ranks(2, [](int rank, accel::Communicator& comm) {
+    std::vector<at::Tensor> params;
+    for (int i = 0; i < 2; ++i) params.push_back(at::zeros({4}).requires_grad_());
+    accel::GradientReducer reducer(comm, params, 32);
+    for (int step = 1; step <= 2; ++step) {
+      for (at::Tensor& p : params) p.mutable_grad().reset();
+      const int64_t before = comm.counts().all_reduce;
+      ((params[0] + params[1]).sum() * (rank + step)).backward();
+      CHILD_CHECK(comm.counts().all_reduce - before == 1);  // both in one bucket
+      for (const at::Tensor& p : params) CHILD_CHECK(p.grad().equal(at::full({4}, step + 0.5)));
+    }
+    // An announced one is the caller's to end.
+    for (at::Tensor& p : params) p.mutable_grad().reset();
+    reducer.caller_finishes_backward();
+    ((params[0] + params[1]).sum() * (rank + 1)).backward();
+    reducer.end_backward();
+    reducer.finalize();
+    for (const at::Tensor& p : params) CHILD_CHECK(p.grad().equal(at::full({4}, 1.5)));
+  });
+  REQUIRE(codes == std::vector<int>{0, 0});
+}
+
 TEST_CASE("the reducer divides by the items of all ranks, counted in its last bucket") {
   auto codes = run_ranks(2, [](int rank, accel::Communicator& comm) {
     std::vector<at::Tensor> params;
@@ -202,7 +231,9 @@ TEST_CASE("the reducer divides by the items of all ranks, counted in its last bu
     // Rank 0 counted 3 items, rank 1 one: the sum over ranks is divided by 4.
     at::Tensor loss = (params[0] + params[1] + params[2]).sum() * (rank == 0 ? 3.0 : 1.0);
     const int64_t before = comm.counts().all_reduce;
+    reducer.caller_finishes_backward();
     loss.backward();
+    reducer.end_backward();
     reducer.finalize(rank == 0 ? 3 : 1);
     CHILD_CHECK(comm.counts().all_reduce - before == 2);  // the buckets only
     for (const at::Tensor& p : params) CHILD_CHECK(p.grad().equal(at::full({4}, 1.0)));

@@ -164,6 +164,9 @@ TEST_CASE("errors name the option or value at fault", "[launch_options]") {
   CHECK_THAT(error_of({"train.lua", "--num_processes", "2"}),
              Contains("(did you mean '--num-processes'?)"));
   CHECK_THAT(error_of({"train.lua", "--debug=yes"}), Contains("--debug takes no value"));
+  CHECK_THAT(error_of({"train.lua", "--rdzv-token", std::string(1020, 's')}),
+             Contains("--rdzv-token has 1020 bytes; the store takes tokens of at most 1019"));
+  CHECK_NOTHROW(parse({"train.lua", "--rdzv-token", std::string(1019, 's')}));
   CHECK_THAT(error_of({"train.lua", "--mixed-precision", "fp4"}),
              Contains("unsupported --mixed-precision 'fp4' (supported: no, bf16, fp16, fp8)"));
   CHECK_THAT(error_of({"train.lua", "--timeout", "0"}),

@@ -26,6 +26,7 @@ std::vector<at::Tensor> parameters() {
 // parameter 1 the gradient 2 (r + 1) (when `use_second`).
 void backward(accel::ShardedModel& model, const std::vector<at::Tensor>& params, int rank, bool use_second) {
   model.set_sync(true);
+  model.caller_finishes_backward();
   at::Tensor loss = params[0].sum() * (rank + 1);
   if (use_second) loss = loss + params[1].sum() * 2 * (rank + 1);
   loss.backward();

@@ -217,6 +217,18 @@ TEST_CASE("store: a client retries connecting until the server appears") {
   }
 }
 
+// What a peer without the token gets back: the first reply's body, or ""
+// when the store hung up without one.
+std::string first_reply(int fd) {
+  std::string got;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) got.append(buf, static_cast<size_t>(n));
+  const auto length = accel::store_protocol::frame_body_length(got);
+  if (!length || got.size() < 4 + *length) return "";
+  return got.substr(4, *length);
+}
+
 TEST_CASE("store: broken connections are dropped and others keep being served") {
   StoreServer server(kHost, 0, kToken);
 
@@ -230,12 +242,13 @@ TEST_CASE("store: broken connections are dropped and others keep being served") 
   REQUIRE(::send(partial, frame.data(), frame.size() / 2, 0) > 0);
   ::close(partial);
 
-  // A frame claiming more than the size limit: the server hangs up.
+  // A frame claiming more than the size limit: the server says what a
+  // greeting may hold and hangs up.
   const int oversized = raw_connect(server.port());
   const char header[4] = {'\xff', '\xff', '\xff', '\xff'};
   REQUIRE(::send(oversized, header, sizeof header, 0) == sizeof header);
-  char byte;
-  CHECK(::recv(oversized, &byte, 1, 0) == 0);
+  const std::string refusal = first_reply(oversized);  // ends when the store hangs up
+  CHECK_THAT(refusal, Catch::Contains("a token of at most 1019 bytes"));
   ::close(oversized);
 
   C10dStore client(address(server.port()), kTimeout);
@@ -243,18 +256,6 @@ TEST_CASE("store: broken connections are dropped and others keep being served") 
   CHECK(text(client.get("whole")) == "value");
   CHECK_FALSE(client.check({"half"}));
   CHECK(client.getNumKeys() == 1);
-}
-
-// What a peer without the token gets back: the first reply's body, or ""
-// when the store hung up without one.
-std::string first_reply(int fd) {
-  std::string got;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0) got.append(buf, static_cast<size_t>(n));
-  const auto length = accel::store_protocol::frame_body_length(got);
-  if (!length || got.size() < 4 + *length) return "";
-  return got.substr(4, *length);
 }
 
 TEST_CASE("store: only a connection that presents the run's token may use it") {
@@ -287,16 +288,29 @@ TEST_CASE("store: only a connection that presents the run's token may use it") {
 
   SECTION("a stranger may send no more than a greeting") {
     // Its frame claims 1 MiB, far under the limit for the run's own ranks:
-    // the store hangs up at once instead of buffering it.
+    // the store answers that a token is shorter and hangs up at once
+    // instead of buffering it.
     const int fd = raw_connect(server.port());
-    const std::string header = proto::Encoder(uint8_t(proto::Command::kHello)).finish();
     std::string big(4, '\0');
     const uint32_t claimed = 1u << 20;
     for (int i = 0; i < 4; ++i) big[i] = static_cast<char>(claimed >> (8 * i));
     big += std::string(64 << 10, 'x');
     ::send(fd, big.data(), big.size(), MSG_NOSIGNAL);
-    CHECK(first_reply(fd).empty());
+    const std::string reply = first_reply(fd);
     ::close(fd);
+    REQUIRE_FALSE(reply.empty());
+    proto::Decoder d(reply);
+    CHECK(d.u8() == uint8_t(proto::Status::kError));
+    CHECK_THAT(d.bytes(), Catch::Contains("a token of at most 1019 bytes"));
+  }
+
+  SECTION("a token longer than a greeting holds is answered, not dropped") {
+    const std::string longest(proto::kMaxTokenBytes, 't');
+    StoreServer long_token(kHost, 0, longest);
+    C10dStore fits(accel::StoreAddress{kHost, long_token.port(), longest}, kTimeout);
+    fits.set("k", bytes("v"));
+    CHECK_THROWS_WITH(C10dStore(accel::StoreAddress{kHost, long_token.port(), longest + "t"}, kTimeout),
+                      Catch::Contains("a token of at most 1019 bytes"));
   }
 
   CHECK_THROWS(StoreServer(kHost, 0, ""));

@@ -59,6 +59,9 @@ check "an error is reported with its rank" "[rank 0] repl:1: deliberate"
 check "once per distinct error" "[rank 1] the same error"
 run_line 'if accel.PartialState().process_index == 1 then error("only on rank one") end'
 check "an error of one rank names that rank" "[rank 1] repl:1: only on rank one"
+run_line 'error("escape \27[31m and " .. string.rep("y", 800))'
+check "an error's terminal escapes are shown, not sent" '[rank 0] repl:1: escape \x1b[31m and yyy'
+check "and its long line is cut" 'y... (425 more bytes)'
 run_line '=x:max():item()'
 check "the session goes on with its state" "[rank 1] 6"
 

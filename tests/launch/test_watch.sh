@@ -55,10 +55,12 @@ wait_runs 3; snapshot
 expect "a save of a file the recipe requires reruns it" contains "$err" "accel-run: run 3: helpers.lua changed"
 expect "that rerun's weights equal the cold run's too" same_weights
 
-write_recipe 0.05 'error("deliberate failure")'
+write_recipe 0.05 'error("deliberate failure \27[2J" .. string.rep("x", 900))'
 wait_runs 4; snapshot
 expect "a failing rerun is reported with its error" contains "$err" "failed in run 4
-  train.lua:37: deliberate failure"
+  train.lua:37: deliberate failure \x1b[2Jxxx"
+expect "its terminal escape shown, not sent" test "$(grep -c $'\e' "$work/err")" -eq 0
+expect "its long line cut" contains "$err" "x... (537 more bytes)"
 expect "the other rank's identical error is named once" contains "$err" "failed too, with the same error"
 expect "the workers stay warm after it" contains "$err" "the workers stay warm"
 
@@ -83,14 +85,26 @@ expect "the new workers are new processes" test "$(pids)" != "$first_pids"
 expect "which start as a first start (ACCEL_RESTART_COUNT=0), as a cold run does" \
   test "$(cat "$work/warm/restart_count.0" "$work/warm/restart_count.1")" = "00"
 
+# What a run leaves running in the background ends with the run, as in a
+# cold run: two runs that each start a sleep leave none behind.
+rm -rf "$work/warm"
+write_recipe 0.05 'os.execute("sleep 3171 &")'
+wait_runs 8
+rm -rf "$work/warm"
+write_recipe 0.05 'os.execute("sleep 3171 &")'
+wait_runs 9; snapshot
+expect "two runs that started background processes finished" contains "$err" "accel-run: run 9 finished"
+sleep 0.2
+expect "and left none of them running" test -z "$(pgrep -f 'sleep 3171')"
+
 # A save while a run goes on abandons it: new workers run the saved recipe.
 rm -rf "$work/warm"
 write_recipe 0.05 'os.execute("sleep 30")'
 for _ in $(seq 200); do [ -s "$work/warm/pid.1" ] && break; sleep 0.05; done
 write_recipe 0.05
-wait_runs 8; snapshot
-expect "a save during a run replaces the workers" contains "$err" "accel-run: replacing the workers: train.lua changed during run 8"
-expect "and the new ones run the saved recipe" contains "$err" "accel-run: run 9 finished"
+wait_runs 10; snapshot
+expect "a save during a run replaces the workers" contains "$err" "accel-run: replacing the workers: train.lua changed during run 10"
+expect "and the new ones run the saved recipe" contains "$err" "accel-run: run 11 finished"
 expect "to the cold run's weights" same_weights
 
 kill -INT "$launcher"
