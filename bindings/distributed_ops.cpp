@@ -246,7 +246,10 @@ int64_t kept_communicator_collectives() {
 void open_distributed(lua_State* L, const CommunicatorOptions& options) {
   lua_pushlightuserdata(L, const_cast<char*>(&kContextKey));
   void* memory = lua_newuserdata(L, sizeof(DistContext));
-  new (memory) DistContext{ProcessState::from_environment(), options, g_kept_communicator};
+  ProcessState state = ProcessState::from_environment();
+  // The launcher's secret reached the worker once (take_worker_handoff).
+  if (!options.rdzv_token.empty()) state.rdzv_token = options.rdzv_token;
+  new (memory) DistContext{state, options, g_kept_communicator};
   set_call_site_provider([L] { return recipe_location(L); });
   lua_createtable(L, 0, 1);
   lua_pushcfunction(L, context_gc);

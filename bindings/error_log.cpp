@@ -5,14 +5,22 @@
 #include <cstdlib>
 #include <thread>
 
-#include "engine/protocol/accel_variables.h"
 #include "engine/protocol/error_file.h"
 #include "engine/tracking/open_trackers.h"
 
 namespace accel::lua {
 namespace {
-const char* error_file() { return std::getenv(variables::kErrorFile); }
+
+std::string& error_file_path() {
+  static std::string path;
+  return path;
+}
+
+const char* error_file() { return error_file_path().empty() ? nullptr : error_file_path().c_str(); }
+
 }  // namespace
+
+void set_error_file(const std::string& path) { error_file_path() = path; }
 
 void log_cpp_backtrace(const std::string& text) {
   if (const char* path = error_file()) append_error_record(path, "c++ backtrace", text);

@@ -1,11 +1,15 @@
 // Where a worker records what it cannot show in a Lua message: C++ backtraces
 // of exceptions that reached Lua, and its fatal error for the launcher's
-// report. Both go to the rank's error file ($ACCEL_ERROR_FILE); without a
-// launcher (under mpirun) the fatal error goes to stderr instead.
+// report. Both go to the rank's error file, which the launcher hands the
+// worker once (set_error_file); without a launcher (under mpirun) the fatal
+// error goes to stderr instead. One file a process: the worker's.
 #pragma once
 #include <string>
 
 namespace accel::lua {
+
+// The rank's error file ("" for none), set once when the worker starts.
+void set_error_file(const std::string& path);
 
 void log_cpp_backtrace(const std::string& text);
 

@@ -54,6 +54,9 @@ LaunchOptions worker_options(const std::vector<std::string>& args) {
 
 extern "C" int accel_worker_main(int argc, char** argv) {
   using namespace accel;
+  // Where this rank's errors go, first: every failure below is reported there.
+  const WorkerHandoff handoff = worker_handoff();
+  lua::set_error_file(handoff.error_file);
   // Lua's collector frees dead tensors in batches, and glibc's fast bins
   // then cost a consolidation pass over them on the next larger request:
   // without fast bins, small tensor ops from Lua run ~40% faster
@@ -87,12 +90,16 @@ extern "C" int accel_worker_main(int argc, char** argv) {
   comm_options.backend_given = options.origins.count("--backend") > 0;
   comm_options.timeout = std::chrono::milliseconds(std::llround(options.timeout_s * 1000));
   comm_options.debug = options.debug;
+  comm_options.rdzv_token = handoff.rdzv_token;
+  comm_options.shm_prefix = handoff.shm_prefix;
+  comm_options.error_file = handoff.error_file;
+  const char* control = std::getenv(variables::kControlFd);
+  const int control_fd = control ? std::atoi(control) : -1;
+  drop_worker_variables();
 
   std::string lua_dir = lua::lua_directory();
   lua::set_library_source_prefix(lua_dir);
-  if (const char* control = std::getenv(variables::kControlFd)) {
-    lua::serve_warm_commands(options, &comm_options, lua_dir, std::atoi(control));
-  }
+  if (control_fd >= 0) lua::serve_warm_commands(options, &comm_options, lua_dir, control_fd);
   lua_State* L = lua::new_worker_state(options, &comm_options, lua_dir);
   if (!lua::run_recipe(L, options.recipe)) lua::exit_with_error(lua_tostring(L, -1));
   lua_close(L);  // frees tensors and ends the communicator (MPI_Finalize included)

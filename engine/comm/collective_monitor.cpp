@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "engine/protocol/accel_variables.h"
 #include "engine/protocol/error_file.h"
 #include "engine/protocol/store_connection.h"
 
@@ -36,8 +35,8 @@ bool arrived(const std::optional<CollectiveState>& other, const CollectiveState&
 }  // namespace
 
 CollectiveMonitor::CollectiveMonitor(int rank, int world_size, const StoreAddress& store,
-                                     milliseconds timeout)
-    : rank_(rank), world_size_(world_size), timeout_(timeout) {
+                                     milliseconds timeout, std::string error_file)
+    : rank_(rank), world_size_(world_size), timeout_(timeout), error_file_(std::move(error_file)) {
   if (store.port > 0) {
     try {
       store_ = std::make_unique<StoreConnection>(store, Clock::now() + std::chrono::seconds(1));
@@ -184,8 +183,7 @@ void CollectiveMonitor::run() {
       int64_t seq = in_flight_.front().state.seq;
       lock.unlock();
       std::string message = "accel: " + timeout_message(seq);
-      const char* error_file = std::getenv(variables::kErrorFile);
-      if (!error_file || !append_error_record(error_file, kFatalRecord, message)) {
+      if (error_file_.empty() || !append_error_record(error_file_.c_str(), kFatalRecord, message)) {
         std::fprintf(stderr, "%s\n", message.c_str());
       }
       std::fflush(nullptr);

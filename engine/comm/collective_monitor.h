@@ -32,9 +32,11 @@ class CollectiveMonitor {
 
   // Publishes to the store at `store` when its port is set and it can be
   // reached within a second; otherwise it only keeps the record, and timeout
-  // messages say the other ranks' whereabouts are unknown.
+  // messages say the other ranks' whereabouts are unknown. A collective that
+  // times out is recorded in `error_file` (the rank's, for the launcher's
+  // report), or on stderr without one.
   CollectiveMonitor(int rank, int world_size, const StoreAddress& store,
-                    std::chrono::milliseconds timeout);
+                    std::chrono::milliseconds timeout, std::string error_file = "");
   ~CollectiveMonitor();
   CollectiveMonitor(const CollectiveMonitor&) = delete;
   CollectiveMonitor& operator=(const CollectiveMonitor&) = delete;
@@ -79,6 +81,7 @@ class CollectiveMonitor {
   const int rank_;
   const int world_size_;
   const std::chrono::milliseconds timeout_;
+  const std::string error_file_;
   std::unique_ptr<StoreConnection> store_;  // used under store_mutex_
   std::mutex store_mutex_;
 

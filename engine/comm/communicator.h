@@ -149,6 +149,13 @@ struct CommunicatorOptions {
   // (engine/comm/shared_memory_communicator.h). make_communicator also turns
   // it off when the environment sets ACCEL_SHARED_MEMORY=0.
   bool shared_memory = true;
+  // What the launcher handed this worker (engine/protocol/worker_variables.h,
+  // take_worker_handoff): the store's secret (when empty, the environment's),
+  // the prefix of the run's shared memory names, and the rank's error file,
+  // where a collective that timed out records why ("" : stderr).
+  std::string rdzv_token;
+  std::string shm_prefix;
+  std::string error_file;
 };
 
 // Where the recipe called the collective now starting ("recipe.lua:12"), for

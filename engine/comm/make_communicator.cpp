@@ -38,7 +38,7 @@ std::unique_ptr<Communicator> gloo_communicator(const ProcessState& state,
                                                 const CommunicatorOptions& options) {
   std::unique_ptr<Communicator> comm = std::make_unique<GlooCommunicator>(state, options);
   if (options.shared_memory && state.world_size > 1 && state.local_world_size == state.world_size) {
-    comm = std::make_unique<SharedMemoryCommunicator>(std::move(comm), options.timeout);
+    comm = std::make_unique<SharedMemoryCommunicator>(std::move(comm), options.timeout, options.shm_prefix);
   }
   return comm;
 }
@@ -72,8 +72,8 @@ std::unique_ptr<Communicator> make_communicator(const ProcessState& state,
   if (state.world_size == 1 && !(options.backend == "nccl" && options.backend_given)) {
     return std::make_unique<SingleProcessCommunicator>();
   }
-  auto monitor = std::make_shared<CollectiveMonitor>(state.rank, state.world_size,
-                                                     state.store_address(), options.timeout);
+  auto monitor = std::make_shared<CollectiveMonitor>(state.rank, state.world_size, state.store_address(),
+                                                     options.timeout, options.error_file);
   std::unique_ptr<Communicator> comm;
   {
     // Joining the group is the first collective: a rank that never joins

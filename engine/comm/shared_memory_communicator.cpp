@@ -11,19 +11,19 @@
 #include "engine/checkpoint/fault_injection.h"
 #include "engine/comm/flat_collective_args.h"
 #include "engine/comm/host_staging.h"
-#include "engine/protocol/accel_variables.h"
 
 namespace accel {
 
 SharedMemoryCommunicator::SharedMemoryCommunicator(std::unique_ptr<Communicator> inner,
-                                                   std::chrono::milliseconds timeout)
+                                                   std::chrono::milliseconds timeout,
+                                                   const std::string& name_prefix)
     : inner_(std::move(inner)) {
   const CollectiveCounts before = inner_->counts();
-  join(timeout);
+  join(timeout, name_prefix);
   joining_ = inner_->counts() - before;
 }
 
-void SharedMemoryCommunicator::join(std::chrono::milliseconds timeout) {
+void SharedMemoryCommunicator::join(std::chrono::milliseconds timeout, const std::string& name_prefix) {
   const int rank = inner_->rank();
   const int size = inner_->size();
   auto attempt = [&](auto&& make) {
@@ -37,7 +37,7 @@ void SharedMemoryCommunicator::join(std::chrono::milliseconds timeout) {
   options.timeout = timeout;
   cpu_set_t cpus;
   options.spin = ::sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) >= size;
-  if (const char* prefix = std::getenv(variables::kShmPrefix)) options.name_prefix = prefix;
+  if (!name_prefix.empty()) options.name_prefix = name_prefix;
 
   at::Tensor token = at::zeros({2}, at::kLong);  // {created, token}
   if (rank == 0) {

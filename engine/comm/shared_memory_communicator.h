@@ -19,8 +19,10 @@ class SharedMemoryCommunicator final : public Communicator {
   // Joins the segment over the inner communicator's collectives: every rank
   // gets it or none does (then everything goes to `inner`). A rank that
   // cannot create or open it (no /dev/shm, another machine's) says why on
-  // stderr and answers no.
-  SharedMemoryCommunicator(std::unique_ptr<Communicator> inner, std::chrono::milliseconds timeout);
+  // stderr and answers no. The segment's name starts with `name_prefix`
+  // (the run's, which its guardian sweeps after a crash; "" for the default).
+  SharedMemoryCommunicator(std::unique_ptr<Communicator> inner, std::chrono::milliseconds timeout,
+                           const std::string& name_prefix = "");
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
@@ -41,7 +43,7 @@ class SharedMemoryCommunicator final : public Communicator {
   CollectiveCounts counts() const override;
 
  private:
-  void join(std::chrono::milliseconds timeout);
+  void join(std::chrono::milliseconds timeout, const std::string& name_prefix);
 
   std::unique_ptr<Communicator> inner_;
   std::unique_ptr<SharedMemoryAllReduce> segment_;  // null: the inner one does every all-reduce

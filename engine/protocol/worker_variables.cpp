@@ -81,6 +81,25 @@ std::vector<std::string> worker_variables(const LaunchOptions& options) {
   return vars;
 }
 
+WorkerHandoff worker_handoff() {
+  auto read = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value ? value : "");
+  };
+  return {read(variables::kRdzvToken), read(variables::kShmPrefix), read(variables::kErrorFile)};
+}
+
+void drop_worker_variables() {
+  for (const char* name : {variables::kRdzvToken, variables::kShmPrefix, variables::kErrorFile, variables::kRole,
+                           variables::kThreads, variables::kBackend, variables::kBackendGiven,
+                           variables::kTimeout, variables::kDebug, variables::kMixedPrecision,
+                           variables::kGradientAccumulationSteps, variables::kZeroStage, variables::kZero3InitFlag,
+                           variables::kUseFsdp, variables::kErrorDir, variables::kControlFd}) {
+    ::unsetenv(name);
+  }
+  for (const auto& [name, setting] : kFsdpVariables) ::unsetenv(name);
+}
+
 bool started_as_mpi_rank() {
   if (std::getenv("OMPI_COMM_WORLD_RANK")) return true;
   if (!std::getenv("PMI_RANK") && !std::getenv("PMIX_RANK")) return false;

@@ -22,6 +22,26 @@ std::vector<std::string> worker_variables(const LaunchOptions& options);
 // task). A single task that srun starts is a launcher, as on one machine.
 bool started_as_mpi_rank();
 
+// What the launcher hands a worker besides its settings: the store's secret,
+// the prefix of the run's shared memory names and the rank's error file.
+struct WorkerHandoff {
+  std::string rdzv_token;
+  std::string shm_prefix;
+  std::string error_file;
+};
+
+WorkerHandoff worker_handoff();
+
+// Takes every variable the launcher set for this worker out of the
+// environment, once the worker has read them (worker_handoff,
+// read_worker_variables, its control socket's number), keeping the
+// torchrun contract (RANK, WORLD_SIZE, MASTER_ADDR, ...) and
+// ACCEL_RESTART_COUNT and ACCEL_MAX_RESTARTS, which recipes read. So a
+// process the recipe starts (accel-run inner.lua, accel-run plot) is an
+// ordinary launch: it cannot take a rank's role, write to its error file or
+// join its run.
+void drop_worker_variables();
+
 // Overrides the fields of `options` whose variable is set, every variable
 // worker_variables() writes and the restart count. Throws LaunchOptionsError
 // naming a variable whose value is malformed.
