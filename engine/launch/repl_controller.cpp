@@ -80,6 +80,11 @@ class ReplController final : public WarmController {
     return stop_;
   }
 
+  std::vector<int> idle_ranks() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return idle_;
+  }
+
   bool interrupt() override {
     write_all(wake_write_, "i");
     return true;
@@ -103,6 +108,22 @@ class ReplController final : public WarmController {
   // the workers are replaced, as a notebook restarts a kernel that ignores
   // its interrupt.
   static constexpr std::chrono::seconds kInterruptGrace{3};
+
+  // The ranks that answered while others have not: published for the
+  // supervising thread's stall watch (idle_ranks).
+  void note_idle(const std::vector<size_t>& ranks, const std::vector<std::optional<WarmMessage>>& answers) {
+    std::vector<int> idle;
+    bool someone_busy = false;
+    for (size_t r : ranks) {
+      if (answers[r]) {
+        idle.push_back(static_cast<int>(r));
+      } else {
+        someone_busy = true;
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle_ = someone_busy ? idle : std::vector<int>{};
+  }
 
   void request_stop(const std::string& reason) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -167,7 +188,10 @@ class ReplController final : public WarmController {
           return Wake::none;
         }
         readers_[r].feed(buffer, static_cast<size_t>(n));
-        if (std::optional<WarmMessage> message = readers_[r].next_message()) answers[r] = std::move(message);
+        if (std::optional<WarmMessage> message = readers_[r].next_message()) {
+          answers[r] = std::move(message);
+          note_idle(ranks, answers);
+        }
       }
     }
   }
@@ -223,8 +247,7 @@ class ReplController final : public WarmController {
       if (wake == Wake::none) break;
       if (wake == Wake::timeout) {
         write_all(out_fd_, "accel-run: the chunk did not stop within " + std::to_string(kInterruptGrace.count()) +
-                               " s of Ctrl-C (a loop LuaJIT compiled, calling no C function, never sees it); "
-                               "starting new workers (the session's state is lost)\n");
+                               " s of Ctrl-C; starting new workers (the session's state is lost)\n");
         request_stop("the chunk did not stop after Ctrl-C");
         return false;
       }
@@ -349,6 +372,7 @@ class ReplController final : public WarmController {
   std::thread thread_;
   mutable std::mutex mutex_;
   std::optional<Stop> stop_;
+  std::vector<int> idle_;  // under mutex_
 };
 
 ReplSession::ReplSession() {

@@ -98,14 +98,14 @@ class StallWatch {
     if (threshold_s > 0) inspector_.emplace(world_size, to_ms(threshold_s));
   }
 
-  std::optional<std::string> look(const SupervisorTick& tick) {
+  std::optional<std::string> look(const SupervisorTick& tick, const std::vector<int>& idle = {}) {
     std::vector<std::optional<CollectiveState>> states;
     for (int rank = 0; rank < world_size_; ++rank) {
       std::optional<std::string> value = store_.peek(collective_state_key(rank));
       states.push_back(value ? decode_collective_state(*value) : std::nullopt);
     }
     if (inspector_) say(out_fd_, inspector_->observe(states, StallInspector::Clock::now(), tick.stopped_ranks));
-    return StallInspector::abandoned(states);
+    return StallInspector::abandoned(states, idle);
   }
 
  private:
@@ -233,7 +233,8 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
         if (std::optional<WarmController::Stop> stop = controller->stop()) return stop->reason;
       }
       if (stalls && !tick.stopping) {
-        if (std::optional<std::string> abandoned = stalls->look(tick)) return abandoned;
+        const std::vector<int> idle = controller ? controller->idle_ranks() : std::vector<int>{};
+        if (std::optional<std::string> abandoned = stalls->look(tick, idle)) return abandoned;
       }
       if (!nodes) return std::nullopt;
       if (tick.stopping) {

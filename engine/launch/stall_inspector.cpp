@@ -21,21 +21,26 @@ bool finished(const std::optional<CollectiveState>& state) {
 StallInspector::StallInspector(int world_size, std::chrono::milliseconds threshold)
     : threshold_(threshold), seen_(static_cast<size_t>(world_size)) {}
 
-std::optional<std::string> StallInspector::abandoned(
-    const std::vector<std::optional<CollectiveState>>& states) {
+std::optional<std::string> StallInspector::abandoned(const std::vector<std::optional<CollectiveState>>& states,
+                                                     const std::vector<int>& idle) {
   for (size_t done = 0; done < states.size(); ++done) {
-    if (!finished(states[done])) continue;
-    // Its finish is its collective number seq: it entered every one before.
+    const bool chunk_done = std::find(idle.begin(), idle.end(), static_cast<int>(done)) != idle.end() &&
+                            !(states[done] && states[done]->inside);
+    if (!finished(states[done]) && !chunk_done) continue;
+    // A finish is the rank's collective number seq: it entered every one
+    // before. An idle rank left its last collective, seq (0 before any).
+    const int64_t first_never_entered = chunk_done ? (states[done] ? states[done]->seq + 1 : 1) : states[done]->seq;
     std::vector<int> left;
     std::optional<CollectiveState> where;
     for (size_t rank = 0; rank < states.size(); ++rank) {
       const auto& s = states[rank];
-      if (!s || !s->inside || finished(s) || s->seq < states[done]->seq) continue;
+      if (!s || !s->inside || finished(s) || s->seq < first_never_entered) continue;
       left.push_back(static_cast<int>(rank));
       if (!where) where = *s;
     }
     if (left.empty()) continue;
-    return "rank " + std::to_string(done) + " finished its recipe while " + rank_list(left) +
+    return "rank " + std::to_string(done) + " finished its " + (chunk_done ? "chunk" : "recipe") + " while " +
+           rank_list(left) +
            (left.size() == 1 ? " waits" : " wait") + " in " + describe_collective(*where) +
            ", which rank " + std::to_string(done) + " never entered";
   }

@@ -39,9 +39,11 @@ class StallInspector {
   // A rank that finished its recipe while another waits in a collective the
   // finished one never entered: the run cannot go on, whatever the time.
   // "rank 1 finished its recipe while rank 0 waits in all_reduce #7 at
-  // x.lua:9"; nothing when no rank is in that state.
-  static std::optional<std::string> abandoned(
-      const std::vector<std::optional<CollectiveState>>& states);
+  // x.lua:9"; nothing when no rank is in that state. `idle` are ranks that
+  // finished a REPL chunk and wait for the next (a rank waiting in a
+  // collective later than an idle rank's last waits for nothing).
+  static std::optional<std::string> abandoned(const std::vector<std::optional<CollectiveState>>& states,
+                                              const std::vector<int>& idle = {});
 
  private:
   struct Seen {

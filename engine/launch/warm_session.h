@@ -25,6 +25,10 @@ class WarmController {
   // the controller takes care of it (the workers go on); false lets the
   // supervisor stop them as usual.
   virtual bool interrupt() { return false; }
+  // The local ranks that finished what they were given (a REPL chunk) while
+  // others still work on it: a collective the others wait in, later than an
+  // idle rank's last, is one it never enters (stall_inspector.h).
+  virtual std::vector<int> idle_ranks() const { return {}; }
   // Ends the controller's thread and closes its sockets; called once the
   // workers have ended.
   virtual void finish() = 0;

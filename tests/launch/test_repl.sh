@@ -101,6 +101,18 @@ run_line 'pid = io.open("/proc/self/stat"):read("*n")'
 run_line '=pid'
 pids="$pids$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')"
 
+# A collective only some ranks enter is noticed at once, as --watch notices it.
+type_line 'if accel.PartialState().process_index == 1 then accel.PartialState():wait_for_everyone() end'
+wait_for "finished its chunk while"
+check "a collective only rank 1 entered is named" "rank 0 finished its chunk while rank 1 waits in barrier"
+wait_for "accel> " $((prompts + 1))
+prompts=$((prompts + 1))
+run_line '=2 + 2'
+check "and the session goes on with new workers" "[rank 1] 4"
+run_line 'pid = io.open("/proc/self/stat"):read("*n")'
+run_line '=pid'
+pids="$pids$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')"
+
 tmux_ send-keys -t "$session" C-d
 for _ in $(seq 100); do [ -s "$work/exit" ] && break; sleep 0.1; done
 expect "Ctrl-D leaves with exit code 0" test "$(cat "$work/exit" 2>/dev/null)" = 0
