@@ -40,8 +40,12 @@ CollectiveMonitor::CollectiveMonitor(int rank, int world_size, const StoreAddres
   if (store.port > 0) {
     try {
       store_ = std::make_unique<StoreConnection>(store, Clock::now() + std::chrono::seconds(1));
+      // The final wait's connection, made now: a finish must not need a new
+      // connection at a time when strangers may crowd the store.
+      finisher_ = std::make_unique<StoreConnection>(store, Clock::now() + std::chrono::seconds(1));
     } catch (const StoreUnreachable&) {
       // Reports lose the other ranks' whereabouts; training is unaffected.
+      store_.reset();
     }
   }
   thread_ = std::thread([this] { run(); });
@@ -87,16 +91,14 @@ bool CollectiveMonitor::finish_together() {
   // Said at once, not at the publisher's next turn: the launcher must see
   // this rank in "finish" before it can tell an abandoned peer.
   if (!publish()) return false;
-  std::optional<StoreAddress> address;
   {
     std::lock_guard<std::mutex> lock(store_mutex_);
     if (!store_) return false;
     store_->set(keys[static_cast<size_t>(rank_)], "");
-    address = store_->address();
   }
-  // A connection of its own: the publisher keeps the first.
-  StoreConnection waiter(*address, Clock::now() + std::chrono::seconds(10));
-  waiter.wait(keys, std::nullopt);
+  // On a connection of its own (the publisher keeps the first), made when
+  // the monitor was.
+  finisher_->wait(keys, std::nullopt);
   return true;
 }
 

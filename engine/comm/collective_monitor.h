@@ -83,6 +83,9 @@ class CollectiveMonitor {
   const std::chrono::milliseconds timeout_;
   const std::string error_file_;
   std::unique_ptr<StoreConnection> store_;  // used under store_mutex_
+  // finish_together's wait, on the caller's thread: made with store_ (or
+  // neither is).
+  std::unique_ptr<StoreConnection> finisher_;
   std::mutex store_mutex_;
 
   mutable std::mutex mutex_;

@@ -1,5 +1,6 @@
 #include "engine/launch/store_server.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -65,6 +66,8 @@ struct Connection {
   bool dead = false;
   bool authenticated = false;  // presented the run's token
   Clock::time_point hello_deadline;
+  std::string peer;       // the peer's address, for the cap on strangers per address
+  uint64_t accepted = 0;  // the order of acceptance: the lowest is the oldest
 
   // What the connection may have buffered either way: one request (two for
   // a client that pipelines behind a parked WAIT) before it is served, and
@@ -135,6 +138,17 @@ uint16_t bound_port(int fd) {
   if (addr.ss_family == AF_INET6)
     return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
   return ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+}
+
+// A peer's IP address, without its port: strangers are counted per address.
+std::string peer_address(const sockaddr_storage& address) {
+  char text[INET6_ADDRSTRLEN] = "";
+  if (address.ss_family == AF_INET) {
+    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(address).sin_addr, text, sizeof text);
+  } else if (address.ss_family == AF_INET6) {
+    ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(address).sin6_addr, text, sizeof text);
+  }
+  return text;
 }
 
 std::string status_only(proto::Status s) {
@@ -211,10 +225,23 @@ struct StoreServer::Impl {
     }
   }
 
-  // Whether to take new connections now (see StoreLimits::max_connections).
+  // Whether to take new connections now (see StoreLimits::max_connections);
+  // strangers never stop it (make_room_for).
   bool accepting() const {
-    return connections.size() < limits.max_connections &&
-           unauthenticated < limits.max_unauthenticated && Clock::now() >= accept_paused_until;
+    return connections.size() < limits.max_connections && Clock::now() >= accept_paused_until;
+  }
+
+  // Closes the oldest living stranger (from `peer`, or from anywhere when
+  // it is empty) when there are `cap` or more: the newcomer takes its place.
+  void make_room_for(const std::string& peer, size_t cap) {
+    size_t count = 0;
+    Connection* oldest = nullptr;
+    for (auto& [fd, c] : connections) {
+      if (c.authenticated || c.dead || (!peer.empty() && c.peer != peer)) continue;
+      ++count;
+      if (!oldest || c.accepted < oldest->accepted) oldest = &c;
+    }
+    if (count >= cap && oldest) oldest->dead = true;
   }
 
   int poll_timeout_ms() const {
@@ -236,9 +263,16 @@ struct StoreServer::Impl {
     return left.count() <= 0 ? 0 : static_cast<int>(std::ceil(std::min(left.count(), kLongestPollMs)));
   }
 
+  // Takes the connections waiting in the backlog, a bounded number a turn:
+  // a crowd that reconnects as fast as it is dropped must not keep the
+  // loop from serving the connections it has.
   void accept_all() {
-    while (accepting()) {
-      Fd fd(::accept4(listener.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    constexpr int kAcceptsPerTurn = 32;
+    for (int taken = 0; taken < kAcceptsPerTurn && accepting(); ++taken) {
+      sockaddr_storage address{};
+      socklen_t length = sizeof address;
+      Fd fd(::accept4(listener.get(), reinterpret_cast<sockaddr*>(&address), &length,
+                      SOCK_NONBLOCK | SOCK_CLOEXEC));
       if (!fd) {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         // Out of descriptors: the listener stays readable, so polling it
@@ -249,11 +283,15 @@ struct StoreServer::Impl {
       }
       const int one = 1;
       ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      const std::string peer = peer_address(address);
+      make_room_for(peer, limits.max_unauthenticated_per_address);
+      make_room_for("", limits.max_unauthenticated);
       const int key = fd.get();
       Connection& c = connections[key];
       c.fd = std::move(fd);
       c.hello_deadline = Clock::now() + limits.hello_timeout;
-      ++unauthenticated;
+      c.peer = peer;
+      c.accepted = ++accepted_count;
     }
   }
 
@@ -384,7 +422,6 @@ struct StoreServer::Impl {
   void greet(Connection& c, proto::Command command, proto::Decoder& d) {
     if (command == proto::Command::kHello && same_token(d.bytes(), token)) {
       c.authenticated = true;
-      --unauthenticated;
       return reply(c, ok().finish());
     }
     reply(c, error_reply(command == proto::Command::kHello
@@ -490,7 +527,6 @@ struct StoreServer::Impl {
         continue;
       }
       const int fd = it->first;
-      if (!it->second.authenticated) --unauthenticated;
       waits.erase(std::remove_if(waits.begin(), waits.end(),
                                  [fd](const ParkedWait& w) { return w.fd == fd; }),
                   waits.end());
@@ -503,7 +539,7 @@ struct StoreServer::Impl {
   Fd listener;
   Fd wake;  // written by the destructor to end poll() at once
   uint16_t port;
-  size_t unauthenticated = 0;  // connections yet to present the token
+  uint64_t accepted_count = 0;
   size_t stored_bytes = 0;     // keys and values in `data`
   Clock::time_point accept_paused_until{};
   mutable std::mutex data_mutex;  // data is read by peek() from other threads

@@ -23,9 +23,14 @@ struct StoreLimits {
   // process's descriptor limit) the store stops accepting until one closes;
   // peers wait in the listen backlog rather than being refused.
   size_t max_connections = 4096;
-  // Connections that have not yet presented the token: a crowd of idle
-  // strangers cannot take the places of the run's own ranks for long.
-  size_t max_unauthenticated = 64;
+  // Connections that have not yet presented the token, from one peer
+  // address and from all together. The store never stops accepting for
+  // them: at either cap it closes the oldest such stranger, so a crowd of
+  // idle connections (refilled as fast as they are dropped) cannot keep
+  // the run's own ranks out; each stranger is also dropped after
+  // hello_timeout.
+  size_t max_unauthenticated_per_address = 64;
+  size_t max_unauthenticated = 1024;
   std::chrono::milliseconds hello_timeout{10000};
   // Keys and values held, all together.
   size_t max_stored_bytes = size_t{256} << 20;

@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstring>
+#include <sstream>
 #include <memory>
 #include <thread>
 
@@ -110,6 +111,14 @@ StoreConnection::StoreConnection(StoreAddress address, std::optional<Clock::time
   }
   try {
     ask(make_request(proto::Command::kHello).bytes(address_.token).finish());
+  } catch (const StoreNoAnswer&) {
+    // Connected by the kernel, never taken by the store: its places were
+    // full (the store says more itself when it refuses).
+    ::close(fd_);
+    std::ostringstream within;
+    within << (reply_timeout_ ? static_cast<double>(reply_timeout_->count()) / 1000 : 0.0);
+    throw StoreUnreachable("the rendezvous store at " + address_.where() + " accepted no connection within " +
+                           within.str() + " s");
   } catch (...) {
     ::close(fd_);
     throw;
@@ -125,12 +134,16 @@ std::string StoreConnection::request(const std::string& frame,
     ::shutdown(fd_, SHUT_RDWR);
     return StoreUnreachable("lost the rendezvous store at " + address_.where() + ": " + why);
   };
+  auto unanswered = [this] {
+    ::shutdown(fd_, SHUT_RDWR);
+    return StoreNoAnswer("lost the rendezvous store at " + address_.where() + ": no answer in time");
+  };
   auto await = [&](short events) {
     pollfd p{fd_, events, 0};
     int ready;
     while ((ready = ::poll(&p, 1, poll_ms(deadline))) < 0 && errno == EINTR) {
     }
-    if (ready == 0) throw lost("no answer in time");
+    if (ready == 0) throw unanswered();
     if (ready < 0) throw lost(std::strerror(errno));
   };
   for (size_t sent = 0; sent < frame.size();) {

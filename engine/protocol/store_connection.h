@@ -32,6 +32,12 @@ class StoreUnreachable : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A request got no answer within its deadline.
+class StoreNoAnswer : public StoreUnreachable {
+ public:
+  using StoreUnreachable::StoreUnreachable;
+};
+
 class StoreConnection {
  public:
   using Clock = std::chrono::steady_clock;

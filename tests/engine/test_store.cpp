@@ -21,8 +21,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include "engine/comm/c10d_store.h"
-#include "engine/protocol/store_protocol.h"
 #include "engine/launch/store_server.h"
+#include "engine/protocol/store_protocol.h"
 
 namespace {
 
@@ -316,24 +316,49 @@ TEST_CASE("store: only a connection that presents the run's token may use it") {
   CHECK_THROWS(StoreServer(kHost, 0, ""));
 }
 
-TEST_CASE("store: strangers that never greet are dropped, and few may wait at once") {
+TEST_CASE("store: a crowd of strangers cannot keep the run's ranks out") {
   accel::StoreLimits limits;
-  limits.max_unauthenticated = 4;
+  limits.max_unauthenticated_per_address = 4;
   limits.hello_timeout = milliseconds(400);
   StoreServer server(kHost, 0, kToken, limits);
   std::vector<int> idle;
   for (int i = 0; i < 4; ++i) idle.push_back(raw_connect(server.port()));
   std::this_thread::sleep_for(milliseconds(50));  // the store has taken all four
 
-  // The fifth waits in the listen backlog until the idle ones expire.
+  // A fifth from the same address takes the oldest stranger's place at once.
   const auto start = Clock::now();
   C10dStore client(address(server.port()), kTimeout);
-  CHECK(elapsed_ms(start) >= 300);
+  CHECK(elapsed_ms(start) < 300);
   client.set("in", bytes("yes"));
-  for (int fd : idle) {
-    CHECK(first_reply(fd).empty());  // hung up on, unanswered
-    ::close(fd);
-  }
+  CHECK(first_reply(idle.front()).empty());  // the oldest: hung up on, unanswered
+  for (int fd : idle) ::close(fd);
+}
+
+TEST_CASE("store: strangers that never greet are dropped after the greeting's time") {
+  accel::StoreLimits limits;
+  limits.hello_timeout = milliseconds(200);
+  StoreServer server(kHost, 0, kToken, limits);
+  const int idle = raw_connect(server.port());
+  const auto start = Clock::now();
+  CHECK(first_reply(idle).empty());  // ends when the store hangs up
+  CHECK(elapsed_ms(start) >= 150);
+  ::close(idle);
+}
+
+TEST_CASE("store: a greeting nobody answers says the store accepted no connection") {
+  // A listening socket that never accepts: the kernel connects, nobody reads.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in where{};
+  where.sin_family = AF_INET;
+  where.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(listener, reinterpret_cast<sockaddr*>(&where), sizeof where) == 0);
+  REQUIRE(::listen(listener, 8) == 0);
+  socklen_t length = sizeof where;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&where), &length);
+  CHECK_THROWS_WITH(accel::StoreConnection(accel::StoreAddress{kHost, ntohs(where.sin_port), kToken},
+                                           Clock::now() + kTimeout, milliseconds(300)),
+                    Catch::Contains("accepted no connection within 0.3 s"));
+  ::close(listener);
 }
 
 TEST_CASE("store: no more connections than the limit are served at once") {
@@ -344,7 +369,7 @@ TEST_CASE("store: no more connections than the limit are served at once") {
   accel::StoreConnection two(address(server.port()), Clock::now() + kTimeout);
   // The third is connected by the kernel but not served: its greeting goes unanswered.
   CHECK_THROWS_WITH(accel::StoreConnection(address(server.port()), Clock::now() + kTimeout, milliseconds(300)),
-                    Catch::Contains("no answer in time"));
+                    Catch::Contains("accepted no connection within 0.3 s"));
   one.reset();
   accel::StoreConnection three(address(server.port()), Clock::now() + kTimeout);
   three.set("third", "in");
