@@ -373,6 +373,7 @@ std::string rdzv_token(const LaunchOptions& options, const RunContext& context) 
 }  // namespace
 
 int run_recipe(const LaunchOptions& options, const RunContext& context) {
+  for (const std::string& warning : options.warnings) say(context.stderr_fd, "accel-run: warning: " + warning + "\n");
   RunScope scope;
   try {
     scope.token = rdzv_token(options, context);

@@ -3,9 +3,13 @@
 // (IN_CLOSE_WRITE: an editor saving in place) or moved into the folder
 // (IN_MOVED_TO: an editor writing a copy and renaming it over the file).
 // The folder's own files only: a recipe's `require "helpers"` finds
-// helpers.lua there.
+// helpers.lua there. When the folder itself is deleted or moved away, the
+// watcher says so (lost(), which the caller asks twice a second) and
+// watches the path again once a folder is there (rewatch(), repeated while
+// lost).
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace accel {
@@ -25,9 +29,26 @@ class SourceWatcher {
   // none when nothing changed (never blocks).
   std::vector<std::string> drain();
 
+  // Whether the folder was deleted or moved away: nothing is watched then.
+  bool lost();
+  // While lost: watches the folder's path again if a folder is there now.
+  // True when it does.
+  bool rewatch();
+  // Whether the folder watched now is another one than at first: deleted
+  // and made again, where the first one was moved away and back is not.
+  bool recreated() const { return now_ != first_; }
+  // The folder's full path, as the launcher's working directory named it
+  // when the watch began.
+  const std::string& path() const { return path_; }
+
  private:
   int fd_ = -1;
+  int wd_ = -1;
   std::string folder_;
+  std::string path_;
+  // The folders watched first and now, as (device, inode).
+  bool watched_ = false;
+  std::pair<unsigned long, unsigned long> first_, now_;
 };
 
 }  // namespace accel

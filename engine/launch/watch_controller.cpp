@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -66,9 +67,15 @@ void WatchController::finish() {
   *options_.run_due = pending_;
 }
 
+WatchSession::WatchSession(const std::string& recipe) : sources_(recipe) {
+  char cwd[4096];
+  if (::getcwd(cwd, sizeof cwd) != nullptr) history_.launch_dir = cwd;
+}
+
 std::unique_ptr<WarmController> WatchSession::start(std::vector<int> sockets, int out_fd) {
   WatchControllerOptions options;
   options.sources = &sources_;
+  options.history = &history_;
   options.sockets = std::move(sockets);
   options.out_fd = out_fd;
   options.run_due = &run_due_;
@@ -83,7 +90,24 @@ void WatchController::request_stop(const std::string& reason, bool reported) {
   if (!stop_) stop_ = Stop{reason, reported};
 }
 
-void WatchController::handle_change(const std::string& file) {
+void WatchController::handle_change(const std::string& file, bool during_run) {
+  WatchHistory& history = *options_.history;
+  if (during_run) {
+    const int run = *options_.runs;
+    const auto& written = history.written_by_runs;
+    if (std::find(written.begin(), written.end(), file) != written.end()) return;
+    // The same file changed during the run before too: the recipe writes it.
+    // Rerunning for it would go on for ever; say so once and let it be.
+    if (history.during_run_file == file && history.during_run == run - 1) {
+      history.written_by_runs.push_back(file);
+      say("accel-run: " + file + " changed during run " + std::to_string(run - 1) + " and again during run " +
+          std::to_string(run) + ": the recipe seems to write it, so its changes during runs no longer rerun it "
+          "(write such files outside the recipe's folder)\n");
+      return;
+    }
+    history.during_run_file = file;
+    history.during_run = run;
+  }
   changed_file_ = file;
   pending_ = true;
   // The run in progress computes what the file no longer says; its ranks
@@ -91,6 +115,38 @@ void WatchController::handle_change(const std::string& file) {
   if (running_) {
     request_stop(file + " changed during run " + std::to_string(*options_.runs), false);
   }
+}
+
+// The recipe's folder deleted or moved away: said once, then its path is
+// watched for again (every half second, see serve). The same folder back
+// there counts as a save of the recipe (true). A new folder made there
+// gets new workers: the warm ones may work in the deleted one, as may the
+// launcher, which moves to the new folder of its own path first.
+bool WatchController::check_folder() {
+  SourceWatcher& sources = *options_.sources;
+  WatchHistory& history = *options_.history;
+  if (!sources.lost()) return false;
+  if (!history.said_lost) {
+    history.said_lost = true;
+    say("accel-run: the recipe's folder " + sources.folder() +
+        " was deleted or moved away; watching for a folder there again\n");
+  }
+  if (!sources.rewatch()) return false;
+  history.said_lost = false;
+  if (!sources.recreated()) {
+    say("accel-run: " + sources.folder() + " is there again; watching it\n");
+    return true;
+  }
+  struct stat here {};
+  if (::stat(".", &here) == 0 && here.st_nlink == 0 && ::chdir(history.launch_dir.c_str()) != 0) {
+    request_stop("the launcher's working directory " + history.launch_dir + " was deleted", false);
+    return false;
+  }
+  say("accel-run: " + sources.folder() + " was made again; watching it\n");
+  changed_file_ = sources.folder();
+  pending_ = true;
+  request_stop(sources.folder() + " was made again", false);
+  return false;
 }
 
 void WatchController::start_run() {
@@ -148,6 +204,9 @@ void WatchController::conclude_run(bool everyone) {
 void WatchController::serve() {
   std::optional<Clock::time_point> debounce_at;
   std::string last_changed;
+  // Whether the last save came while a run was going: a recipe's write at
+  // its very end is its run's, even when the debounce ends after the run.
+  bool last_during_run = false;
   std::vector<pollfd> fds;
   for (;;) {
     fds.assign({pollfd{wake_read_, POLLIN, 0}, pollfd{options_.sources->fd(), POLLIN, 0}});
@@ -162,18 +221,26 @@ void WatchController::serve() {
       timeout = static_cast<int>(std::max<int64_t>(
           0, std::chrono::ceil<std::chrono::milliseconds>(*deadline - Clock::now()).count()));
     }
+    // The folder's path is looked at twice a second (check_folder).
+    if (timeout < 0 || timeout > 500) timeout = 500;
     if (::poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) return;
     if (fds[0].revents != 0) return;
     if (fds[1].revents != 0) {
       std::vector<std::string> changed = options_.sources->drain();
       if (!changed.empty()) {
         last_changed = changed.back();
+        last_during_run = running_;
         debounce_at = Clock::now() + options_.debounce;
       }
     }
+    if (check_folder()) {
+      last_changed = options_.sources->folder();
+      last_during_run = false;
+      debounce_at = Clock::now() + options_.debounce;
+    }
     if (debounce_at && Clock::now() >= *debounce_at) {
       debounce_at.reset();
-      handle_change(last_changed);
+      handle_change(last_changed, last_during_run);
     }
     for (size_t r = 0; r < ranks_.size(); ++r) {
       Rank& rank = ranks_[r];

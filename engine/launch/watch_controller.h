@@ -25,8 +25,21 @@
 
 namespace accel {
 
+// What the session remembers of saves across sets of workers.
+struct WatchHistory {
+  // The last file that changed during a run, and that run's number.
+  std::string during_run_file;
+  int during_run = -1;
+  // Files that changed during two runs in a row: the recipe's own output;
+  // their changes during runs are ignored.
+  std::vector<std::string> written_by_runs;
+  bool said_lost = false;  // the folder's loss has been reported
+  std::string launch_dir;  // the launcher's working directory, by its full path
+};
+
 struct WatchControllerOptions {
   SourceWatcher* sources = nullptr;
+  WatchHistory* history = nullptr;
   std::vector<int> sockets;  // the launcher's end of each local rank's control socket; owned
   int out_fd = 2;            // where reports and progress lines go
   // A run is due as soon as the workers are ready; finish() leaves here
@@ -53,7 +66,8 @@ class WatchController final : public WarmController {
 
  private:
   void serve();
-  void handle_change(const std::string& file);
+  void handle_change(const std::string& file, bool during_run);
+  bool check_folder();
   void start_run();
   void conclude_run(bool everyone);
   void request_stop(const std::string& reason, bool reported);
@@ -81,11 +95,12 @@ class WatchController final : public WarmController {
 // counted across sets of workers.
 class WatchSession final : public WarmSession {
  public:
-  explicit WatchSession(const std::string& recipe) : sources_(recipe) {}
+  explicit WatchSession(const std::string& recipe);
   std::unique_ptr<WarmController> start(std::vector<int> sockets, int out_fd) override;
 
  private:
   SourceWatcher sources_;
+  WatchHistory history_;
   bool run_due_ = true;  // the first workers run the recipe as soon as they are ready
 };
 

@@ -306,6 +306,20 @@ void settle(LaunchOptions& options, int cpu_cores, RecipeRule rule) {
                                std::to_string(options.nnodes) + " machines");
     }
     options.nproc = options.num_processes / options.nnodes;
+    // One limit on a machine's processes, however they are counted: --nproc's.
+    const int most = static_cast<int>(row_named("--nproc").max);
+    if (options.nproc > most) {
+      throw LaunchOptionsError(named(options, "--num-processes") + " " + std::to_string(options.num_processes) +
+                               " is " + std::to_string(options.nproc) + " processes on each of " +
+                               std::to_string(options.nnodes) + " machine(s); a machine runs at most " +
+                               std::to_string(most) + " (as --nproc)");
+    }
+  }
+  if (options.nproc > cpu_cores) {
+    options.warnings.push_back(std::to_string(options.nproc) + " processes on this machine's " +
+                               std::to_string(cpu_cores) + " CPU core(s): they share the cores, " +
+                               "each with " + (options.threads > 0 ? std::to_string(options.threads) : "1") +
+                               " thread(s), and each step waits for the slowest");
   }
   if (options.nnodes > 1 && options.master_port == 0) {
     throw LaunchOptionsError("with " + named(options, "--nnodes") + " " +

@@ -68,6 +68,8 @@ struct LaunchOptions {
   // Where each setting that is not a default came from, by option name
   // ("--nproc"): "command line" or "FILE:LINE".
   std::map<std::string, std::string> origins;
+  // What the launcher says before it starts the ranks ("accel-run: warning: ...").
+  std::vector<std::string> warnings;
 };
 
 // A command line that cannot be run; the message names the option or value at fault.

@@ -164,6 +164,15 @@ TEST_CASE("errors name the option or value at fault", "[launch_options]") {
   CHECK_THAT(error_of({"train.lua", "--num_processes", "2"}),
              Contains("(did you mean '--num-processes'?)"));
   CHECK_THAT(error_of({"train.lua", "--debug=yes"}), Contains("--debug takes no value"));
+  CHECK_THAT(error_of({"train.lua", "--num-processes", "1048576"}),
+             Contains("--num-processes 1048576 is 1048576 processes on each of 1 machine(s); a machine runs at most "
+                      "4096 (as --nproc)"));
+  CHECK_NOTHROW(parse({"train.lua", "--num-processes", "8192", "--nnodes", "2", "--master-port", "1234"}));
+  // More processes than cores: allowed, with a warning the launcher prints.
+  CHECK(parse({"train.lua", "--nproc", "8"}).warnings.empty());
+  const LaunchOptions crowded = parse({"train.lua", "--nproc", "16"});
+  REQUIRE(crowded.warnings.size() == 1);
+  CHECK_THAT(crowded.warnings[0], Contains("16 processes on this machine's 8 CPU core(s)"));
   CHECK_THAT(error_of({"train.lua", "--rdzv-token", std::string(1020, 's')}),
              Contains("--rdzv-token has 1020 bytes; the store takes tokens of at most 1019"));
   CHECK_NOTHROW(parse({"train.lua", "--rdzv-token", std::string(1019, 's')}));

@@ -2,8 +2,11 @@
 # the rerun's weights equal a cold run's bit for bit; a save of a file the
 # recipe requires reruns it too; a failing rerun is reported and the workers
 # stay warm for the next save; a crashed worker is replaced; a save during a
-# run replaces the workers; Ctrl-C ends everything and leaves no process and
-# no shared memory behind.
+# run replaces the workers; a Lua file the recipe itself writes into its
+# folder reruns it once, then is said to be its output and reruns no more;
+# the folder moved away and back, or deleted and made again, is said and
+# watched again; Ctrl-C ends everything and leaves no process and no shared
+# memory behind.
 source "$(dirname "$0")/lib.sh"
 export XDG_CONFIG_HOME="$work/xdg"
 proj="$work/proj"
@@ -106,6 +109,42 @@ wait_runs 10; snapshot
 expect "a save during a run replaces the workers" contains "$err" "accel-run: replacing the workers: train.lua changed during run 10"
 expect "and the new ones run the saved recipe" contains "$err" "accel-run: run 11 finished"
 expect "to the cold run's weights" same_weights
+
+# A recipe that writes a Lua file into its own folder: the file changes
+# during two runs in a row, is then taken for the recipe's output and said
+# so once, and reruns no more.
+rm -rf "$work/warm"
+write_recipe 0.05 'if acc.process_index == 0 then local f = io.open("generated.lua", "w") f:write("return 1") f:close() end'
+wait_runs 13; snapshot
+expect "a recipe writing a Lua file in its folder runs again once for it" contains "$err" "accel-run: run 13: generated.lua changed"
+expect "then says it seems to write it" contains "$err" "generated.lua changed during run 12 and again during run 13: the recipe seems to write it"
+sleep 1.5; snapshot
+expect "and reruns no more" test "$(grep -c "accel-run: run 14" "$work/err")" -eq 0
+
+# The folder moved away and back: said, watched again, and its return
+# reruns the recipe; deleted and made again: new workers run it there.
+mv "$proj" "$work/proj.away"
+for _ in $(seq 100); do grep -q "was deleted or moved away" "$work/err" && break; sleep 0.1; done
+snapshot
+expect "a folder moved away is said" contains "$err" "accel-run: the recipe's folder . was deleted or moved away; watching for a folder there again"
+mv "$work/proj.away" "$proj"
+rm -rf "$work/warm"
+wait_runs 14; snapshot
+expect "its return is noticed" contains "$err" "accel-run: . is there again; watching it"
+expect "and reruns the recipe" contains "$err" "accel-run: run 14 finished"
+expect "to the cold run's weights" same_weights
+cp -r "$proj" "$work/proj.copy"
+rm -rf "$proj" "$work/warm"
+for _ in $(seq 100); do [ "$(grep -c "was deleted or moved away" "$work/err")" -ge 2 ] && break; sleep 0.1; done
+mv "$work/proj.copy" "$proj"
+wait_runs 15; snapshot
+expect "a folder deleted and made again is noticed" contains "$err" "accel-run: . was made again; watching it"
+expect "new workers run the recipe in it" contains "$err" "accel-run: run 15 finished"
+expect "to the cold run's weights" same_weights
+rm -rf "$work/warm"
+write_recipe 0.05
+wait_runs 16; snapshot
+expect "and its saves rerun it" contains "$err" "accel-run: run 16 finished"
 
 kill -INT "$launcher"
 for _ in $(seq 100); do kill -0 "$launcher" 2>/dev/null || break; sleep 0.1; done
