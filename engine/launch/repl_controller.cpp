@@ -4,12 +4,14 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <stdexcept>
@@ -21,7 +23,6 @@
 
 #include "engine/launch/failure_report.h"
 #include "engine/launch/output_relay.h"
-#include "engine/protocol/accel_variables.h"
 #include "engine/protocol/warm_protocol.h"
 
 namespace accel {
@@ -125,9 +126,9 @@ class ReplController final : public WarmController {
     idle_ = someone_busy ? idle : std::vector<int>{};
   }
 
-  void request_stop(const std::string& reason) {
+  void request_stop(const std::string& reason, bool reported = true) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!stop_) stop_ = Stop{reason, true};
+    if (!stop_) stop_ = Stop{reason, reported};
   }
 
   // Ends the session: idle workers see their sockets close and exit; busy
@@ -156,7 +157,7 @@ class ReplController final : public WarmController {
 
   // Waits for one message from each of `ranks`, into `answers`; stops
   // early on a wake (returned), at `deadline` (Wake::timeout), or when a
-  // rank's socket closes (the supervisor reports that worker).
+  // rank's socket closes (`closed`: see worker_ended).
   Wake collect(const std::vector<size_t>& ranks, std::vector<std::optional<WarmMessage>>& answers,
                bool* closed, std::optional<Clock::time_point> deadline = std::nullopt) {
     *closed = false;
@@ -185,6 +186,7 @@ class ReplController final : public WarmController {
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
           *closed = true;
+          worker_ended(r);
           return Wake::none;
         }
         readers_[r].feed(buffer, static_cast<size_t>(n));
@@ -194,6 +196,14 @@ class ReplController final : public WarmController {
         }
       }
     }
+  }
+
+  // A worker whose socket closed has ended: killed or failed, which the
+  // supervisor reports, or by os.exit, which ends a REPL rank's worker as
+  // it ends a script while the others wait for their next chunk. That the
+  // supervisor lets be, so the stop comes from here, naming the rank.
+  void worker_ended(size_t rank) {
+    request_stop("rank " + std::to_string(rank) + "'s worker ended (os.exit ends a rank's worker)", false);
   }
 
   std::vector<size_t> all_ranks() const {
@@ -375,16 +385,47 @@ class ReplController final : public WarmController {
   std::vector<int> idle_;  // under mutex_
 };
 
-ReplSession::ReplSession() {
-  const char* file = std::getenv(variables::kReplHistory);
-  const char* home = std::getenv("HOME");
-  history_file_ = file ? file : home ? std::string(home) + "/.accel_repl_history" : "";
+namespace {
+
+// Chunks the history keeps: the file holds the last ones, not every chunk
+// ever typed.
+constexpr int kHistoryChunks = 1000;
+
+// Whether `file` can hold the history: a regular file, or nothing yet. A
+// FIFO would block start-up until someone wrote to it, a device or folder
+// is no place for it. Otherwise says why (`why`).
+bool history_file_usable(const std::string& file, std::string* why) {
+  struct stat info {};
+  if (::stat(file.c_str(), &info) != 0) {
+    if (errno == ENOENT) return true;
+    *why = std::strerror(errno);
+    return false;
+  }
+  if (S_ISREG(info.st_mode)) return true;
+  *why = S_ISFIFO(info.st_mode) ? "a FIFO" : S_ISDIR(info.st_mode) ? "a folder" : "not a regular file";
+  return false;
+}
+
+}  // namespace
+
+ReplSession::ReplSession(std::string history_file, int report_fd) : history_file_(std::move(history_file)) {
   using_history();
-  if (!history_file_.empty()) read_history(history_file_.c_str());
+  stifle_history(kHistoryChunks);
+  std::string why;
+  if (history_file_.empty()) return;
+  if (!history_file_usable(history_file_, &why)) {
+    write_all(report_fd, "accel-run: the REPL's history file " + history_file_ + " is " + why +
+                             ": no history is read or kept\n");
+    history_file_.clear();
+    return;
+  }
+  read_history(history_file_.c_str());
 }
 
 ReplSession::~ReplSession() {
-  if (!history_file_.empty()) write_history(history_file_.c_str());
+  std::string why;
+  if (history_file_.empty() || !history_file_usable(history_file_, &why)) return;
+  write_history(history_file_.c_str());
 }
 
 std::unique_ptr<WarmController> ReplSession::start(std::vector<int> sockets, int out_fd) {

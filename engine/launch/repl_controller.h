@@ -1,7 +1,7 @@
 // `accel-run repl`: an interactive Lua prompt whose every chunk runs on all
 // ranks, in one Lua state per rank kept for the session. Lines are read with
-// GNU readline (editing, history kept in $ACCEL_REPL_HISTORY, else
-// ~/.accel_repl_history); a line that does not end a chunk (an open `do`, a
+// GNU readline (editing, the last 1000 chunks kept in a history file: see
+// run_command.cpp); a line that does not end a chunk (an open `do`, a
 // function half written) asks for more; `=expr` prints each rank's value.
 // An error is reported per rank and the session goes on. Ctrl-C interrupts
 // the chunk running (or discards the line being typed); a second Ctrl-C, or
@@ -19,7 +19,9 @@ namespace accel {
 
 class ReplSession final : public WarmSession {
  public:
-  ReplSession();   // reads the history
+  // Reads the history from `history_file` (none when empty), which must be
+  // a regular file; says on `report_fd` why it cannot be used otherwise.
+  ReplSession(std::string history_file, int report_fd);
   ~ReplSession() override;  // writes it
   ReplSession(const ReplSession&) = delete;
   ReplSession& operator=(const ReplSession&) = delete;

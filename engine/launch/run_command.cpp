@@ -343,23 +343,35 @@ RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& conte
   return {verdict.exit_code, false};
 }
 
+// The value of `name` in the launcher's environment, if set.
+std::optional<std::string> environment_value(const RunContext& context, const std::string& name) {
+  const std::string prefix = name + "=";
+  for (const std::string& entry : context.env) {
+    if (entry.rfind(prefix, 0) == 0) return entry.substr(prefix.size());
+  }
+  return std::nullopt;
+}
+
+// The REPL's history file: ACCEL_REPL_HISTORY, else ~/.accel_repl_history,
+// else none.
+std::string repl_history_file(const RunContext& context) {
+  if (std::optional<std::string> file = environment_value(context, variables::kReplHistory)) return *file;
+  if (std::optional<std::string> home = environment_value(context, "HOME")) return *home + "/.accel_repl_history";
+  return "";
+}
+
 // The secret every connection to the store must present. The nodes of one
 // run share the one the user gives; a single node's launcher makes its own,
 // which only its workers learn.
 std::string rdzv_token(const LaunchOptions& options, const RunContext& context) {
   if (!options.rdzv_token.empty()) return options.rdzv_token;
-  const std::string prefix = std::string(variables::kRdzvToken) + "=";
-  for (const std::string& entry : context.env) {
-    if (entry.rfind(prefix, 0) == 0 && entry.size() > prefix.size()) {
-      const std::string token = entry.substr(prefix.size());
-      if (token.size() > store_protocol::kMaxTokenBytes) {
-        throw std::invalid_argument(std::string(variables::kRdzvToken) + " has " + std::to_string(token.size()) +
-                                    " bytes; the store takes tokens of at most " +
-                                    std::to_string(store_protocol::kMaxTokenBytes));
-      }
-      return token;
-    }
+  const std::string token = environment_value(context, variables::kRdzvToken).value_or("");
+  if (token.size() > store_protocol::kMaxTokenBytes) {
+    throw std::invalid_argument(std::string(variables::kRdzvToken) + " has " + std::to_string(token.size()) +
+                                " bytes; the store takes tokens of at most " +
+                                std::to_string(store_protocol::kMaxTokenBytes));
   }
+  if (!token.empty()) return token;
   if (options.nnodes > 1) {
     throw std::invalid_argument(
         "with --nnodes " + std::to_string(options.nnodes) + " the store on " + options.master_addr +
@@ -393,7 +405,7 @@ int run_recipe(const LaunchOptions& options, const RunContext& context) {
   std::unique_ptr<WarmSession> warm;
   try {
     if (options.watch) warm = std::make_unique<WatchSession>(options.recipe);
-    if (options.repl) warm = std::make_unique<ReplSession>();
+    if (options.repl) warm = std::make_unique<ReplSession>(repl_history_file(context), context.stderr_fd);
   } catch (const std::exception& error) {
     say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
     return 1;

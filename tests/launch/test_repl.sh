@@ -3,8 +3,10 @@
 # chunk may span lines (and history recalls it whole), Ctrl-C drops a line
 # being typed, an error is reported per rank and the session goes
 # on, Ctrl-C interrupts a running chunk (and replaces the workers when a
-# compiled loop never sees it), a rank that dies is reported and
-# replaced, and Ctrl-D leaves with exit code 0 and no process left behind.
+# compiled loop never sees it), a rank that dies or calls os.exit is
+# reported and replaced, Ctrl-D leaves with exit code 0 and no process left
+# behind, the history file keeps the last 1000 chunks, and a FIFO named as
+# the history file neither blocks start-up nor is used.
 source "$(dirname "$0")/lib.sh"
 command -v tmux >/dev/null || { echo "tmux is not installed: skipped"; exit 77; }
 export XDG_CONFIG_HOME="$work/xdg"
@@ -13,6 +15,8 @@ socket="$work/tmux.sock"
 tmux_() { tmux -S "$socket" "$@"; }
 trap 'tmux_ kill-server 2>/dev/null; rm -rf "$work"' EXIT
 
+# A long history from earlier sessions: the file keeps the last 1000 chunks.
+seq -f 'old_chunk_%g = 1' 1500 >"$work/.accel_repl_history"
 tmux_ new-session -d -s "$session" -x 160 -y 50 \
   "HOME='$work' '$accel_run' repl --nproc 2; echo \$? >'$work/exit'; sleep 60"
 screen() { tmux_ capture-pane -p -t "$session" -S -400 -J; }
@@ -113,11 +117,44 @@ run_line 'pid = io.open("/proc/self/stat"):read("*n")'
 run_line '=pid'
 pids="$pids$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')"
 
+# os.exit on one rank ends its worker: said with the rank, and new workers
+# take over.
+type_line 'if accel.PartialState().process_index == 1 then os.exit(0) end'
+wait_for "rank 1's worker ended"
+check "os.exit on a rank is said with the rank and why" \
+  "accel-run: replacing the workers: rank 1's worker ended (os.exit ends a rank's worker)"
+wait_for "accel> " $((prompts + 1))
+prompts=$((prompts + 1))
+run_line '=3 + 3'
+check "and the session goes on with new workers" "[rank 1] 6"
+run_line 'pid = io.open("/proc/self/stat"):read("*n")'
+run_line '=pid'
+pids="$pids$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')"
+
 tmux_ send-keys -t "$session" C-d
 for _ in $(seq 100); do [ -s "$work/exit" ] && break; sleep 0.1; done
 expect "Ctrl-D leaves with exit code 0" test "$(cat "$work/exit" 2>/dev/null)" = 0
 alive=""
 for pid in $pids; do kill -0 "$pid" 2>/dev/null && alive="$alive $pid"; done
 expect "no worker outlives the REPL (checked pids: $pids)" test -z "$alive" -a -n "$pids"
+history=$(cat "$work/.accel_repl_history")
+expect "the history file keeps the last 1000 chunks" test "$(wc -l <"$work/.accel_repl_history")" -eq 1000
+expect "the newest of them" contains "$history" "=3 + 3"
+expect "and drops the oldest" test "$(grep -c -x 'old_chunk_1 = 1' "$work/.accel_repl_history")" -eq 0
 out=$(screen); err=""
+
+# A history file that is a FIFO would block start-up: it is said and not used.
+mkfifo "$work/fifo"
+tmux_ new-session -d -s fifo -x 160 -y 50 \
+  "ACCEL_REPL_HISTORY='$work/fifo' '$accel_run' repl --nproc 1; echo \$? >'$work/exit.fifo'; sleep 60"
+session=fifo
+prompts=1
+wait_for "accel> "
+check "a FIFO for a history file is said" "accel-run: the REPL's history file $work/fifo is a FIFO: no history is read or kept"
+run_line '=5 + 5'
+check "and the REPL starts all the same" "10"
+tmux_ send-keys -t fifo C-d
+for _ in $(seq 100); do [ -s "$work/exit.fifo" ] && break; sleep 0.1; done
+expect "and leaves with exit code 0" test "$(cat "$work/exit.fifo" 2>/dev/null)" = 0
+expect "leaving the FIFO a FIFO" test -p "$work/fifo"
 finish
