@@ -313,7 +313,7 @@ class Run {
     for (int rank = 0; rank < options_.nproc; ++rank) spawn(rank, argv.data());
     collect_exec_failures();
     watch();
-    for (OutputRelay& relay : relays_) relay.finish();
+    finish_relays();
 
     SupervisorResult result;
     for (Worker& worker : workers_) result.exits.push_back(std::move(worker.exit));
@@ -438,6 +438,19 @@ class Run {
     }
   }
 
+  // The workers are gone: their last output is relayed, with a second in
+  // all for streams nobody reads; what they drop is said.
+  void finish_relays() {
+    const auto deadline = SteadyClock::now() + std::chrono::seconds(1);
+    size_t dropped = 0;
+    for (OutputRelay& relay : relays_) dropped += relay.finish(deadline);
+    if (dropped > 0) {
+      write_all(options_.stderr_fd, "accel-run: " + std::to_string(dropped) +
+                                        " bytes of the workers' output were dropped: nothing read the "
+                                        "launcher's output\n");
+    }
+  }
+
   void watch() {
     std::vector<pollfd> fds;
     std::vector<OutputRelay*> polled;
@@ -447,9 +460,11 @@ class Run {
     while (any_running()) {
       fds.assign(1, pollfd{signals_.fd(), POLLIN, 0});
       polled.clear();
+      // Each relay's pipe, and its stream while output waits for room there.
       for (OutputRelay& relay : relays_) {
-        if (relay.fd() < 0) continue;
+        if (relay.fd() < 0 && relay.out_fd() < 0) continue;
         fds.push_back(pollfd{relay.fd(), POLLIN, 0});
+        fds.push_back(pollfd{relay.out_fd(), POLLOUT, 0});
         polled.push_back(&relay);
       }
       if (::poll(fds.data(), fds.size(), timeout_ms()) < 0 && errno != EINTR) {
@@ -459,7 +474,11 @@ class Run {
         if (signal != SIGCHLD) on_stop_signal(signal);
       }
       for (size_t i = 0; i < polled.size(); ++i) {
-        if (fds[i + 1].revents != 0) polled[i]->pump();
+        if (fds[2 * i + 1].revents != 0) {
+          polled[i]->pump();
+        } else if (fds[2 * i + 2].revents != 0) {
+          polled[i]->send();
+        }
       }
       reap();
       tick();

@@ -248,7 +248,7 @@ TEST_CASE("an over-long line is relayed in pieces rather than held in memory", "
     relay.pump();
   }
   writer.join();
-  relay.finish();
+  CHECK(relay.finish(Clock::now() + std::chrono::seconds(5)) == 0);
 
   std::istringstream lines(scratch.out());
   size_t pieces = 0, relayed = 0;
@@ -259,6 +259,32 @@ TEST_CASE("an over-long line is relayed in pieces rather than held in memory", "
   }
   CHECK(pieces >= 3);
   CHECK(relayed == chunk.size());
+}
+
+TEST_CASE("a launcher stdout nobody reads does not stop the supervision", "[supervisor]") {
+  // A blocking pipe, as a shell's `| reader` gives, whose reader never reads.
+  Scratch scratch;
+  int fds[2];
+  REQUIRE(pipe(fds) == 0);
+  SupervisorOptions options = shell_workers(
+      scratch, 3,
+      // Rank 1 writes past the pipe and the relay's buffer, then waits in its
+      // write; rank 2 writes some and fails: the launcher must notice.
+      "line=$(printf '%0300d' 0); "
+      "if [ $RANK = 1 ]; then while :; do echo \"$line\"; done; fi; "
+      "if [ $RANK = 2 ]; then i=0; while [ $i -lt 1000 ]; do echo \"$line\"; i=$((i+1)); done; sleep 0.5; exit 4; fi; "
+      "exec sleep 30");
+  options.stdout_fd = fds[1];
+  auto start = Clock::now();
+  SupervisorResult result = accel::supervise(options);
+  close(fds[0]);
+  close(fds[1]);
+
+  CHECK(seconds_since(start) < 8);
+  CHECK(result.exit_code == 4);
+  REQUIRE(result.verdict.culprit == 2u);
+  CHECK_THAT(scratch.err(), Contains("bytes of the workers' output were dropped: nothing read the launcher's output"));
+  require_no_children(result);
 }
 
 TEST_CASE("a failing rank stops the others and is reported with its error", "[supervisor]") {
