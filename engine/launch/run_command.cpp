@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -392,6 +393,15 @@ int run_recipe(const LaunchOptions& options, const RunContext& context) {
   } catch (const std::exception& error) {
     say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
     return 2;
+  }
+  const AbandonedSegments abandoned = remove_abandoned_segments();
+  if (abandoned.count > 0) {
+    std::string launchers;
+    for (pid_t pid : abandoned.launchers) launchers += (launchers.empty() ? "" : ", ") + std::to_string(pid);
+    char size[32];
+    std::snprintf(size, sizeof size, "%.1f MiB", static_cast<double>(abandoned.bytes) / (1024.0 * 1024.0));
+    say(context.stderr_fd, "accel-run: removed " + std::to_string(abandoned.count) + " shared memory segment(s), " +
+                               size + ", left in /dev/shm by launcher(s) " + launchers + ", which ended\n");
   }
   scope.shm_prefix = new_shm_prefix();
   std::optional<RunGuardian> guardian;

@@ -5,14 +5,20 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -122,12 +128,80 @@ void remove_shm_segments(const std::string& prefix) {
   for (const std::string& name : names) ::shm_unlink(("/" + name).c_str());
 }
 
+namespace {
+
+// The PID namespace this process sees pids in, by its inode; 0 when unknown.
+unsigned long long pid_namespace() {
+  char link[64] = {};
+  if (::readlink("/proc/self/ns/pid", link, sizeof link - 1) < 0) return 0;
+  unsigned long long inode = 0;
+  return std::sscanf(link, "pid:[%llu]", &inode) == 1 ? inode : 0;
+}
+
+// When process `pid` started, in seconds since the epoch; nullopt when no
+// such process runs.
+std::optional<double> process_start(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t name_end = text.rfind(')');
+  if (name_end == std::string::npos) return std::nullopt;
+  std::istringstream fields(text.substr(name_end + 2));
+  std::string field;
+  for (int i = 3; i < 22 && fields >> field;) ++i;  // fields 3..21; the 22nd is starttime
+  unsigned long long ticks = 0;
+  if (!(fields >> ticks)) return std::nullopt;
+  std::ifstream machine("/proc/stat");
+  unsigned long long boot = 0;
+  for (std::string key; machine >> key;) {
+    if (key == "btime" && machine >> boot) break;
+  }
+  return static_cast<double>(boot) + static_cast<double>(ticks) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
 std::string new_shm_prefix() {
   uint32_t nonce = 0;
   if (::getrandom(&nonce, sizeof nonce, 0) != sizeof nonce) nonce = static_cast<uint32_t>(::getpid()) * 2654435761u;
-  char prefix[48];
-  std::snprintf(prefix, sizeof prefix, "accel-%d-%08x-", static_cast<int>(::getpid()), nonce);
+  char prefix[64];
+  std::snprintf(prefix, sizeof prefix, "accel-%d-%llu-%08x-", static_cast<int>(::getpid()), pid_namespace(), nonce);
   return prefix;
+}
+
+AbandonedSegments remove_abandoned_segments() {
+  AbandonedSegments removed;
+  const unsigned long long ours = pid_namespace();
+  if (ours == 0) return removed;  // whose pids the names hold is unknown
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return removed;
+  std::vector<std::string> names;
+  while (const dirent* entry = ::readdir(dir)) names.emplace_back(entry->d_name);
+  ::closedir(dir);
+  for (const std::string& name : names) {
+    int pid = 0;
+    unsigned long long namespace_inode = 0;
+    unsigned nonce = 0;
+    int end = 0;
+    if (std::sscanf(name.c_str(), "accel-%d-%llu-%8x-%n", &pid, &namespace_inode, &nonce, &end) != 3 ||
+        end == 0 || pid <= 0 || namespace_inode != ours) {
+      continue;
+    }
+    const std::string path = "/dev/shm/" + name;
+    struct stat info {};
+    if (::stat(path.c_str(), &info) != 0) continue;
+    // A launcher that runs started before its segments were made; a process
+    // with its pid that started later is another one.
+    const std::optional<double> started = process_start(pid);
+    const double made = static_cast<double>(info.st_ctim.tv_sec) + 1e-9 * static_cast<double>(info.st_ctim.tv_nsec);
+    if (started && *started <= made + 2.0) continue;  // boot time is in whole seconds
+    if (::shm_unlink(("/" + name).c_str()) != 0) continue;
+    ++removed.count;
+    removed.bytes += static_cast<uint64_t>(info.st_size);
+    if (std::find(removed.launchers.begin(), removed.launchers.end(), pid) == removed.launchers.end()) {
+      removed.launchers.push_back(pid);
+    }
+  }
+  return removed;
 }
 
 }  // namespace accel

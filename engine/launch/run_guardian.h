@@ -15,7 +15,9 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace accel {
 
@@ -59,6 +61,21 @@ void end_process_group(pid_t group);
 void remove_shm_segments(const std::string& prefix);
 
 // "accel-<launcher pid>-<8 random hex digits>-": no two runs share one.
+// Named "accel-PID-PIDNS-NONCE-": the launcher's pid, the inode of the PID
+// namespace that pid is in, and a random number.
 std::string new_shm_prefix();
+
+// Segments a launcher left when the whole tree, guardian included, was
+// killed at once (SIGKILL, the OOM killer): every later run removes those
+// of launchers that are gone. Only names of this PID namespace are looked
+// at (a pid from another means nothing here); a launcher is gone when no
+// process has its pid, or the one that has it started after the segment
+// was made.
+struct AbandonedSegments {
+  int count = 0;
+  uint64_t bytes = 0;
+  std::vector<pid_t> launchers;
+};
+AbandonedSegments remove_abandoned_segments();
 
 }  // namespace accel

@@ -3,7 +3,8 @@
 # itself is killed with SIGKILL, its guardian kills what the workers started
 # and removes the run's shared memory; a rank killed between creating the
 # shared memory segment and the other ranks opening it leaves no name in
-# /dev/shm.
+# /dev/shm; a segment left when the whole tree was killed at once is removed
+# by the next run, one of a launcher still running is not.
 source "$(dirname "$0")/lib.sh"
 export XDG_CONFIG_HOME="$work/xdg"
 
@@ -104,4 +105,41 @@ gone() { [ ! -e "$1" ]; }
 for _ in $(seq 100); do gone "/dev/shm/${prefix}all-reduce-planted" && break; sleep 0.1; done
 expect "guardian: the run's segment is removed after the launcher's SIGKILL" gone "/dev/shm/${prefix}all-reduce-planted"
 rm -f "/dev/shm/${prefix}all-reduce-planted"
+
+# 5. The whole tree killed at once, guardian first: nothing is left to
+#    remove the segment, so the next run removes what a launcher that is
+#    gone left, and says so.
+"$accel_run" "$work/slow_join.lua" --nproc 2 --threads 1 >"$work/out" 2>"$work/err" &
+launcher=$!
+for _ in $(seq 300); do
+  contains "$(cat "$work/out")" "joined" && break
+  sleep 0.1
+done
+worker=$(pgrep -P "$launcher" | head -1)
+prefix=$(tr '\0' '\n' <"/proc/$worker/environ" | sed -n 's/^ACCEL_SHM_PREFIX=//p')
+segment="/dev/shm/${prefix}all-reduce-planted"
+head -c $((8 * 1024 * 1024)) /dev/zero >"$segment"
+guardian=$(pgrep -P "$launcher" -f accel-run-guardian)
+workers=$(pgrep -P "$launcher" -d ' ')
+# shellcheck disable=SC2086
+kill -KILL "$guardian" "$launcher" $workers
+wait "$launcher" 2>/dev/null
+# What the workers started (each worker leads its process group).
+for group in $workers; do pkill -KILL -g "$group"; done
+sleep 0.5
+expect "tree SIGKILL: the 8 MiB segment is left behind" test -e "$segment"
+run_accel "$work/sum.lua" --nproc 2 --threads 1
+expect "tree SIGKILL: the next run succeeds" test "$status" -eq 0
+expect "tree SIGKILL: and removes the segment of the launcher that is gone" test ! -e "$segment"
+expect "tree SIGKILL: saying so" contains "$err" "accel-run: removed 1 shared memory segment(s), 8.0 MiB, left in /dev/shm by launcher(s) $launcher, which ended"
+rm -f "$segment"
+# A segment of a launcher that runs stays.
+sleep 30 &
+living=$!
+live_segment="/dev/shm/accel-$living-$(readlink /proc/self/ns/pid | tr -dc 0-9)-0badcafe-all-reduce-planted"
+: >"$live_segment"
+run_accel "$work/sum.lua" --nproc 2 --threads 1
+expect "a segment whose launcher still runs is kept" test -e "$live_segment"
+kill "$living"
+rm -f "$live_segment"
 finish
