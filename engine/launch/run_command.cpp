@@ -147,14 +147,20 @@ struct RunScope {
   RunGuardian* guardian = nullptr;
 };
 
+// The launcher's environment as its workers inherit it: without the
+// variables it sets for them itself, which a launcher started from a rank
+// (or from a shell holding ACCEL_RDZV_TOKEN) inherited from elsewhere.
+std::vector<std::string> inherited_environment(const RunContext& context) {
+  std::vector<std::string> env;
+  for (const std::string& entry : context.env) {
+    if (!is_worker_variable(entry.substr(0, entry.find('=')))) env.push_back(entry);
+  }
+  return env;
+}
+
 std::vector<std::string> round_environment(const LaunchOptions& options, const RunContext& context,
                                            const RunScope& scope, int round) {
-  std::vector<std::string> env;
-  // The launcher's own ACCEL_RDZV_TOKEN, if any, gives way to the run's.
-  const std::string inherited = std::string(variables::kRdzvToken) + "=";
-  for (const std::string& entry : context.env) {
-    if (entry.rfind(inherited, 0) != 0) env.push_back(entry);
-  }
+  std::vector<std::string> env = inherited_environment(context);
   env.push_back(token_variable(scope.token));
   env.push_back(std::string(variables::kShmPrefix) + "=" + scope.shm_prefix);
   for (std::string& var : worker_variables(options)) env.push_back(std::move(var));
@@ -303,7 +309,7 @@ RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& conte
   if (options.nproc > 1) stalls.emplace(store, options.nproc, options.stall_report_s, context.stderr_fd);
 
   SupervisorOptions supervision;
-  supervision.command = mpirun_command(mpirun, context.accel_run, options, context.env, exported,
+  supervision.command = mpirun_command(mpirun, context.accel_run, options, inherited_environment(context), exported,
                                        ::geteuid() == 0);
   supervision.nproc = 1;
   supervision.rank_variables = false;

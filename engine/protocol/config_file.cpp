@@ -2,10 +2,15 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 
 namespace accel {
@@ -79,22 +84,63 @@ std::vector<ConfigEntry> read_entries(const YAML::Node& map, const std::string& 
   return entries;
 }
 
+// A config file is a few lines: a path that reads without end
+// (--config /dev/zero) or a huge file is refused, not read into memory, and
+// one that gives nothing for kWaitSeconds (a FIFO nobody writes to, a
+// terminal) too. A FIFO that is written to, as a shell's <(...) is, reads.
+std::string read_config_text(const std::string& path) {
+  constexpr size_t kMaxBytes = 1 << 20;
+  constexpr int kWaitSeconds = 5;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw ConfigError("cannot read the config file '" + path + "': " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (::fstat(fd, &info) == 0 && S_ISDIR(info.st_mode)) {
+    throw ConfigError("the config file '" + path + "' is a folder");
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(kWaitSeconds);
+  // A FIFO's reader sees end of file while no writer has come yet: it waits
+  // for its first bytes (or a writer that closes) before reading.
+  bool waiting = S_ISFIFO(info.st_mode);
+  std::string contents;
+  char buffer[65536];
+  for (;;) {
+    if (waiting) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd readable{fd, POLLIN, 0};
+      const int ready = left.count() > 0 ? ::poll(&readable, 1, static_cast<int>(left.count())) : 0;
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready == 0) {
+        throw ConfigError("the config file '" + path + "' gave nothing to read within " +
+                          std::to_string(kWaitSeconds) + " s (a FIFO nobody writes to?)");
+      }
+      waiting = false;
+    }
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        waiting = true;
+        continue;
+      }
+      throw ConfigError("cannot read the config file '" + path + "': " + std::strerror(errno));
+    }
+    contents.append(buffer, static_cast<size_t>(n));
+    if (contents.size() > kMaxBytes) {
+      throw ConfigError("the config file '" + path + "' is larger than 1 MiB; is it a config file?");
+    }
+  }
+  return contents;
+}
+
 }  // namespace
 
 ConfigFile read_config_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw ConfigError("cannot read the config file '" + path + "': " + std::strerror(errno));
-  }
-  // A config file is a few lines: a path that reads without end
-  // (--config /dev/zero) or a huge file is refused, not read into memory.
-  constexpr std::streamsize kMaxBytes = 1 << 20;
-  std::string contents(static_cast<size_t>(kMaxBytes) + 1, '\0');
-  in.read(contents.data(), kMaxBytes + 1);
-  if (in.gcount() > kMaxBytes) {
-    throw ConfigError("the config file '" + path + "' is larger than 1 MiB; is it a config file?");
-  }
-  contents.resize(static_cast<size_t>(in.gcount()));
+  const std::string contents = read_config_text(path);
 
   YAML::Node root;
   try {

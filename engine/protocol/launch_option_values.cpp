@@ -22,6 +22,12 @@ std::vector<std::string> words_of(const char* list) {
 
 }  // namespace
 
+std::string quoted(const std::string& text) {
+  constexpr size_t kShown = 80;
+  if (text.size() <= kShown) return "'" + text + "'";
+  return "'" + text.substr(0, kShown) + "...' (" + std::to_string(text.size()) + " bytes)";
+}
+
 bool contains_word(const char* list, const std::string& word) {
   std::vector<std::string> words = words_of(list);
   return std::find(words.begin(), words.end(), word) != words.end();
@@ -149,12 +155,11 @@ std::optional<Value> convert(const OptionRow& row, const std::string& text) {
 Value convert_argument(const OptionRow& row, const std::string& text) {
   if (auto value = convert(row, text)) return *value;
   if (row.choices) {
-    throw LaunchOptionsError("unsupported " + std::string(row.name) + " '" + text +
-                             "' (supported: " + choices_list(row) + ")" +
+    throw LaunchOptionsError("unsupported " + std::string(row.name) + " " + quoted(text) +
+                             " (supported: " + choices_list(row) + ")" +
                              did_you_mean(text, words_of(row.choices)));
   }
-  throw LaunchOptionsError(std::string(row.name) + " expects " + expectation(row) + ", got '" +
-                           text + "'");
+  throw LaunchOptionsError(std::string(row.name) + " expects " + expectation(row) + ", got " + quoted(text));
 }
 
 Value convert_entry(const OptionRow& row, const ConfigEntry& entry, const std::string& path) {
@@ -166,16 +171,16 @@ Value convert_entry(const OptionRow& row, const ConfigEntry& entry, const std::s
   switch (entry.shape) {
     case ConfigEntry::Shape::empty: throw ConfigError(where + "has no value; it expects " + expectation(row));
     case ConfigEntry::Shape::compound:
-    case ConfigEntry::Shape::mapping: throw refuse(entry.text);
+    case ConfigEntry::Shape::mapping: throw refuse(entry.text);  // "a list", "a mapping"
     case ConfigEntry::Shape::quoted:
       if (!takes_text(row.kind)) {
-        throw refuse("the string '" + entry.text + "' (write it without quotes)");
+        throw refuse("the string " + quoted(entry.text) + " (write it without quotes)");
       }
       break;
     case ConfigEntry::Shape::plain: break;
   }
   if (auto value = convert(row, entry.text)) return *value;
-  throw refuse("'" + entry.text + "'");
+  throw refuse(quoted(entry.text));
 }
 
 // The value of a switch given: on the command line, or picked by the file's distributed_type.

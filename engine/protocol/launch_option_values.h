@@ -20,4 +20,8 @@ Value switched_on();
 // Whether the space-separated `list` holds `word`.
 bool contains_word(const char* list, const std::string& word);
 
+// A value as messages quote it: cut after 80 bytes, so that a pasted
+// megabyte is not printed back.
+std::string quoted(const std::string& text);
+
 }  // namespace accel::options

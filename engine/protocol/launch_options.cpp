@@ -25,6 +25,7 @@ using options::kDefaultZeroStage;
 using options::kDistributedTypeKey;
 using options::option_names;
 using options::option_rows;
+using options::quoted;
 using options::OptionRow;
 using options::row_named;
 using options::ShardingMethod;
@@ -123,7 +124,7 @@ std::string file_line(const std::string& path, int line) { return path + ":" + s
 std::string held(const ConfigEntry& entry) {
   switch (entry.shape) {
     case ConfigEntry::Shape::plain:
-    case ConfigEntry::Shape::quoted: return "'" + entry.text + "'";
+    case ConfigEntry::Shape::quoted: return quoted(entry.text);
     case ConfigEntry::Shape::empty: return "no value";
     case ConfigEntry::Shape::compound:
     case ConfigEntry::Shape::mapping: return entry.text;

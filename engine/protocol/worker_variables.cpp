@@ -89,15 +89,37 @@ WorkerHandoff worker_handoff() {
   return {read(variables::kRdzvToken), read(variables::kShmPrefix), read(variables::kErrorFile)};
 }
 
-void drop_worker_variables() {
-  for (const char* name : {variables::kRdzvToken, variables::kShmPrefix, variables::kErrorFile, variables::kRole,
-                           variables::kThreads, variables::kBackend, variables::kBackendGiven,
-                           variables::kTimeout, variables::kDebug, variables::kMixedPrecision,
-                           variables::kGradientAccumulationSteps, variables::kZeroStage, variables::kZero3InitFlag,
-                           variables::kUseFsdp, variables::kErrorDir, variables::kControlFd}) {
-    ::unsetenv(name);
+namespace {
+
+// The launcher's hand-off to one worker: how it joins its run, where its
+// errors go, what it is.
+constexpr const char* kHandoffVariables[] = {variables::kRdzvToken, variables::kShmPrefix, variables::kErrorFile,
+                                             variables::kRole,      variables::kErrorDir,  variables::kControlFd};
+// The run's settings, which recipes may read as Accelerate's scripts read
+// ACCELERATE_*.
+constexpr const char* kSettingVariables[] = {
+    variables::kThreads,       variables::kBackend,        variables::kBackendGiven,
+    variables::kTimeout,       variables::kDebug,          variables::kMaxRestarts,
+    variables::kRestartCount,  variables::kMixedPrecision, variables::kGradientAccumulationSteps,
+    variables::kZeroStage,     variables::kZero3InitFlag,  variables::kUseFsdp};
+
+}  // namespace
+
+bool is_worker_variable(const std::string& name) {
+  for (const char* known : kHandoffVariables) {
+    if (name == known) return true;
   }
-  for (const auto& [name, setting] : kFsdpVariables) ::unsetenv(name);
+  for (const char* known : kSettingVariables) {
+    if (name == known) return true;
+  }
+  for (const auto& [known, setting] : kFsdpVariables) {
+    if (name == known) return true;
+  }
+  return false;
+}
+
+void drop_worker_variables() {
+  for (const char* name : kHandoffVariables) ::unsetenv(name);
 }
 
 bool started_as_mpi_rank() {

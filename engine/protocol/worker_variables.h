@@ -32,15 +32,18 @@ struct WorkerHandoff {
 
 WorkerHandoff worker_handoff();
 
-// Takes every variable the launcher set for this worker out of the
-// environment, once the worker has read them (worker_handoff,
-// read_worker_variables, its control socket's number), keeping the
-// torchrun contract (RANK, WORLD_SIZE, MASTER_ADDR, ...) and
-// ACCEL_RESTART_COUNT and ACCEL_MAX_RESTARTS, which recipes read. So a
-// process the recipe starts (accel-run inner.lua, accel-run plot) is an
-// ordinary launch: it cannot take a rank's role, write to its error file or
-// join its run.
+// Takes the launcher's hand-off (the store's secret, the shared memory
+// prefix, the error file, the role, the control socket's number) out of the
+// environment once the worker has read it (worker_handoff, its control
+// socket): a process the recipe starts (accel-run inner.lua, accel-run
+// plot) cannot take a rank's role, write to its error file or join its run.
+// The run's settings (ACCEL_ZERO_STAGE, ACCEL_MIXED_PRECISION, ...) stay
+// for recipes to read; a launcher started from a rank drops inherited ones
+// (is_worker_variable) before setting its own.
 void drop_worker_variables();
+
+// Whether `name` is one of the variables a launcher sets for its workers.
+bool is_worker_variable(const std::string& name);
 
 // Overrides the fields of `options` whose variable is set, every variable
 // worker_variables() writes and the restart count. Throws LaunchOptionsError

@@ -79,4 +79,25 @@ timeout 20 "$accel_run" config --config "$work/uneven.yaml" <<<$'2\n1\n10.0.0.1\
 expect "answers that do not fit together are refused" [ $? -eq 2 ]
 expect "and no file is left" [ ! -e "$work/uneven.yaml" ]
 
+# A pasted 2 MB answer is refused without being printed back.
+huge=$(head -c 2000000 /dev/zero | tr '\0' 'x')
+timeout 20 "$accel_run" config --config "$work/huge.yaml" <<<"$huge"$'\n' >"$work/out" 2>"$work/err"
+out=$(cat "$work/out"); err=$(cat "$work/err")
+expect "a 2 MB answer is refused with its size" contains "$out" "got 'xxxxxxxx"
+expect "and not printed back in full ($(wc -c <"$work/out") bytes printed)" test "$(wc -c <"$work/out")" -lt 4000
+# (An argument holds at most 128 KiB.)
+run_accel "$work/show.lua" --num-processes "${huge:0:100000}"
+expect "so is a 100 kB option value" contains "$err" "...' (100000 bytes)"
+expect "without printing it back" test "${#err}" -lt 4000
+
+# A FIFO as the config file: read when written to, as a shell's <(...) is;
+# refused in time when nobody writes to it.
+run_accel --config <(printf 'num_processes: 2\n') "$work/show.lua" -- "$work"
+expect "a config from <(...) is read" contains "$out" "ranks 2"
+mkfifo "$work/config.fifo"
+run_accel --config "$work/config.fifo" "$work/show.lua" -- "$work"
+expect "a FIFO nobody writes to is refused" [ "$status" -eq 2 ]
+expect "within seconds ($elapsed s)" [ "$elapsed" -lt 15 ]
+expect "saying why" contains "$err" "the config file '$work/config.fifo' gave nothing to read within 5 s (a FIFO nobody writes to?)"
+
 finish
