@@ -76,8 +76,8 @@ size_t write_until(int fd, const std::string& data, std::chrono::steady_clock::t
 
 }  // namespace
 
-bool write_all(int fd, const std::string& data, std::chrono::milliseconds wait) {
-  return write_until(fd, data, std::chrono::steady_clock::now() + wait) == 0;
+void write_all(int fd, const std::string& data) {
+  write_until(fd, data, std::chrono::steady_clock::now() + std::chrono::seconds(1));
 }
 
 OutputRelay::OutputRelay(int pipe_fd, int out_fd, std::string prefix, int log_fd)

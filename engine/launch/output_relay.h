@@ -19,11 +19,10 @@
 
 namespace accel {
 
-// Writes all of `data` to `fd`, waiting for room at most `wait` in all; a
-// stream still full then drops the rest, and a reader that has gone drops it
-// at once: the launcher's output never holds up the run. False when
-// something was dropped.
-bool write_all(int fd, const std::string& data, std::chrono::milliseconds wait = std::chrono::seconds(1));
+// Writes all of `data` to `fd`, waiting for room a second at most in all;
+// a stream still full then drops the rest, and a reader that has gone drops
+// it at once: the launcher's output never holds up the run.
+void write_all(int fd, const std::string& data);
 
 class OutputRelay {
  public:

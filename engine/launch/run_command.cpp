@@ -260,8 +260,10 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
     const std::optional<WarmController::Stop> stop = controller->stop();
     const bool interrupted = result.stop && result.stop->signal != 0;
     if (warm->over()) return {interrupted ? result.exit_code : 0, true};
-    if (!interrupted && stop && result.stop && result.stop->reason == stop->reason) {
-      // The controller has reported what it saw, or the reason says it all.
+    if (!interrupted && stop && result.stop && result.stop->reason == stop->reason && !result.verdict.culprit) {
+      // The controller has reported what it saw, or the reason says it all;
+      // a rank that failed before the controller's stop (a killed worker
+      // whose socket closed first) is reported as in any run, below.
       say(context.stderr_fd, "accel-run: replacing the workers: " + stop->reason + "\n");
       return {0, false};
     }

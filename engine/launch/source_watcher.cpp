@@ -45,11 +45,10 @@ bool SourceWatcher::rewatch() {
   if (::stat(path_.c_str(), &info) != 0) return false;
   wd_ = ::inotify_add_watch(fd_, path_.c_str(), IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF);
   if (wd_ < 0) return false;
-  if (!watched_) {
-    watched_ = true;
-    first_ = {info.st_dev, info.st_ino};
-  }
-  now_ = {info.st_dev, info.st_ino};
+  const std::pair<unsigned long, unsigned long> folder{info.st_dev, info.st_ino};
+  recreated_ = watched_ && folder != now_;
+  watched_ = true;
+  now_ = folder;
   return true;
 }
 

@@ -34,21 +34,19 @@ class SourceWatcher {
   // While lost: watches the folder's path again if a folder is there now.
   // True when it does.
   bool rewatch();
-  // Whether the folder watched now is another one than at first: deleted
-  // and made again, where the first one was moved away and back is not.
-  bool recreated() const { return now_ != first_; }
-  // The folder's full path, as the launcher's working directory named it
-  // when the watch began.
-  const std::string& path() const { return path_; }
+  // Whether the folder watched again is another one than the one lost:
+  // deleted and made again, where one moved away and back is not.
+  bool recreated() const { return recreated_; }
 
  private:
   int fd_ = -1;
   int wd_ = -1;
   std::string folder_;
   std::string path_;
-  // The folders watched first and now, as (device, inode).
+  // The folder watched (or last watched), as (device, inode).
   bool watched_ = false;
-  std::pair<unsigned long, unsigned long> first_, now_;
+  bool recreated_ = false;
+  std::pair<unsigned long, unsigned long> now_;
 };
 
 }  // namespace accel
