@@ -86,17 +86,22 @@ local acc = accel.Accelerator{}
 acc:print("joined")
 os.execute("sleep 300")
 LUA
-"$accel_run" "$work/slow_join.lua" --nproc 2 --threads 1 >"$work/out" 2>"$work/err" &
-launcher=$!
-for _ in $(seq 300); do
-  contains "$(cat "$work/out")" "joined" && break
-  sleep 0.1
-done
+# start_slow_run: starts it in the background; sets $launcher, and $prefix
+# from a worker's environment.
+start_slow_run() {
+  "$accel_run" "$work/slow_join.lua" --nproc 2 --threads 1 >"$work/out" 2>"$work/err" &
+  launcher=$!
+  for _ in $(seq 300); do
+    contains "$(cat "$work/out")" "joined" && break
+    sleep 0.1
+  done
+  local worker
+  worker=$(pgrep -P "$launcher" | head -1)
+  prefix=$(tr '\0' '\n' <"/proc/$worker/environ" | sed -n 's/^ACCEL_SHM_PREFIX=//p')
+}
+start_slow_run
 # The ranks unlinked their segment once both had it; plant one under the
-# run's prefix (from a worker's environment), as a rank killed in the
-# window would have left it.
-worker=$(pgrep -P "$launcher" | head -1)
-prefix=$(tr '\0' '\n' <"/proc/$worker/environ" | sed -n 's/^ACCEL_SHM_PREFIX=//p')
+# run's prefix, as a rank killed in the window would have left it.
 expect "guardian: the workers know the run's prefix" contains "$prefix" "accel-$launcher-"
 : >"/dev/shm/${prefix}all-reduce-planted"
 kill -KILL "$launcher"
@@ -109,14 +114,7 @@ rm -f "/dev/shm/${prefix}all-reduce-planted"
 # 5. The whole tree killed at once, guardian first: nothing is left to
 #    remove the segment, so the next run removes what a launcher that is
 #    gone left, and says so.
-"$accel_run" "$work/slow_join.lua" --nproc 2 --threads 1 >"$work/out" 2>"$work/err" &
-launcher=$!
-for _ in $(seq 300); do
-  contains "$(cat "$work/out")" "joined" && break
-  sleep 0.1
-done
-worker=$(pgrep -P "$launcher" | head -1)
-prefix=$(tr '\0' '\n' <"/proc/$worker/environ" | sed -n 's/^ACCEL_SHM_PREFIX=//p')
+start_slow_run
 segment="/dev/shm/${prefix}all-reduce-planted"
 head -c $((8 * 1024 * 1024)) /dev/zero >"$segment"
 guardian=$(pgrep -P "$launcher" -f accel-run-guardian)

@@ -37,6 +37,15 @@ run_line() {
   wait_for "accel> " "$prompts"
 }
 check() { out=$(screen); err=""; expect "$1" contains "$out" "$2"; }
+# next_prompt: waits for the prompt after an event that printed one itself.
+next_prompt() { wait_for "accel> " $((prompts + 1)); prompts=$((prompts + 1)); }
+# note_pids: adds the current workers' pids to $pids (none may outlive the REPL).
+pids=""
+note_pids() {
+  run_line 'pid = io.open("/proc/self/stat"):read("*n")'
+  run_line '=pid'
+  pids="$pids$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')"
+}
 
 wait_for "accel> "
 check "the prompt says what it is" "Lua on 2 rank(s)"
@@ -53,8 +62,7 @@ tmux_ send-keys -t "$session" Up
 wait_for "accel> function scaled(v)   return v * 10 end"
 check "Up recalls that chunk as one line" "accel> function scaled(v)   return v * 10 end"
 tmux_ send-keys -t "$session" C-c
-prompts=$((prompts + 1))
-wait_for "accel> " "$prompts"
+next_prompt
 run_line '=scaled(x:sum():item())'
 check "the chunk defined the function on every rank" "[rank 1] 120"
 
@@ -72,24 +80,18 @@ check "the session goes on with its state" "[rank 1] 6"
 type_line 'while true do accel.zeros(1) end'
 sleep 1
 tmux_ send-keys -t "$session" C-c
-prompts=$((prompts + 1))
-wait_for "accel> " "$prompts"
+next_prompt
 check "Ctrl-C interrupts the running chunk" "[rank 0] repl:1: interrupted"
-run_line 'pid = io.open("/proc/self/stat"):read("*n")'
-run_line '=pid'
-pids=$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')
+note_pids
 
 type_line 'if accel.PartialState().process_index == 1 then os.execute("kill -KILL " .. pid) end'
 wait_for "new workers: the session's state is lost"
 check "a rank that dies is reported" "rank 1 was killed by signal 9"
-wait_for "accel> " $((prompts + 1))
-prompts=$((prompts + 1))
+next_prompt
 run_line '=x'
 check "new workers start with a fresh state (strict globals: x is unknown)" "[rank 1] the same error"
 check "as rank 0 says" "[rank 0] repl:1: undefined global 'x'"
-run_line 'pid = io.open("/proc/self/stat"):read("*n")'
-run_line '=pid'
-pids="$pids$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')"
+note_pids
 
 type_line 'while true do end'
 sleep 1
@@ -97,25 +99,19 @@ tmux_ send-keys -t "$session" C-c
 wait_for "did not stop within"
 check "a compiled loop that never sees Ctrl-C is ended by new workers" \
   "starting new workers (the session's state is lost)"
-wait_for "accel> " $((prompts + 1))
-prompts=$((prompts + 1))
+next_prompt
 run_line '=1 + 1'
 check "and the session goes on" "[rank 1] 2"
-run_line 'pid = io.open("/proc/self/stat"):read("*n")'
-run_line '=pid'
-pids="$pids$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')"
+note_pids
 
 # A collective only some ranks enter is noticed at once, as --watch notices it.
 type_line 'if accel.PartialState().process_index == 1 then accel.PartialState():wait_for_everyone() end'
 wait_for "finished its chunk while"
 check "a collective only rank 1 entered is named" "rank 0 finished its chunk while rank 1 waits in barrier"
-wait_for "accel> " $((prompts + 1))
-prompts=$((prompts + 1))
+next_prompt
 run_line '=2 + 2'
 check "and the session goes on with new workers" "[rank 1] 4"
-run_line 'pid = io.open("/proc/self/stat"):read("*n")'
-run_line '=pid'
-pids="$pids$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')"
+note_pids
 
 # os.exit on one rank ends its worker: said with the rank, and new workers
 # take over.
@@ -123,13 +119,10 @@ type_line 'if accel.PartialState().process_index == 1 then os.exit(0) end'
 wait_for "rank 1's worker ended"
 check "os.exit on a rank is said with the rank and why" \
   "accel-run: replacing the workers: rank 1's worker ended (os.exit ends a rank's worker)"
-wait_for "accel> " $((prompts + 1))
-prompts=$((prompts + 1))
+next_prompt
 run_line '=3 + 3'
 check "and the session goes on with new workers" "[rank 1] 6"
-run_line 'pid = io.open("/proc/self/stat"):read("*n")'
-run_line '=pid'
-pids="$pids$(screen | sed -n 's/^\[rank [01]\] \([0-9][0-9]*\)$/\1/p' | tail -2 | tr '\n' ' ')"
+note_pids
 
 tmux_ send-keys -t "$session" C-d
 for _ in $(seq 100); do [ -s "$work/exit" ] && break; sleep 0.1; done
