@@ -44,11 +44,11 @@ size_t write_now(int fd, const char* data, size_t size) {
     const ssize_t n = ::write(fd, data + done, piece);
     if (n > 0) {
       done += static_cast<size_t>(n);
-    } else if (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK) {
-      return size;  // EPIPE and the like: the workers keep running, this output is lost
-    } else if (n < 0 && errno != EINTR) {
-      break;
+      continue;
     }
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0 || errno == EAGAIN || errno == EWOULDBLOCK) break;  // full after all
+    return size;  // EPIPE and the like: the workers keep running, this output is lost
   }
   return done;
 }

@@ -126,9 +126,9 @@ class ReplController final : public WarmController {
     idle_ = someone_busy ? idle : std::vector<int>{};
   }
 
-  void request_stop(const std::string& reason, bool reported = true) {
+  void request_stop(const std::string& reason) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!stop_) stop_ = Stop{reason, reported};
+    if (!stop_) stop_ = Stop{reason};
   }
 
   // Ends the session: idle workers see their sockets close and exit; busy
@@ -203,7 +203,7 @@ class ReplController final : public WarmController {
   // it ends a script while the others wait for their next chunk. That the
   // supervisor lets be, so the stop comes from here, naming the rank.
   void worker_ended(size_t rank) {
-    request_stop("rank " + std::to_string(rank) + "'s worker ended (os.exit ends a rank's worker)", false);
+    request_stop("rank " + std::to_string(rank) + "'s worker ended (os.exit ends a rank's worker)");
   }
 
   std::vector<size_t> all_ranks() const {

@@ -147,6 +147,15 @@ struct RunScope {
   RunGuardian* guardian = nullptr;
 };
 
+// The value of `name` in the launcher's environment, if set.
+std::optional<std::string> environment_value(const RunContext& context, const std::string& name) {
+  const std::string prefix = name + "=";
+  for (const std::string& entry : context.env) {
+    if (entry.rfind(prefix, 0) == 0) return entry.substr(prefix.size());
+  }
+  return std::nullopt;
+}
+
 // The launcher's environment as its workers inherit it: without the
 // variables it sets for them itself, which a launcher started from a rank
 // (or from a shell holding ACCEL_RDZV_TOKEN) inherited from elsewhere.
@@ -285,11 +294,7 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
 RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& context, const RunScope& scope,
                            int round) {
   const std::string& token = scope.token;
-  std::string path;
-  for (const std::string& entry : context.env) {
-    if (entry.rfind("PATH=", 0) == 0) path = entry.substr(5);
-  }
-  const std::string mpirun = find_on_path("mpirun", path);
+  const std::string mpirun = find_on_path("mpirun", environment_value(context, "PATH").value_or(""));
   if (mpirun.empty()) {
     say(context.stderr_fd,
         "accel-run: error: --backend mpi needs OpenMPI's mpirun on PATH (package openmpi-bin)\n");
@@ -350,15 +355,6 @@ RoundOutcome run_mpi_round(const LaunchOptions& options, const RunContext& conte
   }
   say(context.stderr_fd, failure_report(exits, verdict, stop));
   return {verdict.exit_code, false};
-}
-
-// The value of `name` in the launcher's environment, if set.
-std::optional<std::string> environment_value(const RunContext& context, const std::string& name) {
-  const std::string prefix = name + "=";
-  for (const std::string& entry : context.env) {
-    if (entry.rfind(prefix, 0) == 0) return entry.substr(prefix.size());
-  }
-  return std::nullopt;
 }
 
 // The REPL's history file: ACCEL_REPL_HISTORY, else ~/.accel_repl_history,

@@ -116,16 +116,25 @@ void end_process_group(pid_t group) {
   if (group > 1) ::kill(-group, SIGKILL);
 }
 
+namespace {
+
+// The names in /dev/shm, where shm_open keeps its segments.
+std::vector<std::string> shm_segment_names() {
+  std::vector<std::string> names;
+  DIR* dir = ::opendir("/dev/shm");
+  if (!dir) return names;
+  while (const dirent* entry = ::readdir(dir)) names.emplace_back(entry->d_name);
+  ::closedir(dir);
+  return names;
+}
+
+}  // namespace
+
 void remove_shm_segments(const std::string& prefix) {
   if (prefix.empty()) return;  // never everything
-  DIR* dir = ::opendir("/dev/shm");
-  if (!dir) return;
-  std::vector<std::string> names;
-  while (const dirent* entry = ::readdir(dir)) {
-    if (std::strncmp(entry->d_name, prefix.c_str(), prefix.size()) == 0) names.emplace_back(entry->d_name);
+  for (const std::string& name : shm_segment_names()) {
+    if (name.compare(0, prefix.size(), prefix) == 0) ::shm_unlink(("/" + name).c_str());
   }
-  ::closedir(dir);
-  for (const std::string& name : names) ::shm_unlink(("/" + name).c_str());
 }
 
 namespace {
@@ -172,12 +181,7 @@ AbandonedSegments remove_abandoned_segments() {
   AbandonedSegments removed;
   const unsigned long long ours = pid_namespace();
   if (ours == 0) return removed;  // whose pids the names hold is unknown
-  DIR* dir = ::opendir("/dev/shm");
-  if (!dir) return removed;
-  std::vector<std::string> names;
-  while (const dirent* entry = ::readdir(dir)) names.emplace_back(entry->d_name);
-  ::closedir(dir);
-  for (const std::string& name : names) {
+  for (const std::string& name : shm_segment_names()) {
     int pid = 0;
     unsigned long long namespace_inode = 0;
     unsigned nonce = 0;

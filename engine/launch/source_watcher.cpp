@@ -17,19 +17,12 @@ bool is_lua_file(const std::string& name) {
 
 }  // namespace
 
-SourceWatcher::SourceWatcher(const std::string& recipe) {
+SourceWatcher::SourceWatcher(const std::string& recipe, const std::string& working_directory) {
   const size_t slash = recipe.rfind('/');
   folder_ = slash == std::string::npos ? "." : slash == 0 ? "/" : recipe.substr(0, slash);
   // Watched again by its full path: a relative one would follow the
   // launcher's working directory wherever that folder was moved.
-  path_ = folder_;
-  if (folder_[0] != '/') {
-    char cwd[4096];
-    if (::getcwd(cwd, sizeof cwd) == nullptr) {
-      throw std::runtime_error(std::string("cannot name the working directory: ") + std::strerror(errno));
-    }
-    path_ = std::string(cwd) + "/" + folder_;
-  }
+  path_ = folder_[0] == '/' ? folder_ : working_directory + "/" + folder_;
   fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
   if (fd_ < 0) throw std::runtime_error(std::string("cannot watch files (inotify): ") + std::strerror(errno));
   if (!rewatch()) {

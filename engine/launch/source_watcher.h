@@ -16,8 +16,10 @@ namespace accel {
 
 class SourceWatcher {
  public:
-  // Throws std::runtime_error naming the folder when it cannot be watched.
-  explicit SourceWatcher(const std::string& recipe);
+  // `recipe` as given to the launcher, whose working directory (a full
+  // path) names a relative one. Throws std::runtime_error naming the folder
+  // when it cannot be watched.
+  SourceWatcher(const std::string& recipe, const std::string& working_directory);
   ~SourceWatcher();
   SourceWatcher(const SourceWatcher&) = delete;
   SourceWatcher& operator=(const SourceWatcher&) = delete;

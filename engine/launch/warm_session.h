@@ -15,7 +15,6 @@ class WarmController {
  public:
   struct Stop {
     std::string reason;
-    bool reported = false;  // the controller already told the user what happened
   };
   virtual ~WarmController() = default;
   // Set once the workers must be stopped (replaced, unless the session is

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include "engine/launch/failure_report.h"
@@ -67,9 +68,22 @@ void WatchController::finish() {
   *options_.run_due = pending_;
 }
 
-WatchSession::WatchSession(const std::string& recipe) : sources_(recipe) {
+namespace {
+
+std::string working_directory() {
   char cwd[4096];
-  if (::getcwd(cwd, sizeof cwd) != nullptr) history_.launch_dir = cwd;
+  if (::getcwd(cwd, sizeof cwd) == nullptr) {
+    throw std::runtime_error(std::string("cannot name the working directory: ") + std::strerror(errno));
+  }
+  return cwd;
+}
+
+}  // namespace
+
+WatchSession::WatchSession(const std::string& recipe) : WatchSession(recipe, working_directory()) {}
+
+WatchSession::WatchSession(const std::string& recipe, const std::string& launch_dir) : sources_(recipe, launch_dir) {
+  history_.launch_dir = launch_dir;
 }
 
 std::unique_ptr<WarmController> WatchSession::start(std::vector<int> sockets, int out_fd) {
@@ -85,9 +99,9 @@ std::unique_ptr<WarmController> WatchSession::start(std::vector<int> sockets, in
 
 void WatchController::say(const std::string& text) const { write_all(options_.out_fd, text); }
 
-void WatchController::request_stop(const std::string& reason, bool reported) {
+void WatchController::request_stop(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!stop_) stop_ = Stop{reason, reported};
+  if (!stop_) stop_ = Stop{reason};
 }
 
 void WatchController::handle_change(const std::string& file, bool during_run) {
@@ -113,7 +127,7 @@ void WatchController::handle_change(const std::string& file, bool during_run) {
   // The run in progress computes what the file no longer says; its ranks
   // may be anywhere in their collectives, so new workers take over.
   if (running_) {
-    request_stop(file + " changed during run " + std::to_string(*options_.runs), false);
+    request_stop(file + " changed during run " + std::to_string(*options_.runs));
   }
 }
 
@@ -139,13 +153,13 @@ bool WatchController::check_folder() {
   }
   struct stat here {};
   if (::stat(".", &here) == 0 && here.st_nlink == 0 && ::chdir(history.launch_dir.c_str()) != 0) {
-    request_stop("the launcher's working directory " + history.launch_dir + " was deleted", false);
+    request_stop("the launcher's working directory " + history.launch_dir + " was deleted");
     return false;
   }
   say("accel-run: " + sources.folder() + " was made again; watching it\n");
   changed_file_ = sources.folder();
   pending_ = true;
-  request_stop(sources.folder() + " was made again", false);
+  request_stop(sources.folder() + " was made again");
   return false;
 }
 
@@ -197,7 +211,7 @@ void WatchController::conclude_run(bool everyone) {
   if (in_step) {
     say("accel-run: the workers stay warm; save a Lua file in " + options_.sources->folder() + " to rerun\n");
   } else {
-    request_stop("the ranks are not in step after the failure of " + run, true);
+    request_stop("the ranks are not in step after the failure of " + run);
   }
 }
 
@@ -252,7 +266,7 @@ void WatchController::serve() {
         // The supervisor reports a worker that failed; one that exited 0
         // (os.exit) it would let be, so it is replaced here.
         rank.open = false;
-        request_stop("rank " + std::to_string(r) + "'s worker exited", false);
+        request_stop("rank " + std::to_string(r) + "'s worker exited");
         continue;
       }
       rank.reader.feed(buffer, static_cast<size_t>(n));
@@ -270,7 +284,7 @@ void WatchController::serve() {
         }
       } catch (const std::exception& error) {
         rank.open = false;
-        request_stop("rank " + std::to_string(r) + ": " + error.what(), false);
+        request_stop("rank " + std::to_string(r) + ": " + error.what());
       }
     }
     if (running_) {

@@ -70,7 +70,7 @@ class WatchController final : public WarmController {
   bool check_folder();
   void start_run();
   void conclude_run(bool everyone);
-  void request_stop(const std::string& reason, bool reported);
+  void request_stop(const std::string& reason);
   void say(const std::string& text) const;
 
   WatchControllerOptions options_;
@@ -99,6 +99,8 @@ class WatchSession final : public WarmSession {
   std::unique_ptr<WarmController> start(std::vector<int> sockets, int out_fd) override;
 
  private:
+  WatchSession(const std::string& recipe, const std::string& launch_dir);
+
   SourceWatcher sources_;
   WatchHistory history_;
   bool run_due_ = true;  // the first workers run the recipe as soon as they are ready

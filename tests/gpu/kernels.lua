@@ -11,12 +11,7 @@ local function check(what, ok, detail)
   print("ok: " .. what)
 end
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local text = f:read("*a")
-  f:close()
-  return text
-end
+local read = dofile(arg[0]:match("(.*/)") .. "../lua/helpers/read_file.lua")
 
 local acc = accel.Accelerator{}
 local folder = os.tmpname() .. "_traces"

@@ -23,12 +23,7 @@ model, opt, loader = acc:prepare(model, opt, loader)
 
 local function train(steps) train_steps(acc, model, opt, loader, steps) end
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local bytes = f:read("*a")
-  f:close()
-  return bytes
-end
+local read = dofile(here .. "helpers/read_file.lua")
 
 local function write(path, bytes)
   local f = assert(io.open(path, "wb"))

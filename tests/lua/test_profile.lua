@@ -10,12 +10,7 @@ local folder = os.tmpname()
 os.remove(folder)
 folder = folder .. "_profile"
 
-local function read(path)
-  local f = assert(io.open(path, "rb"))
-  local text = f:read("*a")
-  f:close()
-  return text
-end
+local read = dofile(arg[0]:match("(.*/)") .. "helpers/read_file.lua")
 
 local function count(text, pattern)
   local n = 0
