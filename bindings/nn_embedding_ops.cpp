@@ -11,10 +11,9 @@ using at::Tensor;
 // 1-based ids as LibTorch's 0-based ones; the first id out of 1..n is named.
 Tensor zero_based_ids(T ids, int64_t n) {
   require_integer_tensor(ids, "ids", "1-based ids");
-  if (ids.numel() > 0) {
-    int64_t smallest = ids.min().item<int64_t>();
+  if (const auto range = index_range(ids)) {
+    const auto [smallest, largest] = *range;
     TORCH_CHECK(smallest >= 1, "id ", smallest, " is out of range (ids are 1-based: 1 to ", n, ")");
-    int64_t largest = ids.max().item<int64_t>();
     TORCH_CHECK(largest <= n, "id ", largest, " is out of range (ids are 1-based: 1 to ", n, ")");
   }
   return ids.to(at::kLong) - 1;

@@ -32,9 +32,11 @@ std::pair<Tensor, int64_t> zero_based_targets(lua_State* L, T input, T target, c
   bool has_ignore = option_present(L, o, "ignore_index");
   int64_t ignore = has_ignore ? static_cast<int64_t>(option_number(L, o, "ignore_index", 0)) : 0;
   int64_t classes = input.dim() >= 2 ? input.size(1) : (input.dim() == 1 ? input.size(0) : 0);
-  Tensor counted = has_ignore ? target.masked_select(target.ne(ignore)) : target;
-  if (counted.numel() > 0) {
-    int64_t smallest = counted.min().item<int64_t>(), largest = counted.max().item<int64_t>();
+  // Ignored targets count as class 1, so that the range is read without
+  // selecting (whose size the host would have to read first).
+  Tensor counted = has_ignore ? at::where(target.ne(ignore), target, at::ones_like(target)) : target;
+  if (const auto range = index_range(counted)) {
+    const auto [smallest, largest] = *range;
     TORCH_CHECK(smallest >= 1, "class targets are 1-based, but one is ", smallest);
     TORCH_CHECK(largest <= classes, "class target ", largest, " is out of range for ", classes,
                 " classes (targets are 1-based: 1 to ", classes, ")");

@@ -64,6 +64,16 @@ int write_field(lua_State* L) {
   std::string key = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : "?";
   if (key == "grad") {
     at::Tensor* value = to_tensor(L, 3);
+    // As PyTorch's setter: backward accumulates into the gradient, which
+    // must be able to hold the tensor's own gradient.
+    if (value && value->defined()) {
+      TORCH_CHECK(value->device() == t.device(), "assigned grad is on ", value->device(),
+                  ", but the tensor is on ", t.device());
+      TORCH_CHECK(value->scalar_type() == t.scalar_type(), "assigned grad is ", dtype_text(value->scalar_type()),
+                  ", but the tensor is ", dtype_text(t.scalar_type()));
+      TORCH_CHECK(value->sizes() == t.sizes(), "assigned grad has shape ", shape_text(value->sizes()),
+                  ", but the tensor has shape ", shape_text(t.sizes()));
+    }
     t.mutable_grad() = value ? *value : at::Tensor();
     return 0;
   }

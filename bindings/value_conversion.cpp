@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "engine/cuda_graph.h"
 #include "engine/gpu.h"
 
 namespace accel::lua {
@@ -128,16 +129,29 @@ void require_integer_tensor(const at::Tensor& t, const std::string& what, const 
   }
 }
 
-at::Tensor zero_based_index(const at::Tensor& index, const std::string& what) {
-  require_integer_tensor(index, what, "1-based indices");
-  if (index.numel() > 0) {
-    int64_t smallest = index.min().item<int64_t>();
-    if (smallest < 1) {
-      throw ArgError(what + ": index " + std::to_string(smallest) +
-                     " is invalid: indices are 1-based");
-    }
+std::optional<std::pair<int64_t, int64_t>> index_range(const at::Tensor& t) {
+  if (t.numel() == 0 || gpu::capturing()) return std::nullopt;
+  auto [smallest, largest] = at::aminmax(t);
+  const at::Tensor both = at::stack({smallest, largest}).to(at::kCPU, at::kLong);
+  return std::make_pair(both[0].item<int64_t>(), both[1].item<int64_t>());
+}
+
+namespace {
+
+// `index` is an integer tensor; `range` its values' (index_range).
+at::Tensor zero_based(const at::Tensor& index, const std::string& what,
+                      const std::optional<std::pair<int64_t, int64_t>>& range) {
+  if (range && range->first < 1) {
+    throw ArgError(what + ": index " + std::to_string(range->first) + " is invalid: indices are 1-based");
   }
   return index.to(at::kLong) - 1;
+}
+
+}  // namespace
+
+at::Tensor zero_based_index(const at::Tensor& index, const std::string& what) {
+  require_integer_tensor(index, what, "1-based indices");
+  return zero_based(index, what, index_range(index));
 }
 
 IndexTensor Arg<IndexTensor>::get(Cursor& c) {
@@ -146,8 +160,11 @@ IndexTensor Arg<IndexTensor>::get(Cursor& c) {
   ++c.index;
   IndexTensor index;
   index.argument = c.argument;
-  index.value = zero_based_index(*t, "argument " + std::to_string(c.argument) + " (index)");
-  if (t->numel() > 0) index.largest = t->max().item<int64_t>();
+  const std::string what = "argument " + std::to_string(c.argument) + " (index)";
+  require_integer_tensor(*t, what, "1-based indices");
+  const auto range = index_range(*t);
+  index.value = zero_based(*t, what, range);
+  if (range) index.largest = range->second;
   return index;
 }
 

@@ -17,6 +17,7 @@ extern "C" {
 #include <c10/util/MaybeOwned.h>
 
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -93,6 +94,12 @@ int64_t index_in_dim(const at::Tensor& t, int64_t dim, Position p);
 // A 1-based integer index tensor as a 0-based int64 one; `what` names it in
 // errors ("argument 3 (index)"): a float tensor or an index below 1 is refused.
 at::Tensor zero_based_index(const at::Tensor& index, const std::string& what);
+// The smallest and largest of an integer tensor's values, read with one
+// host synchronisation, for the 1-based range checks; nothing for an empty
+// tensor, or while a CUDA graph captures the current stream, where a host
+// read would end the capture: a captured step's indices are checked by the
+// kernels themselves (CUDA's device-side assert), as in PyTorch.
+std::optional<std::pair<int64_t, int64_t>> index_range(const at::Tensor& t);
 // Throws unless `t` has an integer dtype: `what` must be an integer tensor of
 // `contents` ("1-based classes"), and a float one gets the message that says
 // how to make one (number tables are float: the dtype never follows the values).

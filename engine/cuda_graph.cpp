@@ -2,6 +2,7 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <mutex>
 #include <optional>
 
 #include "engine/gpu.h"
@@ -9,6 +10,7 @@
 #ifdef ACCEL_WITH_CUDA
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAStream.h>
@@ -25,6 +27,17 @@ void wait_for(const c10::cuda::CUDAStream& waiter, const c10::cuda::CUDAStream& 
   at::cuda::CUDAEvent event;
   event.record(waited);
   event.block(waiter);
+}
+
+// LibTorch's capture_end reaches the random generator's epilogue only when
+// CUDA ends the capture cleanly; after an invalidated one the generator
+// still expects a capture, and every later random kernel (dropout) fails
+// with "Offset increment outside graph capture". The generator takes a copy
+// of its state, the same seed and offset, that no capture holds.
+void release_generator_from_capture() {
+  at::Generator generator = at::cuda::detail::getDefaultCUDAGenerator();
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.graphsafe_set_state(generator.clone());
 }
 
 }  // namespace
@@ -99,6 +112,7 @@ void StepGraph::abandon_capture() {
   try {
     s.graph.capture_end();  // fails for an invalidated capture; it still ends it
   } catch (const std::exception&) {
+    release_generator_from_capture();
   }
   s.graph.reset();
 }

@@ -31,7 +31,7 @@ function ShardedLM:init(config)
   self.head = nn.Linear(config.width, config.vocab)
 end
 function ShardedLM:forward(ids)                        -- ids: (batch, length), length <= seq
-  local x = self.tokens(ids) + self.positions(accel.arange(1, ids:size(2) + 1))
+  local x = self.tokens(ids) + self.positions(accel.arange(1, ids:size(2) + 1, { device = ids.device }))
   for _, block in ipairs(self.blocks) do x = block(x) end
   return self.head(self.norm(x))                       -- logits: (batch, length, vocab)
 end

@@ -20,7 +20,9 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 deps=$PWD/.gpu-deps
 prefix=/tmp/accel-gpu-deps
-packages=(libluajit-5.1-dev libluajit-5.1-2 libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev catch2 libgloo-dev zlib1g-dev)
+# libreadline-dev and what it links with: `accel-run repl`.
+packages=(libluajit-5.1-dev libluajit-5.1-2 libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev catch2 libgloo-dev zlib1g-dev
+          libreadline-dev libreadline8 libncurses-dev libtinfo6 libncurses6 libncursesw6)
 
 fetch() {
   mkdir -p "$deps"
@@ -47,7 +49,7 @@ environment() {
   export TORCH_DIR
   export ACCEL_EXTRA_PREFIX=$prefix/usr
   export CXXFLAGS="-isystem $prefix/usr/include${nccl:+ -isystem $nccl/include}"
-  export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:$TORCH_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu:$TORCH_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export ACCEL_BUILD_JOBS=${ACCEL_BUILD_JOBS:-$(nproc)}
   # The tests and benchmarks there need accel-run (and its worker library) only.
   export ACCEL_BUILD_TARGETS=${ACCEL_BUILD_TARGETS:-accel-run}

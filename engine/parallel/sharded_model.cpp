@@ -316,8 +316,9 @@ at::Tensor ShardedModel::clip_grad_norm(double max_norm, double norm_type) {
   const bool largest = std::isinf(norm_type) && norm_type > 0;
   const bool smallest = std::isinf(norm_type) && norm_type < 0;
   const bool power = !std::isinf(norm_type) && norm_type != 0;
+  // On the gradients' device: the parts join it there, and the collective reads it there.
   at::Tensor local = at::full({1}, smallest ? std::numeric_limits<double>::infinity() : 0.0,
-                              at::TensorOptions().dtype(at::kDouble));
+                              at::TensorOptions().dtype(at::kDouble).device(params.front().device()));
   for (size_t k = 0; k < flats_.size(); ++k) {
     const at::Tensor& grad = params[k].grad();
     const int64_t content = flats_[k]->shard_content_numel();
@@ -331,7 +332,6 @@ at::Tensor ShardedModel::clip_grad_norm(double max_norm, double norm_type) {
       local = local + (power ? part.pow(norm_type) : part);
     }
   }
-  local = local.to(params.front().device());
   if (comm_.size() > 1) {
     comm_.all_reduce(local, largest ? ReduceOp::Max : smallest ? ReduceOp::Min : ReduceOp::Sum);
   }

@@ -55,10 +55,15 @@ local model = Net()
 local opt = optim.AdamW(model:parameters(), { lr = 0.05 })
 model, opt = acc:prepare(model, opt)
 
--- Update u's batch of this rank: the same whatever ran before.
-local function update(u)
+-- Update u's batch of this rank: the same whatever ran before, drawn on
+-- the CPU and moved to the model's device (a GPU where one is).
+local function batch(u)
   accel.set_seed(100 + u * 10 + acc.process_index)
-  local x, y = accel.randn(4, 4), accel.randint(1, 3, { 4 })
+  return accel.randn(4, 4):to(acc.device), accel.randint(1, 3, { 4 }):to(acc.device)
+end
+
+local function update(u)
+  local x, y = batch(u)
   acc:backward(F.cross_entropy(model(x), y))
   acc:clip_grad_norm(model:parameters(), 1.0)
   opt:step(); opt:zero_grad()
@@ -66,8 +71,7 @@ end
 
 -- Micro-step u of an accumulation over 2: the same batch whatever ran before.
 local function micro_step(u)
-  accel.set_seed(100 + u * 10 + acc.process_index)
-  local x, y = accel.randn(4, 4), accel.randint(1, 3, { 4 })
+  local x, y = batch(u)
   acc:accumulate(model, function()
     acc:backward(F.cross_entropy(model(x), y))
     opt:step(); opt:zero_grad()

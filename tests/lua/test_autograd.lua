@@ -48,6 +48,14 @@ check.near(x.grad, { 2, 2, 2 }, 0, "a cleared grad starts again")
 x.grad:zero_()
 ;(x * 4):sum():backward()
 check.near(x.grad, { 4, 4, 4 }, 0, "zeroing the grad in place also restarts it")
+-- an assigned gradient must be one backward can accumulate into, as in PyTorch
+x.grad = accel.full({ 3 }, 7)
+check.near(x.grad, { 7, 7, 7 }, 0, "a gradient of the tensor's shape and dtype can be assigned")
+check.raises(function() x.grad = accel.ones(4) end, "a gradient of another shape is refused, both named",
+             "assigned grad has shape [4]", "the tensor has shape [3]")
+check.raises(function() x.grad = accel.ones(3, { dtype = accel.float64 }) end, "so is one of another dtype",
+             "assigned grad is float64", "the tensor is float32")
+check.near(x.grad, { 7, 7, 7 }, 0, "and the gradient held stays")
 
 -- backward with an explicit gradient, and retain_graph for a second pass
 local y = accel.ones(2, { requires_grad = true })

@@ -180,7 +180,9 @@ local function restore(c, folder, s)
   for i, model in ipairs(c.models) do
     local grads = s.gradients[i] or {}
     for name, holder in pairs(layout.gradient_holders(c, model)) do
-      load.apply(path(layout.names.gradients(i, c.state.process_index)), function() holder.grad = grads[name] end)
+      load.apply(path(layout.names.gradients(i, c.state.process_index)), function()
+        holder.grad = grads[name] and grads[name]:to(holder.device)   -- read on the CPU
+      end)
     end
   end
   for i, loader in ipairs(c.dataloaders) do
