@@ -18,6 +18,8 @@ using std::chrono::milliseconds;
 constexpr std::chrono::seconds kStoreLossGrace{10};
 // How long publish_failure() may spend on a store that went away.
 constexpr milliseconds kPublishTimeout{2000};
+// How often node 0's depart() looks for a published failure while it waits.
+constexpr milliseconds kDepartTurn{200};
 
 std::string this_host() {
   char name[HOST_NAME_MAX + 1] = {};
@@ -131,6 +133,28 @@ std::optional<std::string> NodeRendezvous::news() {
     }
   }
   return std::nullopt;
+}
+
+std::vector<int> NodeRendezvous::depart(bool succeeded, milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  std::vector<std::string> waiting;
+  try {
+    if (!store_) connect(Clock::now() + kPublishTimeout);
+    store_->set(key("done/" + std::to_string(node_rank_)), "");
+    if (node_rank_ != 0 || !succeeded) return {};
+    for (int node = 1; node < nnodes_; ++node) waiting.push_back(key("done/" + std::to_string(node)));
+    while (!waiting.empty() && Clock::now() < deadline) {
+      if (store_->get(key("failed"))) return {};
+      const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
+      waiting = store_->wait(waiting, std::clamp(left, milliseconds(1), kDepartTurn));
+    }
+  } catch (const std::exception&) {
+    // Node 0 is gone, or its own store failed: nobody is left to wait for.
+    return {};
+  }
+  std::vector<int> missing;
+  for (const std::string& k : waiting) missing.push_back(std::atoi(k.c_str() + k.rfind('/') + 1));
+  return missing;
 }
 
 void NodeRendezvous::publish_failure(const std::string& what) {

@@ -4,13 +4,16 @@
 // 0's included, registers "rdzv/<round>/node/<k>" there and waits until all
 // nodes have, then starts its workers. While they run, a launcher whose
 // workers failed publishes "rdzv/<round>/failed", so the others stop theirs
-// at once rather than wait for a collective to notice.
+// at once rather than wait for a collective to notice. When they end, each
+// launcher registers "rdzv/<round>/done/<k>", and node 0's keeps its store
+// until every node has (depart).
 #pragma once
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/protocol/store_connection.h"
 
@@ -41,6 +44,14 @@ class NodeRendezvous {
 
   // Tells the other nodes that this one's workers failed.
   void publish_failure(const std::string& what);
+
+  // After this node's workers ended: says so. Node 0, whose launcher hosts
+  // the store, then waits until every other node has said so too, one has
+  // failed, or `timeout` has passed: each rank's last request (its final
+  // wait for the others) must find the store still there, and node 0's
+  // ranks may be released before another node's last rank has asked.
+  // Returns the nodes that did not say so in time; never throws.
+  std::vector<int> depart(bool succeeded, std::chrono::milliseconds timeout);
 
  private:
   std::string key(const std::string& name) const;

@@ -25,6 +25,7 @@
 #include "engine/protocol/accel_variables.h"
 #include "engine/protocol/store_protocol.h"
 #include "engine/protocol/collective_state.h"
+#include "engine/protocol/launch_option_table.h"
 #include "engine/protocol/warm_protocol.h"
 #include "engine/protocol/worker_variables.h"
 
@@ -286,6 +287,13 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
     std::optional<int> culprit;
     if (result.verdict.culprit) culprit = result.exits[*result.verdict.culprit].rank;
     nodes->publish_failure(failure_line(culprit));
+  }
+  if (nodes) {
+    const std::vector<int> missing = nodes->depart(result.exit_code == 0, to_ms(options.rdzv_timeout_s));
+    for (int node : missing) {
+      say(context.stderr_fd, "accel-run: node " + std::to_string(node) + " did not say its workers ended within " +
+                                 options::number_text(options.rdzv_timeout_s) + " s (--rdzv-timeout); node 0's store closes\n");
+    }
   }
   say(context.stderr_fd, result.report);
   return {result.exit_code, result.stop && result.stop->signal != 0};

@@ -15,6 +15,12 @@ while True:
         s = socket.socket()
         s.setblocking(False)
         s.connect_ex(("127.0.0.1", port))
+        # While nothing listens on PORT, a connect whose own ephemeral port is
+        # PORT connects to itself (TCP's simultaneous open) and holds the port:
+        # the store could not bind it. Such a socket is dropped at once.
+        if s.getsockname()[1] == port:
+            s.close()
+            continue
         open_sockets.append(s)
     readable, _, failed = select.select(open_sockets, [], open_sockets, 0.05)
     for s in set(readable) | set(failed):
@@ -27,4 +33,5 @@ while True:
         if not data:  # dropped (or refused before the store listened): reopen
             open_sockets.remove(s)
             s.close()
-    time.sleep(0.01)
+    # Refused connections are reopened every 0.1 s, not as fast as they fail.
+    time.sleep(0.1 if len(open_sockets) < count else 0.01)

@@ -50,6 +50,12 @@ out=$(cat "$work/out")
 wait "$second"
 status1=$?
 stop_crowd
+# A failure shows both nodes' output.
+err="$err
+--- node 1 (exit $status1): stdout
+$(cat "$work/node1.out")
+--- node 1: stderr
+$(cat "$work/node1.err")"
 expect "two nodes meet and finish under the same crowd" [ "$status" -eq 0 -a "$status1" -eq 0 ]
 expect "and compute what 4 ranks should" contains "$out" "total 960"
 finish
