@@ -1,11 +1,20 @@
 #include "engine/launch/run_metrics.h"
 
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "engine/protocol/utf8.h"
 
 namespace accel::plot {
 namespace {
+
+// The longest record line read: a tracker's are a few hundred bytes.
+constexpr size_t kMaxLineBytes = size_t(1) << 20;
 
 std::string without_trailing_slashes(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -16,32 +25,68 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// One record line: its numeric values join their series.
+void take_line(RunMetrics& metrics, const std::string& line, const std::string& where) {
+  if (line.find_first_not_of(" \t\r") == std::string::npos) return;
+  nlohmann::json record;
+  try {
+    record = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception& e) {
+    // The parser's reason names the cause (a number out of range such as
+    // 1e999, ill-formed UTF-8, a syntax error) and where in the line.
+    throw PlotError(where + ": not JSON: " + tracking::escape_invalid_utf8(e.what()));
+  }
+  if (!record.is_object()) throw PlotError(where + ": not a JSON object");
+  auto step = record.find("step");
+  if (step == record.end() || !step->is_number()) throw PlotError(where + ": no numeric \"step\"");
+  for (const auto& [name, value] : record.items()) {
+    if (name == "step" || name == "time" || !value.is_number()) continue;
+    metrics.series[name].emplace_back(step->get<double>(), value.get<double>());
+  }
+}
+
 }  // namespace
 
 RunMetrics read_run_metrics(const std::string& run) {
   RunMetrics metrics;
   metrics.name = without_trailing_slashes(run);
   const std::string path = ends_with(metrics.name, ".jsonl") ? metrics.name : metrics.name + "/metrics.jsonl";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw PlotError("cannot read " + path + " (is " + run + " a run folder of a tracker with log_with = \"jsonl\"?)");
-  std::stringstream text;
-  text << in.rdbuf();
-  const std::string content = text.str();
-  size_t begin = 0;
-  for (int line_number = 1;; ++line_number) {
-    const size_t end = content.find('\n', begin);
-    if (end == std::string::npos) break;  // no line, or one still being written
-    const std::string line = content.substr(begin, end - begin);
-    begin = end + 1;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const std::string where = path + ":" + std::to_string(line_number);
-    nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
-    if (record.is_discarded() || !record.is_object()) throw PlotError(where + ": not a JSON object");
-    auto step = record.find("step");
-    if (step == record.end() || !step->is_number()) throw PlotError(where + ": no numeric \"step\"");
-    for (const auto& [name, value] : record.items()) {
-      if (name == "step" || name == "time" || !value.is_number()) continue;
-      metrics.series[name].emplace_back(step->get<double>(), value.get<double>());
+  // O_NONBLOCK: opening a FIFO would wait for a writer, forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    throw PlotError("cannot read " + path + " (is " + run + " a run folder of a tracker with log_with = \"jsonl\"?)");
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  // A tracker writes a regular file; a FIFO, a device (/dev/zero reads
+  // without end) or a folder is refused before a byte is read.
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    throw PlotError(path + " is not a regular file (a FIFO, device or folder): a jsonl tracker writes a file");
+  }
+  // Line by line, so that memory follows the points kept, not the file.
+  std::string pending;
+  char buffer[65536];
+  int line_number = 1;
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw PlotError("cannot read " + path + ": " + std::strerror(errno));
+    if (n == 0) break;  // what is pending has no newline yet: a line still being written
+    size_t begin = 0;
+    for (size_t i = 0; i < static_cast<size_t>(n); ++i) {
+      if (buffer[i] != '\n') continue;
+      pending.append(buffer + begin, i - begin);
+      take_line(metrics, pending, path + ":" + std::to_string(line_number++));
+      pending.clear();
+      begin = i + 1;
+    }
+    pending.append(buffer + begin, static_cast<size_t>(n) - begin);
+    if (pending.size() > kMaxLineBytes) {
+      throw PlotError(path + ":" + std::to_string(line_number) + ": a line longer than " +
+                      std::to_string(kMaxLineBytes >> 20) + " MiB; a tracker's records are a few hundred bytes");
     }
   }
   return metrics;

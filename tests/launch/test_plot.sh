@@ -54,7 +54,30 @@ run_accel plot "$work/runs/base" -o "$work/x.jpg"
 expect "only .png and .svg" contains "$err" "-o names a .png or .svg file"
 echo 'not json' >"$work/runs/base/metrics.jsonl"
 run_accel plot "$work/runs/base"
-expect "a broken line is an error naming the file and line" contains "$err" "$work/runs/base/metrics.jsonl:1: not a JSON object"
+expect "a broken line is an error naming the file and line" contains "$err" "$work/runs/base/metrics.jsonl:1: not JSON: "
 expect "with exit status 2" [ "$status" -eq 2 ]
+printf '{"step": 1, "loss": 2}\n[1]\n' >"$work/runs/base/metrics.jsonl"
+run_accel plot "$work/runs/base"
+expect "JSON that is no object is named so" contains "$err" "$work/runs/base/metrics.jsonl:2: not a JSON object"
+printf '{"step": 1, "loss": 1e999}\n' >"$work/runs/base/metrics.jsonl"
+run_accel plot "$work/runs/base"
+expect "a number out of range is named as the cause" \
+  contains "$err" "metrics.jsonl:1: not JSON: [json.exception.out_of_range.406] number overflow parsing '1e999'"
+printf '{"step": 1, "lo\xffss": 1}\n' >"$work/runs/base/metrics.jsonl"
+run_accel plot "$work/runs/base"
+expect "so is ill-formed UTF-8, its byte escaped" contains "$err" "ill-formed UTF-8 byte; last read: '\"lo\\xff'"
+
+# Files no tracker writes: refused at once, before a byte is read.
+mkdir -p "$work/runs/fifo" "$work/runs/zero" "$work/runs/long"
+mkfifo "$work/runs/fifo/metrics.jsonl"
+run_accel plot "$work/runs/fifo"
+expect "a FIFO is refused" contains "$err" "$work/runs/fifo/metrics.jsonl is not a regular file"
+expect "at once (no writer is waited for)" [ "$elapsed" -lt 5 ]
+ln -s /dev/zero "$work/runs/zero/metrics.jsonl"
+run_accel plot "$work/runs/zero"
+expect "so is a device that reads without end" contains "$err" "$work/runs/zero/metrics.jsonl is not a regular file"
+head -c 1100000 /dev/zero | tr '\0' 'a' >"$work/runs/long/metrics.jsonl"
+run_accel plot "$work/runs/long"
+expect "a line past 1 MiB is refused, named" contains "$err" "$work/runs/long/metrics.jsonl:1: a line longer than 1 MiB"
 
 finish
