@@ -31,6 +31,8 @@ local function same(got, want, what)
   check.equal((got:double() - want:double()):abs():max():item(), 0, what .. ": largest difference")
 end
 
+local x3 = accel.randn(2, 3)
+
 local function dispatched(path, options)
   local model = accel.init_empty_weights(big_model.build)
   local _, map = accel.load_checkpoint_and_dispatch(model, path, options)
@@ -168,6 +170,25 @@ check.raises(function() accel.load_checkpoint_and_dispatch(wider, narrow_dir) en
              "'weight'", "[4, 3]", "[5, 3]")
 check.raises(function() accel.load_checkpoint_and_dispatch(big_model.build(), narrow_dir) end,
              "a checkpoint lacking tensors", "lacks", "embed.weight")
+
+-- Without dtype, floating tensors take the model's dtype (as Accelerate):
+-- a float64 bias lands in a float32 Linear as float32 and computes as the
+-- float32 layer would; an integer tensor for a floating parameter is
+-- refused, naming the file, the tensor and both dtypes.
+local source = accel.nn.Linear(3, 4)
+local mixed_dir = root .. "/mixed"
+ck.save_weights(mixed_dir, { { "weight", source.weight }, { "bias", source.bias:double() } }, {})
+local into = accel.init_empty_weights(function() return accel.nn.Linear(3, 4) end)
+accel.load_checkpoint_and_dispatch(into, mixed_dir)
+check.equal(into.bias.dtype, "float32", "a float64 bias loads into a float32 model as float32")
+same(accel.no_grad(function() return into(x3) end), accel.no_grad(function() return source(x3) end),
+     "and the layer computes as the saved one")
+local int_dir = root .. "/int8"
+ck.save_weights(int_dir, { { "weight", source.weight }, { "bias", accel.ones(4, { dtype = accel.int8 }) } }, {})
+check.raises(function()
+  accel.load_checkpoint_and_dispatch(accel.init_empty_weights(function() return accel.nn.Linear(3, 4) end), int_dir)
+end, "an int8 tensor for a floating parameter is refused", "'bias' in '" .. int_dir,
+     "is int8 in the checkpoint but float32 in the model")
 
 -- Tied weights: one tensor shared by two modules is saved once and loaded
 -- once, still shared; placing its names apart is refused, naming both.

@@ -6,7 +6,9 @@
 -- and loads them around the forward of the module placed there. device_map
 -- is a table of dotted names, "auto" (accel.infer_auto_device_map with
 -- max_memory, no_split_module_classes and dtype), or absent (all on the CPU).
--- dtype converts floating tensors while loading.
+-- dtype converts floating tensors while loading; without it they take the
+-- model's dtype (an integer or boolean tensor keeps its own; one side
+-- floating and the other not is refused, naming the tensor and both dtypes).
 local core = require("accel.core")
 local ck = core.checkpoint
 local args = require("accel.args")
@@ -34,7 +36,7 @@ end
 
 -- Checks the checkpoint holds every tensor of the model, with its shape,
 -- and records the name each is read by (`e.source`) and the dtype it loads
--- as. A tensor several modules share (tied weights) is saved once, under
+-- as (dtypes.loaded). A tensor several modules share (tied weights) is saved once, under
 -- one of its names (save_model writes each tensor once): the others read
 -- that one, and must be placed on the same device, not on disk.
 local function match_checkpoint(src, path, entries, dtype)
@@ -59,11 +61,14 @@ local function match_checkpoint(src, path, entries, dtype)
       missing[#missing + 1] = e.name
     else
       local info = src:info(e.source)
-      e.shape, e.dtype = e.tensor:size(), dtypes.converted(info.dtype, dtype)
+      e.shape = e.tensor:size()
       if args.shape(info.shape) ~= args.shape(e.shape) then
         error(string.format("'%s' has shape %s in '%s' but %s in the model",
                             e.name, args.shape(info.shape), path, args.shape(e.shape)), 0)
       end
+      local why
+      e.dtype, why = dtypes.loaded(info.dtype, e.tensor.dtype, dtype)
+      if not e.dtype then error(string.format("'%s' in '%s' %s", e.source, path, why), 0) end
     end
   end
   if #missing > 0 then
