@@ -6,6 +6,8 @@
 #include <ATen/CPUGeneratorImpl.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -139,7 +141,16 @@ uint64_t shard_size_option(lua_State* L, int table) {
   lua_getfield(L, table, "max_shard_size");
   uint64_t bytes = ckpt::WeightsOptions{}.max_shard_bytes;
   if (lua_type(L, -1) == LUA_TNUMBER) {
-    bytes = static_cast<uint64_t>(lua_tonumber(L, -1));
+    // A whole number of bytes that fits: a negative, fractional, NaN or
+    // huge number would otherwise convert to an arbitrary size.
+    const double number = lua_tonumber(L, -1);
+    if (!(number >= 0 && number < 0x1p63) || number != std::floor(number)) {
+      char shown[32];
+      std::snprintf(shown, sizeof shown, "%.17g", number);
+      throw ArgError(std::string("max_shard_size must be a whole number of bytes from 0 to 2^63, or a size such as "
+                                 "\"2GB\"; got ") + shown);
+    }
+    bytes = static_cast<uint64_t>(number);
   } else if (lua_type(L, -1) == LUA_TSTRING) {
     bytes = ckpt::parse_size(lua_tostring(L, -1));
   } else if (!lua_isnil(L, -1)) {

@@ -1,6 +1,7 @@
 #include "engine/checkpoint/weights_export.h"
 
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -121,7 +122,14 @@ uint64_t parse_size(const std::string& text) {
     if (upper.size() <= name.size() || upper.compare(upper.size() - name.size(), name.size(), name) != 0) continue;
     std::string digits = text.substr(0, text.size() - name.size());
     if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) break;
-    uint64_t bytes = std::stoull(digits) * unit.bytes;
+    // Checked arithmetic: a size past 2^64 bytes is an error, never a
+    // wrapped one (17179869184GiB is 2^64, which would be 0).
+    uint64_t count = 0;
+    const auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), count);
+    uint64_t bytes = 0;
+    if (error != std::errc() || end != digits.data() + digits.size() || __builtin_mul_overflow(count, unit.bytes, &bytes)) {
+      throw CheckpointError("max_shard_size '" + text + "' is larger than any file can be (over 2^64 bytes)");
+    }
     bool bits = name.size() == 2 && text.back() == 'b';
     return bits ? bytes / 8 : bytes;
   }

@@ -198,6 +198,12 @@ TEST_CASE("sizes parse as transformers reads max_shard_size") {
   REQUIRE(parse_size("8Mb") == 1'000'000ull);  // bits
   REQUIRE_THROWS_WITH(parse_size("1.5GB"), Catch::Contains("1.5GB"));
   REQUIRE_THROWS_WITH(parse_size("lots"), Catch::Contains("lots"));
+  // Past 2^64 bytes: an error naming the size, never a wrapped value or stoull's text.
+  REQUIRE(parse_size("17179869183GiB") == (1ull << 30) * 17179869183ull);
+  REQUIRE_THROWS_WITH(parse_size("17179869184GiB"),
+                      Catch::Contains("'17179869184GiB' is larger than any file can be"));
+  REQUIRE_THROWS_WITH(parse_size("99999999999999999999GB"),
+                      Catch::Contains("'99999999999999999999GB' is larger than any file can be"));
 }
 
 TEST_CASE("shards fill in order and start anew before they would overflow") {

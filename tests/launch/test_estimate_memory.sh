@@ -31,4 +31,17 @@ echo 'return 42' >"$work/not_a_builder.lua"
 run_accel estimate-memory "$work/not_a_builder.lua"
 expect "a file that returns no function is refused" contains "$err" "must return a function that builds the model"
 
+# Compiled bytecode of a model file is refused before a byte of it runs.
+cat >"$work/compile.lua" <<LUA
+local chunk = assert(loadfile("$model"))
+local f = assert(io.open("$work/compiled.lua", "wb"))
+f:write(string.dump(chunk))
+f:close()
+LUA
+timeout 60 "$accel_run" "$work/compile.lua" --threads 1 >/dev/null 2>&1
+run_accel estimate-memory "$work/compiled.lua"
+expect "a model file of bytecode is refused, named" \
+  contains "$err" "$work/compiled.lua is compiled Lua bytecode; estimate-memory runs model files as Lua source only"
+expect "with a failing exit status" [ "$status" -ne 0 ]
+
 finish

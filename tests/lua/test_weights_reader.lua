@@ -25,5 +25,9 @@ check.raises(function() reader:load("fc.nope") end, "unknown name", "holds no te
 reader:close()
 check.raises(function() reader:names() end, "after close", "closed")
 check.raises(function() ck.open_weights(folder .. "/absent") end, "missing path", folder .. "/absent")
+for _, bad in ipairs({ -1, 0.5, 0 / 0, 2 ^ 70 }) do
+  check.raises(function() ck.save_weights(folder .. "/bad", { { "w", weight } }, { max_shard_size = bad }) end,
+               "max_shard_size " .. tostring(bad) .. " is refused, not converted", "max_shard_size must be a whole number")
+end
 ck.remove_folder(folder)
 check.done("weights reader")

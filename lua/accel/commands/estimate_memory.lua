@@ -60,7 +60,12 @@ local function parse(argv)
 end
 
 local o = parse(arg)
-local chunk, err = loadfile(o.model)
+-- The model file runs as a recipe does, but only as Lua source: compiled
+-- bytecode (which LuaJIT does not verify) is refused.
+local chunk, err = loadfile(o.model, "t")
+if not chunk and err:find("wrong mode", 1, true) then
+  fail(o.model .. " is compiled Lua bytecode; estimate-memory runs model files as Lua source only")
+end
 if not chunk then fail("cannot load " .. err) end
 local build = chunk()
 if type(build) ~= "function" then
