@@ -7,6 +7,7 @@
 #include "bindings/op_tables.h"
 #include "engine/tracking/event_file_writer.h"
 #include "engine/tracking/jsonl_tracker.h"
+#include "engine/tracking/tracker.h"
 
 namespace accel::lua {
 namespace {
@@ -106,6 +107,8 @@ std::vector<Binding> tracker_methods() {
 
 std::vector<Binding> tracking_bindings() {
   return {
+      // check_run_name(name): raises unless name can be a run's folder in project_dir.
+      bind("check_run_name", [](std::string name) { tracking::check_run_name(name); }),
       // open(kind, run_dir[, flush_seconds]): kind is "jsonl" or "tensorboard".
       bind("open", [](lua_State* L, std::string kind, std::string run_dir, c10::optional<double> flush_seconds) {
         for (const TrackerKind& k : kKinds) {

@@ -59,6 +59,12 @@ std::string file_in_run_dir(const std::string& run_dir, const std::string& name)
 void check_utf8(const std::string& text, const std::string& what);
 void check_name(const std::string& name, const std::string& what);
 
+// Throws std::invalid_argument unless `name` can be a run's folder inside
+// project_dir (init_trackers joins them): valid UTF-8, no control
+// character, not absolute, and no "." or ".." component that would leave
+// the folder. The message says which rule, without printing raw bytes.
+void check_run_name(const std::string& name);
+
 // Seconds since the epoch, as both formats record wall time.
 double wall_time();
 

@@ -572,6 +572,9 @@ function Accelerator:init_trackers(name, config)
     args_error("Accelerator:init_trackers: trackers for run '" .. self.trackers[1].run_name
                .. "' are open; end_training() closes them")
   end
+  -- On every rank, so that a bad name fails them all alike.
+  local ok, why = pcall(core.tracking.check_run_name, name)
+  if not ok then args_error("Accelerator:init_trackers: " .. tostring(why):gsub("^.-check_run_name: ", "")) end
   local flat = tracking.config(config, "Accelerator:init_trackers")
   local run_dir = self.project_dir and (self.project_dir .. "/" .. name)
   for i, kind in ipairs(self.log_with) do

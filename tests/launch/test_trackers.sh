@@ -38,6 +38,17 @@ assert(not ok and message:find("metric name 'step'", 1, true), message)
 ok, message = pcall(function() acc:init_trackers("again") end)
 assert(not ok and message:find("trackers for run 'r' are open", 1, true), message)
 acc:end_training()
+-- Run names are folders inside project_dir: none may leave it or hold bytes
+-- that are not printable, and the message shows no raw byte.
+for name, says in pairs({ ["../../x"] = "has a '..' part", [".."] = "has a '..' part", ["a/./b"] = "has a '.' part",
+                          ["/tmp/x"] = "is an absolute path",
+                          ["new\nline"] = "control character (byte 0x0a at 4)",
+                          ["esc\27[31m"] = "control character (byte 0x1b at 4)",
+                          ["bad\255"] = "the run name 'bad\\xff' is not valid UTF-8" }) do
+  ok, message = pcall(function() acc:init_trackers(name, {}) end)
+  assert(not ok and message:find(says, 1, true), message)
+  assert(not message:find("[%z\1-\31\127-\255]"), "a raw byte in: " .. message)
+end
 print("bad options refused")
 LUA
 run_accel "$work/bad.lua" -- "$work/project"
