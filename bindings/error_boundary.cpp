@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstring>
 #include <sstream>
-#include <string_view>
 
 #include "bindings/error_log.h"
 #include "bindings/tensor_handle.h"
@@ -33,32 +32,6 @@ std::string with_one_based_dims(const std::string& message) {
   return out.str();
 }
 
-// A string argument as the message shows it: control bytes (newlines,
-// terminal escapes) and bytes that are not UTF-8 as \xNN, and at most 80
-// bytes of it, then its size: an argument read from a file is not printed
-// back raw.
-std::string shown_string(std::string_view s) {
-  constexpr size_t kShown = 80;
-  std::string out = "'";
-  size_t i = 0;
-  while (i < s.size() && i < kShown) {
-    const size_t n = tracking::utf8_sequence_length(s, i);
-    const auto byte = static_cast<unsigned char>(s[i]);
-    if (n == 0 || byte < 0x20 || byte == 0x7f) {
-      char code[8];
-      std::snprintf(code, sizeof code, "\\x%02x", byte);
-      out += code;
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
-  }
-  out += "'";
-  if (i < s.size()) out += "... (" + std::to_string(s.size()) + " bytes)";
-  return out;
-}
-
 // Describes the call's arguments so shape errors always show the shapes.
 std::string describe_arguments(lua_State* L) {
   std::ostringstream out;
@@ -76,7 +49,8 @@ std::string describe_arguments(lua_State* L) {
     } else if (lua_type(L, i) == LUA_TSTRING) {
       size_t length = 0;
       const char* text = lua_tolstring(L, i, &length);
-      out << shown_string(std::string_view(text, length));
+      // A string from a file is not printed back raw (utf8.h).
+      out << tracking::quoted_for_message(std::string_view(text, length));
     } else {
       out << type_name_at(L, i);
     }

@@ -79,7 +79,18 @@ void remove_stale(const std::string& folder, const Layout& layout, const std::se
   }
 }
 
-bool exists(const std::string& path) { return fs::is_regular_file(path); }
+// Whether a weights file is there: a regular file is, nothing is not, and
+// anything else under that name (a FIFO, a device, a folder) is an error
+// saying so rather than "missing" (and is never opened).
+bool exists(const std::string& path) {
+  std::error_code error;
+  const fs::file_status status = fs::status(path, error);
+  if (!fs::exists(status)) return false;
+  if (!fs::is_regular_file(status)) {
+    throw CheckpointError("'" + path + "' is not a regular file (a FIFO, device or folder); weights are files");
+  }
+  return true;
+}
 
 WeightsFiles read_index(const std::string& folder, const Layout& layout) {
   WeightsFiles weights;

@@ -1,6 +1,7 @@
 // UTF-8 checks for names that reach other tools: metric names and config
 // keys in trackers' files (TensorBoard's readers refuse strings that are not
-// UTF-8), and run and metric names in the charts accel-run plot draws.
+// UTF-8), and run and metric names in the charts accel-run plot draws; and
+// text quoted in error messages (quoted_for_message).
 // Header-only, so the launcher uses it without linking the trackers.
 #pragma once
 #include <cstddef>
@@ -66,6 +67,32 @@ inline std::string escape_invalid_utf8(std::string_view s) {
       i += n;
     }
   }
+  return out;
+}
+
+// `s` quoted as a message shows text read from a file or a recipe: control
+// bytes (NUL, newlines, terminal escapes) and bytes that are not UTF-8 as
+// \xNN, at most `shown` bytes of it, then its size: "'x\x00y'",
+// "'aaaa...' (2000000 bytes)". A NUL would otherwise end the message.
+inline std::string quoted_for_message(std::string_view s, std::size_t shown = 80) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out = "'";
+  std::size_t i = 0;
+  while (i < s.size() && i < shown) {
+    const std::size_t n = utf8_sequence_length(s, i);
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (n == 0 || c < 0x20 || c == 0x7f) {
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+      ++i;
+    } else {
+      out.append(s.substr(i, n));
+      i += n;
+    }
+  }
+  out += "'";
+  if (i < s.size()) out += "... (" + std::to_string(s.size()) + " bytes)";
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <ATen/ATen.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -235,6 +236,28 @@ TEST_CASE("sharded weights get an index and read back whole; stale shards are re
   REQUIRE_FALSE(fs::exists(dir.path + "/model.safetensors.index.json"));
   require_same(load_weights(dir.path), t);
   REQUIRE_THROWS_WITH(load_weights(dir.path + "/none"), Catch::Contains("holds no model weights"));
+}
+
+TEST_CASE("a FIFO, device or folder named as a weights file is said to be one, never opened") {
+  TempDir dir;
+  fs::create_directories(dir.path + "/fifo");
+  REQUIRE(::mkfifo((dir.path + "/fifo/model.safetensors").c_str(), 0600) == 0);
+  REQUIRE_THROWS_WITH(load_weights(dir.path + "/fifo"),
+                      Catch::Contains("fifo/model.safetensors' is not a regular file"));
+  fs::create_directories(dir.path + "/folder/model.safetensors");
+  REQUIRE_THROWS_WITH(load_weights(dir.path + "/folder"),
+                      Catch::Contains("folder/model.safetensors' is not a regular file"));
+  fs::create_directories(dir.path + "/device");
+  fs::create_symlink("/dev/zero", dir.path + "/device/pytorch_model.bin");
+  REQUIRE_THROWS_WITH(load_weights(dir.path + "/device"),
+                      Catch::Contains("device/pytorch_model.bin' is not a regular file"));
+  // A shard named by an index.
+  NamedTensors t = {{"a", at::ones({4})}, {"b", at::ones({4})}};
+  save_weights(dir.path + "/sharded", t, {true, 20});
+  const std::string shard = dir.path + "/sharded/model-00002-of-00002.safetensors";
+  fs::remove(shard);
+  REQUIRE(::mkfifo(shard.c_str(), 0600) == 0);
+  REQUIRE_THROWS_WITH(load_weights(dir.path + "/sharded"), Catch::Contains("00002.safetensors' is not a regular file"));
 }
 
 TEST_CASE("pytorch_model.bin holds a dict that reads back, sharded or not") {

@@ -85,6 +85,13 @@ TEST_CASE("CSV columns parse on request, with file:line: column errors", "[reade
   CHECK_THROWS_WITH(table.column_index("y"), Catch::Contains("no column named 'y'"));
 }
 
+TEST_CASE("a NUL in a CSV cell is shown, not the end of the message", "[readers]") {
+  const std::string path = write_plain(std::string("x,y\n1,a\0b\x1b[31m\n", 15));
+  const auto table = accel::data::CsvTable::read(path, {true, ','});
+  CHECK_THROWS_WITH(table.columns({1}, at::kFloat),
+                    Catch::Contains(path + ":2: column 2 'a\\x00b\\x1b[31m' is not a number (column 'y')"));
+}
+
 TEST_CASE("vocabularies: sorted characters, 1-based ids, positions in errors", "[readers]") {
   const auto vocab = accel::data::Vocabulary::chars_of("ba\nab", "t.txt");
   CHECK(vocab.tokens() == std::vector<std::string>{"\n", "a", "b"});
