@@ -348,7 +348,8 @@ function gathering.gather_object(world, value)
   local parts = dist.all_gather(pad_to(bytes, 1, math.max(unpack(lengths)), 0, false))
   local out = {}
   for r = 1, world.size do
-    out[r] = serialize.load(dist.bytes_to_string(parts[r]:narrow(1, 1, lengths[r])))
+    out[r] = serialize.load(dist.bytes_to_string(parts[r]:narrow(1, 1, lengths[r])),
+                            string.format("gather_object: the value of rank %d", r - 1))
   end
   return out
 end

@@ -12,6 +12,14 @@ check.equal(objects[2].name, "r1", "strings survive")
 check.equal(objects[2].list[2], 1, "nested tables survive")
 check.near(objects[2].t, { 1, 2 }, 0, "tensors survive")
 check.raises(function() acc:gather_object(function() end) end, "functions are refused", "cannot serialise")
+-- Bytes from a peer that are no value: every rank refuses them, naming the
+-- sending rank (rank 1 sends garbage here, through the real all_gather).
+local serialize = require("accel.serialize")
+local dump = serialize.dump
+if rank == 1 then serialize.dump = function() return "garbage" end end
+check.raises(function() acc:gather_object(1) end, "a peer's bytes that are no value name the peer",
+             "gather_object: the value of rank 1", "not an accel value file")
+serialize.dump = dump
 
 -- pad_across_processes: to the longest rank, after or before
 local mine = accel.full({ rank + 1, 2 }, rank + 1)

@@ -44,7 +44,7 @@ local function broadcast_value(value, is_main)
   dist.broadcast(length, 0)
   bytes = bytes or core.zeros({ length:item() }, { dtype = "uint8" })
   dist.broadcast(bytes, 0)
-  return serialize.load(dist.bytes_to_string(bytes))
+  return serialize.load(dist.bytes_to_string(bytes), "the dispatched batch's value from rank 0")
 end
 
 -- The main process: the header of `round` and its joined tensors.
