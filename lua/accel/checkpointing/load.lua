@@ -95,7 +95,8 @@ local function read_checkpoint(c, folder)
   local rank = c.state.process_index
   for i, model in ipairs(c.models) do
     if listed[layout.names.sharding(i)] then
-      local saved = sharded_state.check_layout(read_value(layout.names.sharding(i)), folder .. "/" .. layout.names.sharding(i))
+      local layout_path = folder .. "/" .. layout.names.sharding(i)
+      local saved = sharded_state.check_layout(read_value(layout.names.sharding(i)), layout_path)
       local j = saved.optimizer
       local sharded, info = c.sharded_models[model], c.shard_layouts[model]
       local current = sharded and sharded_state.layout(sharded, info.optimizer, info.param_names, c.state.num_processes)
@@ -109,9 +110,9 @@ local function read_checkpoint(c, folder)
           models[r + 1] = read_tensors(layout.names.model_slices(i, r))
           optimizers[r + 1] = read_tensors(layout.names.optimizer_slices(j, r))
         end
-        s.models[i] = sharded_state.full_model(saved, models)
+        s.models[i] = sharded_state.full_model(saved, models, layout_path)
         s.model_files[i] = layout.names.sharding(i)
-        s.optimizers[j] = sharded_state.full_optimizer(saved, optimizers)
+        s.optimizers[j] = sharded_state.full_optimizer(saved, optimizers, layout_path)
       end
     else
       s.models[i] = read_tensors(layout.names.model(i))

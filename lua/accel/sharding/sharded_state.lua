@@ -12,6 +12,7 @@
 -- state from every rank's files, in the layout FULL_STATE_DICT writes, and
 -- loads that.
 local core = require("accel.core")
+local args = require("accel.args")
 
 local sharded_state = {}
 
@@ -73,6 +74,40 @@ function sharded_state.check_layout(layout, path)
       for d, size in ipairs(list(p.shape, at .. ".shape")) do whole(size, at .. ".shape[" .. d .. "]", 0) end
     end
   end
+  -- What the load allocates or slices by these numbers must agree with the
+  -- flats: no slice past its flat parameter, shards that cover it, and
+  -- group sizes that count the parameters listed (each listed once).
+  local listed, seen = 0, {}
+  for k, flat in ipairs(layout.flats) do
+    local where = "flats[" .. k .. "]"
+    if flat.shard_numel * layout.world_size < flat.numel then
+      fail(string.format("%s: %d ranks' shards of %d elements cannot hold its %d", where, layout.world_size,
+                         flat.shard_numel, flat.numel))
+    end
+    for j, p in ipairs(flat.params) do
+      local numel = 1
+      for _, size in ipairs(p.shape) do numel = numel * size end
+      if p.offset + numel > flat.numel then
+        fail(string.format("%s.params[%d] ('%s') ends at element %.0f of a flat parameter of %d", where, j, p.name,
+                           p.offset + numel, flat.numel))
+      end
+      if p.optimizer_index >= 0 then
+        if seen[p.optimizer_index] then
+          fail(string.format("%s.params[%d] ('%s') has optimizer_index %d, listed twice", where, j, p.name,
+                             p.optimizer_index))
+        end
+        seen[p.optimizer_index], listed = true, listed + 1
+      end
+    end
+  end
+  local total = 0
+  for _, n in ipairs(layout.group_sizes) do total = total + n end
+  if total ~= listed then
+    fail(string.format("group_sizes count %.0f parameters but the flats list %d", total, listed))
+  end
+  for index in pairs(seen) do
+    if index >= total then fail(string.format("optimizer_index %d is past the %d parameters", index, total)) end
+  end
   return layout
 end
 
@@ -106,17 +141,24 @@ function sharded_state.restore_own(sharded, model, optimizer, tensors, optimizer
   sharded:after_step()
 end
 
+-- Rank r's slice `piece` (named `name` in its file) of `flat`, checked
+-- against the layout at `path`: slices join only when each is a shard.
+local function shard_piece(piece, flat, r, name, path)
+  if not piece then error(string.format("rank %d's file lacks '%s' that '%s' lists", r - 1, name, path), 0) end
+  if piece:dim() ~= 1 or piece:numel() ~= flat.shard_numel then
+    error(string.format("rank %d's '%s' is %s where '%s' says a shard of %d elements", r - 1, name,
+                        args.shape(piece), path, flat.shard_numel), 0)
+  end
+  return piece
+end
+
 -- `files[r + 1]` is rank r's model file, read ({name = tensor}); returns the
 -- flat parameters whole, unpadded slices joined in rank order.
-local function whole_flats(layout, files)
+local function whole_flats(layout, files, path)
   local out = {}
   for k, flat in ipairs(layout.flats) do
     local pieces = {}
-    for r = 1, layout.world_size do
-      local piece = files[r]["flat_" .. k]
-      if not piece then error(string.format("rank %d's file lacks 'flat_%d'", r - 1, k), 0) end
-      pieces[r] = piece
-    end
+    for r = 1, layout.world_size do pieces[r] = shard_piece(files[r]["flat_" .. k], flat, r, "flat_" .. k, path) end
     out[k] = core.cat(pieces, 1):narrow(1, 1, flat.numel)
   end
   return out
@@ -129,10 +171,11 @@ local function cut(whole, p)
   return whole:narrow(1, p.offset + 1, numel):view(p.shape):clone()
 end
 
--- The full model state, {name = tensor}, from every rank's model file.
-function sharded_state.full_model(layout, files)
+-- The full model state, {name = tensor}, from every rank's model file;
+-- `path` names the layout's file in errors.
+function sharded_state.full_model(layout, files, path)
   local state = {}
-  for k, whole in ipairs(whole_flats(layout, files)) do
+  for k, whole in ipairs(whole_flats(layout, files, path)) do
     for _, p in ipairs(layout.flats[k].params) do state[p.name] = cut(whole, p) end
   end
   for name, t in pairs(files[1]) do
@@ -143,8 +186,9 @@ end
 
 -- The full optimizer state, in the layout the optimizer had before
 -- sharding (state.<i>.<slot> of each original parameter, the groups'
--- hyper-parameters), from every rank's optimizer file.
-function sharded_state.full_optimizer(layout, files)
+-- hyper-parameters), from every rank's optimizer file; `path` names the
+-- layout's file in errors.
+function sharded_state.full_optimizer(layout, files, path)
   local state, first = {}, 0
   for g, n in ipairs(layout.group_sizes) do
     local prefix = "param_groups." .. (g - 1) .. "."
@@ -163,7 +207,7 @@ function sharded_state.full_optimizer(layout, files)
           local whole = value
           if value:dim() > 0 then
             local pieces = {}
-            for r = 1, layout.world_size do pieces[r] = files[r][key] end
+            for r = 1, layout.world_size do pieces[r] = shard_piece(files[r][key], flat, r, key, path) end
             whole = core.cat(pieces, 1):narrow(1, 1, flat.numel)
           end
           for _, p in ipairs(flat.params) do
