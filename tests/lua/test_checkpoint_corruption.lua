@@ -111,6 +111,35 @@ for _, case in ipairs(hostile(marker)) do
 end
 check.truthy(io.open(marker) == nil, "no payload wrote its marker file")
 
+-- Value files of the right form whose fields have the wrong type or range:
+-- refused on every rank, naming the file and the field, nothing loaded.
+local function with_field(name, key, value)
+  local state = serialize.load(read(root .. "/explicit/" .. name), name)
+  state[key] = value
+  return serialize.dump(state)
+end
+for _, case in ipairs({
+  { "accelerator_state.lua", "sync_steps", "4", "'sync_steps' must be a whole number of at least 0, got \"4\"" },
+  { "accelerator_state.lua", "micro_step", 0 / 0, "'micro_step' must be a whole number of at least 0, got NaN" },
+  { "accelerator_state.lua", "sync_gradients", 1, "'sync_gradients' must be true or false, got 1" },
+  { "accelerator_state.lua", "counts", 3, "'counts' must be a table, got 3" },
+  { "accelerator_state.lua", "optimizer_updates", { 1, 2 }, "'optimizer_updates' has 2 entries for 1" },
+  { "dataloader_rank_0.lua", "epoch", {}, "'epoch' must be a whole number of at least 0, got a table" },
+  { "dataloader_rank_0.lua", "epoch", 0 / 0, "'epoch' must be a whole number of at least 0, got NaN" },
+  { "dataloader_rank_0.lua", "batches_done_in_epoch", 2.5, "'batches_done_in_epoch' must be a whole number of at least 0, got 2.5" },
+  { "dataloader_rank_0.lua", "shuffle", "no", "'shuffle' must be true or false, got \"no\"" },
+}) do
+  local name, key, value, says = case[1], case[2], case[3], case[4]
+  forged({ [name] = with_field(name, key, value) }, function()
+    local weight = model.weight:clone()
+    -- Every rank reads accelerator_state.lua; dataloader_rank_0.lua is rank 0's.
+    local found_by = name == "accelerator_state.lua" and "ranks 0, 1: " or "rank 0: "
+    check.raises(function() acc:load_state(root .. "/explicit") end, name .. " with a bad '" .. key .. "'",
+                 found_by, name .. "': ", says)
+    check.near(model.weight, weight, 0, name .. " with a bad '" .. key .. "': nothing was loaded")
+  end)
+end
+
 -- Rank 0 puts what `make(path)` creates in place of `name` (its bytes kept
 -- aside); every rank must refuse the checkpoint at once, naming the file.
 local function replaced_by(name, make, what, ...)

@@ -8,10 +8,25 @@ local args = require("accel.args")
 local sharded_state = require("accel.sharding.sharded_state")
 local layout = require("accel.checkpointing.layout")
 local agreement = require("accel.checkpointing.agreement")
+local state_fields = require("accel.state_fields")
+local DataLoader = require("accel.data.dataloader")
 
 local ck = core.checkpoint
 
 local load = {}
+
+-- What the value files hold, checked when read (state_fields.lua): a field
+-- of the wrong type or range fails the load, naming the file and the
+-- field, before anything changes.
+local ACCELERATOR_FIELDS = {
+  { "micro_step", "count" }, { "sync_steps", "count" }, { "items", "amount" }, { "sync_gradients", "boolean" },
+  { "optimizer_updates", "list of counts" }, { "scheduler_seen", "list of counts" }, { "counts", "table" },
+}
+local COUNT_FIELDS = {
+  { "models", "count" }, { "optimizers", "count" }, { "schedulers", "count" }, { "dataloaders", "count" },
+  { "custom", "count" },
+}
+local SCALER_FIELDS = { { "scale", "positive amount" }, { "growth_tracker", "count" } }
 
 -- The newest complete automatic checkpoint, or nil and why there is none.
 local function newest_complete(config)
@@ -82,6 +97,9 @@ local function read_checkpoint(c, folder)
   end
 
   local s = { manifest = manifest, saved = read_value(layout.names.accelerator) }
+  local accelerator_path = "'" .. folder .. "/" .. layout.names.accelerator .. "'"
+  state_fields.check(s.saved, ACCELERATOR_FIELDS, accelerator_path)
+  state_fields.check(s.saved.counts, COUNT_FIELDS, accelerator_path .. " (counts)")
   local now = layout.counts(c)
   check_count("model(s)", s.saved.counts.models, now.models, folder)
   check_count("optimizer(s)", s.saved.counts.optimizers, now.optimizers, folder)
@@ -124,11 +142,20 @@ local function read_checkpoint(c, folder)
   for i = 1, now.schedulers do s.schedulers[i] = read_value(layout.names.scheduler(i)) end
   for i = 1, now.custom do s.customs[i] = read_value(layout.names.custom(i)) end
   s.scaler = c.gradient_state.scaler and read_value(layout.names.scaler)
+  if s.scaler then state_fields.check(s.scaler, SCALER_FIELDS, "'" .. folder .. "/" .. layout.names.scaler .. "'") end
+  for _, list in ipairs({ { "optimizer_updates", now.optimizers }, { "scheduler_seen", now.schedulers } }) do
+    if #s.saved[list[1]] ~= list[2] then
+      error(string.format("%s: '%s' has %d entries for %d", accelerator_path, list[1], #s.saved[list[1]], list[2]), 0)
+    end
+  end
   s.same_world = manifest.world_size == c.state.num_processes
   -- On another world size every rank continues from rank 0's position,
   -- which the loader re-shards over the current ranks.
   s.loader_rank = s.same_world and c.state.process_index or 0
-  for i = 1, now.dataloaders do s.loaders[i] = read_value(layout.names.dataloader(i, s.loader_rank)) end
+  for i = 1, now.dataloaders do
+    local name = layout.names.dataloader(i, s.loader_rank)
+    s.loaders[i] = state_fields.check(read_value(name), DataLoader.STATE_FIELDS, "'" .. folder .. "/" .. name .. "'")
+  end
   s.rng = listed[layout.names.rng(rank)] and read_tensors(layout.names.rng(rank))
   -- Accumulated gradients are this rank's partial sums: they mean nothing
   -- on another world size.

@@ -77,6 +77,7 @@
 --   Errors name the key when t is for another data set size or shuffle.
 local core = require("accel.core")
 local random_state = require("accel.random_state")
+local state_fields = require("accel.state_fields")
 local dataset_util = require("accel.data.dataset")
 local default_collate = require("accel.data.collate")
 local device_placement = require("accel.data.device_placement")
@@ -427,8 +428,14 @@ function DataLoader:state_dict()
   }
 end
 
-local state_keys = { "epoch", "batches_done_in_epoch", "epoch_start", "seed", "world_size",
-                     "batch_size", "dataset_size", "shuffle" }
+-- What state_dict writes, as load_state_dict checks it (state_fields.lua);
+-- the checkpoint reader checks a loader file by it too, before anything
+-- changes.
+DataLoader.STATE_FIELDS = {
+  { "epoch", "count" }, { "batches_done_in_epoch", "count" }, { "epoch_start", "count" }, { "seed", "integer" },
+  { "world_size", "positive count" }, { "batch_size", "positive count" }, { "dataset_size", "size" },
+  { "shuffle", "boolean" }, { "drop_last", "optional boolean" }, { "even_batches", "optional boolean" },
+}
 
 -- A loader read round by round resumes by reading the epoch's batches
 -- already returned again (its data has no index to skip by), on the same
@@ -446,12 +453,7 @@ function DataLoader:load_round_state(t)
 end
 
 function DataLoader:load_state_dict(t)
-  if type(t) ~= "table" then
-    error("DataLoader:load_state_dict: expected a table, got a " .. type(t), 2)
-  end
-  for _, key in ipairs(state_keys) do
-    if t[key] == nil then error("DataLoader:load_state_dict: the state has no '" .. key .. "'", 2) end
-  end
+  state_fields.check(t, DataLoader.STATE_FIELDS, "DataLoader:load_state_dict")
   if self.kind ~= "map" then return self:load_round_state(t) end
   local n = dataset_util.length(self.dataset)
   if t.dataset_size ~= n then
