@@ -22,6 +22,14 @@ using ValuePtr = std::shared_ptr<Value>;
 // containers nested 200,000 deep into an error instead of a deep value tree.
 constexpr int kMaxDepth = 1000;
 
+// The values (and memo entries) a pickle may make: one per two of its bytes,
+// the densest a state dict is written (a list of small ints, BININT1 each),
+// plus a few for the smallest files. A value costs about 150 bytes here, so
+// a hostile pickle of one-byte opcodes (EMPTY_LIST, NONE...) costs at most
+// about 75 bytes of memory per byte of it, not 143 and more.
+constexpr std::size_t kBytesPerValue = 2;
+constexpr std::size_t kFreeValues = 1 << 16;
+
 struct Value {
   enum class Kind { None, Bool, Int, Float, String, Tuple, List, Dict, Global, Storage, Tensor };
   Kind kind = Kind::None;
@@ -51,7 +59,7 @@ struct Value {
   }
 };
 
-ValuePtr make(Value::Kind kind) {
+ValuePtr new_value(Value::Kind kind) {
   auto v = std::make_shared<Value>();
   v->kind = kind;
   return v;
@@ -92,7 +100,8 @@ at::ScalarType storage_dtype(const std::string& name, const std::string& source)
 class Machine {
  public:
   Machine(const std::string& data, const LoadRecord& load_record, const std::string& source)
-      : data_(data), load_record_(load_record), source_(source) {}
+      : data_(data), load_record_(load_record), source_(source),
+        value_budget_(data.size() / kBytesPerValue + kFreeValues) {}
   Machine(const Machine&) = delete;
   Machine& operator=(const Machine&) = delete;
   // A container can hold itself (a list appended into itself through the
@@ -145,9 +154,9 @@ class Machine {
           adopt(container(Value::Kind::Dict), std::move(items));
           break;
         }
-        case 'q': memo_[byte()] = top(); break;                     // BINPUT
-        case 'r': memo_[little_endian(4)] = top(); break;           // LONG_BINPUT
-        case 0x94: memo_[memo_.size()] = top(); break;              // MEMOIZE
+        case 'q': remember(byte()); break;                          // BINPUT
+        case 'r': remember(little_endian(4)); break;                // LONG_BINPUT
+        case 0x94: remember(memo_.size()); break;                   // MEMOIZE
         case 'h': push(memo(byte())); break;                        // BINGET
         case 'j': push(memo(little_endian(4))); break;              // LONG_BINGET
         case 'J': push(integer(static_cast<int32_t>(little_endian(4)))); break;  // BININT
@@ -206,6 +215,25 @@ class Machine {
  private:
   [[noreturn]] void fail(const std::string& what) const {
     throw CheckpointError("'" + source_ + "': " + what);
+  }
+
+  // Counts one more value or memo entry against the budget.
+  void spend() {
+    if (++made_ > value_budget_) {
+      fail("the pickle makes more than " + std::to_string(value_budget_) + " values from " +
+           std::to_string(data_.size()) + " bytes (a state dict takes at least " + std::to_string(kBytesPerValue) +
+           " bytes a value): it is not a state dict");
+    }
+  }
+
+  ValuePtr make(Value::Kind kind) {
+    spend();
+    return new_value(kind);
+  }
+
+  void remember(uint64_t key) {
+    if (!memo_.count(key)) spend();
+    memo_[key] = top();
   }
 
   unsigned char byte() {
@@ -298,22 +326,22 @@ class Machine {
       container->items.push_back(std::move(item));
     }
   }
-  static ValuePtr integer(int64_t i) {
+  ValuePtr integer(int64_t i) {
     auto v = make(Value::Kind::Int);
     v->integer = i;
     return v;
   }
-  static ValuePtr boolean(bool b) {
+  ValuePtr boolean(bool b) {
     auto v = make(Value::Kind::Bool);
     v->integer = b;
     return v;
   }
-  static ValuePtr string(std::string s) {
+  ValuePtr string(std::string s) {
     auto v = make(Value::Kind::String);
     v->text = std::move(s);
     return v;
   }
-  static ValuePtr global(std::string name) {
+  ValuePtr global(std::string name) {
     auto v = make(Value::Kind::Global);
     v->text = std::move(name);
     return v;
@@ -425,6 +453,8 @@ class Machine {
   std::unordered_map<uint64_t, ValuePtr> memo_;
   std::vector<ValuePtr> filled_;  // containers adopt() added to, for ~Machine
   std::unordered_map<std::string, at::Tensor> storages_;
+  const std::size_t value_budget_;
+  std::size_t made_ = 0;  // values and memo entries so far
 };
 
 }  // namespace

@@ -107,6 +107,21 @@ TEST_CASE("tuples nested 200,000 deep are refused, and freeing what was read doe
                       Catch::Contains("not a dict of tensors"));
 }
 
+TEST_CASE("a pickle makes at most one value per two of its bytes, memo entries counted") {
+  // EMPTY_LIST 400,000 times: a new value from every byte (it cost 143 bytes of memory each).
+  const std::string lists = "\x80\x02" + std::string(400000, ']') + ".";
+  REQUIRE_THROWS_WITH(unpickle_state_dict(lists, storage_0, "m.bin"),
+                      Catch::Contains("'m.bin': the pickle makes more than 265537 values from 400003 bytes"));
+  // MEMOIZE 400,000 times: a memo entry from every byte.
+  const std::string memo = "\x80\x02]" + std::string(400000, '\x94') + ".";
+  REQUIRE_THROWS_WITH(unpickle_state_dict(memo, storage_0, "m.bin"), Catch::Contains("the pickle makes more than"));
+  // The densest form a state dict takes, small ints at two bytes each, stays within it.
+  std::string ints = "\x80\x02](";
+  for (int i = 0; i < 200000; ++i) ints += "K\x07";
+  ints += "e.";
+  REQUIRE_THROWS_WITH(unpickle_state_dict(ints, storage_0, "m.bin"), Catch::Contains("holds a list, not a dict"));
+}
+
 TEST_CASE("a storage's declared element count is checked before its record is read") {
   // The FloatStorage of one_tensor declares 2 elements (K\x02); here 2^62, whose bytes overflow.
   std::string huge = one_tensor("K\x00", "K\x02\x85", "K\x01\x85");
