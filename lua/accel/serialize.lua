@@ -25,6 +25,8 @@
 local ffi = require("ffi")
 local core = require("accel.core")
 
+local ck = core.checkpoint
+
 local serialize = {}
 
 serialize.magic = "accel-value 1\n"
@@ -33,23 +35,22 @@ serialize.max_depth = 100
 local max_dims = 64
 local max_count = 2 ^ 53
 
--- How each dtype's elements are stored: C type, bytes per element. Reading
--- copies them into an array of the C type, except floating-point elements,
--- which are read through their bits (number_at, float_at below).
+-- How each dtype's elements are stored: the little-endian type written,
+-- bytes per element, and for types stored wider, the range a value read
+-- back must lie in. The engine copies whole tensors to and from these bytes
+-- (ck.value_tensor_bytes, ck.value_tensor): no element passes through Lua.
 local element = {
-  float64 = { "double", 8 },
-  float32 = { "float", 4 },
-  float16 = { "float", 4 },
-  bfloat16 = { "float", 4 },
-  int64 = { "uint32_t", 8 }, -- low then high 32 bits
-  int32 = { "int32_t", 4 },
-  int16 = { "int32_t", 4 },
-  int8 = { "int32_t", 4 },
-  uint8 = { "int32_t", 4 },
-  bool = { "uint8_t", 1 },
+  float64 = { "float64", 8 },
+  float32 = { "float32", 4 },
+  float16 = { "float32", 4 },
+  bfloat16 = { "float32", 4 },
+  int64 = { "int64", 8 },
+  int32 = { "int32", 4 },
+  int16 = { "int32", 4, -32768, 32767 },
+  int8 = { "int32", 4, -128, 127 },
+  uint8 = { "int32", 4, 0, 255 },
+  bool = { "uint8", 1, 0, 1 },
 }
-
-local two32 = 4294967296
 
 if not ffi.abi("le") then error("accel.serialize: value files are little-endian; this machine is not", 0) end
 
@@ -89,28 +90,7 @@ local function encode_tensor(t, out)
   local sizes = t:size()
   out[#out + 1] = "T" .. varint(#dtype) .. dtype .. varint(#sizes)
   for _, n in ipairs(sizes) do out[#out + 1] = varint(n) end
-  local flat = t:reshape({ -1 })
-  local n = flat:numel()
-  if n == 0 then return end
-  if dtype == "int64" then
-    -- Two exact halves: a double cannot hold every int64.
-    local high, low = flat:floor_divide(two32):totable(), flat:remainder(two32):totable()
-    local words = ffi.new("uint32_t[?]", 2 * n)
-    for i = 1, n do
-      words[2 * i - 2] = low[i]
-      words[2 * i - 1] = high[i] % two32
-    end
-    out[#out + 1] = ffi.string(words, 8 * n)
-    return
-  end
-  local values = flat:totable()
-  local array = ffi.new(kind[1] .. "[?]", n)
-  if dtype == "bool" then
-    for i = 1, n do array[i - 1] = values[i] and 1 or 0 end
-  else
-    for i = 1, n do array[i - 1] = values[i] end
-  end
-  out[#out + 1] = ffi.string(array, kind[2] * n)
+  if t:numel() > 0 then out[#out + 1] = ck.value_tensor_bytes(t, kind[1]) end
 end
 
 local function encode(value, out, active, depth)
@@ -179,21 +159,6 @@ local function number_at(values, words, i)
   end
   return values[i]
 end
-
--- values[i], a float whose bits are words[i].
-local function float_at(values, words, i)
-  local bits = words[i]
-  if bits % sign_bit > 0x7F800000 then return nan_of_sign[bits >= sign_bit and 1 or 0] end
-  return tonumber(values[i])
-end
-
-local function integer_at(values, _, i)
-  return values[i]
-end
-
--- How decode_tensor reads the element at index i, by C type.
--- (int64's halves are read by decode_tensor itself.)
-local readers = { double = number_at, float = float_at, int32_t = integer_at, uint8_t = integer_at }
 
 -- A reader over `bytes`; every error names `name` and the byte (1-based).
 local function reader(bytes, name)
@@ -275,28 +240,13 @@ local function decode_tensor(r)
     r.fail(string.format("a %s tensor of %.0f elements needs %.0f bytes but only %d remain", dtype, numel, numel * kind[2],
                          r.remaining()), start)
   end
-  local values = {}
-  local array, words = r.array(kind[1], numel, kind[2], "a tensor's elements")
-  local t
-  if dtype == "int64" then
-    local high = {}
-    for i = 1, numel do
-      values[i] = array[2 * i - 2]
-      local h = array[2 * i - 1]
-      high[i] = h >= 2 ^ 31 and h - two32 or h
-    end
-    t = core.tensor(high, { dtype = "int64" }) * two32 + core.tensor(values, { dtype = "int64" })
-  else
-    local read = readers[kind[1]]
-    for i = 1, numel do values[i] = read(array, words, i - 1) end
-    if dtype == "bool" then
-      for i = 1, numel do
-        if values[i] > 1 then r.fail("a bool tensor element is neither 0 nor 1", start) end
-        values[i] = values[i] == 1
-      end
-    end
-    t = core.tensor(values, { dtype = dtype })
+  local first = r.take(numel * kind[2], "a tensor's elements")
+  local t = ck.value_tensor(r.bytes, first, kind[1], numel)
+  -- Types stored wider than they are hold only values of their range.
+  if kind[3] and numel > 0 and (t:min():item() < kind[3] or t:max():item() > kind[4]) then
+    r.fail(string.format("a tensor of dtype %s holds a value outside %d to %d", dtype, kind[3], kind[4]), start)
   end
+  if kind[1] ~= dtype then t = t:to(dtype) end
   return t:reshape(sizes)
 end
 

@@ -140,6 +140,32 @@ for _, case in ipairs({
   end)
 end
 
+-- A value file larger than any the engine writes (a sparse 300 MiB file
+-- here, its size in the manifest to match) is refused before it is read.
+do
+  local folder = root .. "/explicit/"
+  local name = "accelerator_state.lua"
+  local manifest, bytes = read(folder .. "manifest.json"), read(folder .. name)
+  acc:wait_for_everyone()
+  if acc.is_main_process then
+    local huge = 300 * 2 ^ 20
+    assert(os.execute(string.format("truncate -s %d '%s'", huge, folder .. name)) == 0)
+    local entry = '("name": "accelerator_state%.lua",%s*"format": "lua",%s*"size": )%d+'
+    local changed, n = manifest:gsub(entry, "%1" .. string.format("%d", huge))
+    check.equal(n, 1, "the manifest lists " .. name)
+    write(folder .. "manifest.json", changed)
+  end
+  acc:wait_for_everyone()
+  check.raises(function() acc:load_state(root .. "/explicit") end, "a 300 MiB value file",
+               name .. "' is listed at 314572800 bytes; a value file holds at most 268435456")
+  acc:wait_for_everyone()
+  if acc.is_main_process then
+    write(folder .. name, bytes)
+    write(folder .. "manifest.json", manifest)
+  end
+  acc:wait_for_everyone()
+end
+
 -- Rank 0 puts what `make(path)` creates in place of `name` (its bytes kept
 -- aside); every rank must refuse the checkpoint at once, naming the file.
 local function replaced_by(name, make, what, ...)

@@ -150,4 +150,23 @@ local floats = serialize.load(value_bytes("T\7float32\1\3" .. "\251\255\255\255"
 local list = floats:totable()
 check.truthy(list[1] ~= list[1] and list[2] ~= list[2] and list[3] == 1, "float NaN payloads are NaN elements")
 
+-- Types stored wider than they are: a value outside the type's range is
+-- refused, not wrapped; so is a bool element other than 0 and 1.
+local function one_element(dtype, stored_bytes)
+  return value_bytes("T" .. serialize.varint(#dtype) .. dtype .. "\1\1" .. stored_bytes)
+end
+check.equal(serialize.load(one_element("int8", "\127\0\0\0"), "int8 127"):item(), 127, "an int8 at its bound reads")
+check.raises(function() serialize.load(one_element("int8", "\44\1\0\0"), "file.lua") end, "an int8 of 300",
+             "accel.serialize: file.lua: a tensor of dtype int8 holds a value outside -128 to 127")
+check.raises(function() serialize.load(one_element("bool", "\2"), "file.lua") end, "a bool of 2",
+             "a tensor of dtype bool holds a value outside 0 to 1")
+
+-- Large tensors are written and read whole by the engine, not element by
+-- element through Lua tables (the time is printed, not asserted).
+local big_values = { f = accel.randn(1000000), i = accel.randint(-2 ^ 40, 2 ^ 40, { 1000000 }) }
+local clock = os.clock()
+local back = serialize.load(serialize.dump(big_values), "a million elements")
+check.truthy(back.f:equal(big_values.f) and back.i:equal(big_values.i), "a million elements read back equal")
+print(string.format("a million float32 and int64 elements: dumped and loaded in %.2f s", os.clock() - clock))
+
 check.done("serialize")

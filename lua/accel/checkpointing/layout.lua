@@ -45,6 +45,11 @@ function layout.ordered_state(model)
   return out
 end
 
+-- The largest value file saved or read (as manifests are bounded): loader
+-- positions, schedulers and registered objects are small, and a load
+-- refuses one listed larger before a byte of it is read.
+layout.MAX_VALUE_BYTES = 256 * 2 ^ 20
+
 function layout.counts(c)
   return {
     models = #c.models,

@@ -93,7 +93,12 @@ local function read_checkpoint(c, folder)
   local function read_tensors(name) return ck.read_safetensors(folder .. "/" .. name, entry(name)) end
   local function read_value(name)
     local path = folder .. "/" .. name
-    return serialize.load(ck.read_text(path, entry(name)), path)
+    local listed_entry = entry(name)
+    if listed_entry.size > layout.MAX_VALUE_BYTES then
+      error(string.format("'%s' is listed at %d bytes; a value file holds at most %d", path, listed_entry.size,
+                          layout.MAX_VALUE_BYTES), 0)
+    end
+    return serialize.load(ck.read_text(path, listed_entry), path)
   end
 
   local s = { manifest = manifest, saved = read_value(layout.names.accelerator) }

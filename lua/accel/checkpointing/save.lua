@@ -96,7 +96,12 @@ local function write_files(c, tmp, full)
     entries[#entries + 1] = { name = name, format = format, size = digest.size, crc32c = digest.crc32c }
   end
   local function lua_file(name, value)
-    add(name, "lua", ck.write_text(tmp .. "/" .. name, serialize.dump(value)))
+    local bytes = serialize.dump(value)
+    if #bytes > layout.MAX_VALUE_BYTES then
+      error(string.format("'%s' would be %d bytes; a value file holds at most %d (large tensors belong in a model, "
+                          .. "or in a file of your own)", name, #bytes, layout.MAX_VALUE_BYTES), 0)
+    end
+    add(name, "lua", ck.write_text(tmp .. "/" .. name, bytes))
   end
   local function tensors_file(name, pairs_list)
     add(name, "safetensors", ck.write_safetensors(tmp .. "/" .. name, pairs_list))
