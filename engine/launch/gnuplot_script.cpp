@@ -24,17 +24,26 @@ void append_number(std::string& out, double value) {
   out.append(digits, result.ptr);
 }
 
-// Each point the mean of it and the smooth - 1 before it.
+// Each point the mean of it and the smooth - 1 before it, within the
+// stretch of finite values it lies in: a value that is not finite (NaN,
+// Infinity) stays as it is, a gap, and the mean starts anew after it.
 std::vector<std::pair<double, double>> smoothed(const std::vector<std::pair<double, double>>& points,
                                                 int smooth) {
   if (smooth <= 1) return points;
   std::vector<std::pair<double, double>> out;
   out.reserve(points.size());
   double sum = 0;
+  size_t first = 0;  // the first point of the current finite stretch
   for (size_t i = 0; i < points.size(); ++i) {
+    if (!std::isfinite(points[i].second)) {
+      out.push_back(points[i]);
+      sum = 0;
+      first = i + 1;
+      continue;
+    }
     sum += points[i].second;
-    if (i >= static_cast<size_t>(smooth)) sum -= points[i - smooth].second;
-    const size_t n = std::min(i + 1, static_cast<size_t>(smooth));
+    if (i - first >= static_cast<size_t>(smooth)) sum -= points[i - smooth].second;
+    const size_t n = std::min(i - first + 1, static_cast<size_t>(smooth));
     out.emplace_back(points[i].first, sum / static_cast<double>(n));
   }
   return out;
@@ -57,7 +66,12 @@ std::string terminal(const Chart& chart, int rows, int cols) {
 }  // namespace
 
 std::string gnuplot_string(const std::string& text) {
-  std::string out = "'";
+  // A quote is never written inside a literal: gnuplot 5.4 ends a
+  // single-quoted string at a quote that follows a doubled pair, so a name
+  // holding '' (or starting with ') would end its literal early. The text
+  // is split at its quotes into literals joined by sprintf('%c', 39), one
+  // parenthesised string expression.
+  std::string out = "('";
   for (size_t i = 0; i < text.size();) {
     const size_t n = tracking::utf8_sequence_length(text, i);
     const auto c = static_cast<unsigned char>(text[i]);
@@ -67,7 +81,7 @@ std::string gnuplot_string(const std::string& text) {
       continue;
     }
     if (c == '\'') {
-      out += "''";
+      out += "' . sprintf('%c', 39) . '";
     } else if (n == 1 && c >= 0x20 && c < 0x7F) {
       out += static_cast<char>(c);
     } else {
@@ -75,7 +89,7 @@ std::string gnuplot_string(const std::string& text) {
     }
     ++i;
   }
-  return out + "'";
+  return out + "')";
 }
 
 std::string gnuplot_script(const Chart& chart, const std::vector<std::string>& metrics,
@@ -91,6 +105,10 @@ std::string gnuplot_script(const Chart& chart, const std::vector<std::string>& m
       if (found == runs[r].series.end()) continue;
       script += "$m" + std::to_string(m) + "_" + std::to_string(r) + " << EOD\n";
       for (const auto& [step, value] : smoothed(found->second, chart.smooth)) {
+        if (!std::isfinite(value)) {
+          script += '\n';  // a blank line: gnuplot does not join the line across it
+          continue;
+        }
         append_number(script, step);
         script += ' ';
         append_number(script, value);

@@ -4,8 +4,10 @@
 // Nothing read from a file becomes gnuplot code: the points are numbers
 // this code formats, inside data blocks; run and metric names go in
 // single-quoted strings (where gnuplot expands neither `command` nor
-// @macro), with quotes doubled and control characters and bytes that are
-// not UTF-8 replaced, and the terminal is noenhanced so no markup applies.
+// @macro), split at their quotes (each written as sprintf('%c', 39)), with
+// control characters and bytes that are not UTF-8 replaced, and the
+// terminal is noenhanced so no markup applies. Values that are not finite
+// are gaps in their line.
 #pragma once
 #include <string>
 #include <vector>
@@ -25,7 +27,8 @@ struct Chart {
 extern const char* const kSeriesColours[];
 extern const int kSeriesColourCount;
 
-// `text` as a gnuplot single-quoted string literal, quotes included.
+// `text` as a gnuplot string expression: single-quoted literals joined by
+// sprintf('%c', 39) where the text has quotes, parenthesised.
 std::string gnuplot_string(const std::string& text);
 
 // The script drawing `metrics` (each a chart) of `runs`.

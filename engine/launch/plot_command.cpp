@@ -11,6 +11,7 @@
 #include <cstring>
 #include <ostream>
 #include <set>
+#include <sstream>
 
 #include "engine/launch/gnuplot_script.h"
 
@@ -18,6 +19,11 @@ extern char** environ;
 
 namespace accel {
 namespace {
+
+// The most charts one page holds: 2,500 metrics drew a 32000x21000 image.
+constexpr size_t kMaxCharts = 36;
+// The largest image side --size takes, in pixels (or characters).
+constexpr int kMaxSide = 10000;
 
 struct PlotOptions {
   std::vector<std::string> runs;
@@ -69,6 +75,9 @@ PlotOptions parse(const std::vector<std::string>& args) {
       if (comma == std::string::npos) throw plot::PlotError("--size takes W,H, got '" + size + "'");
       o.chart.width = positive("--size", size.substr(0, comma));
       o.chart.height = positive("--size", size.substr(comma + 1));
+      if (o.chart.width > kMaxSide || o.chart.height > kMaxSide) {
+        throw plot::PlotError("--size takes at most " + std::to_string(kMaxSide) + " on each side, got '" + size + "'");
+      }
     } else if (arg.size() > 1 && arg[0] == '-') {
       throw plot::PlotError("unknown option '" + arg + "'");
     } else {
@@ -79,9 +88,9 @@ PlotOptions parse(const std::vector<std::string>& args) {
   return o;
 }
 
-// The metrics to draw: those asked for (each must be in some run), else
-// every metric of every run, by name.
-std::vector<std::string> chosen_metrics(const PlotOptions& o, const std::vector<plot::RunMetrics>& runs) {
+// Every metric asked for (each must be in some run), else every metric of
+// every run, by name.
+std::vector<std::string> every_chosen_metric(const PlotOptions& o, const std::vector<plot::RunMetrics>& runs) {
   std::set<std::string> known;
   for (const auto& run : runs) {
     for (const auto& [name, points] : run.series) known.insert(name);
@@ -96,6 +105,39 @@ std::vector<std::string> chosen_metrics(const PlotOptions& o, const std::vector<
     }
   }
   return o.metrics;
+}
+
+// The metrics to draw: those asked for (each must be in some run), else
+// every metric of every run, by name; at most kMaxCharts of them, the
+// others named on `err` as left out.
+std::vector<std::string> chosen_metrics(const PlotOptions& o, const std::vector<plot::RunMetrics>& runs,
+                                        std::ostream& err) {
+  std::vector<std::string> all = every_chosen_metric(o, runs);
+  if (all.size() <= kMaxCharts) return all;
+  std::string left_out;
+  for (size_t i = kMaxCharts; i < all.size() && i < kMaxCharts + 20; ++i) {
+    left_out += (left_out.empty() ? "" : ", ") + all[i];
+  }
+  if (all.size() > kMaxCharts + 20) left_out += ", ...";
+  err << "accel-run plot: " << all.size() - kMaxCharts << " of " << all.size() << " metrics are not drawn (a page holds "
+      << kMaxCharts << " charts; choose them with --metric): " << left_out << "\n";
+  all.resize(kMaxCharts);
+  return all;
+}
+
+// Says which metrics of which runs have values that are not finite, drawn as gaps.
+void say_gaps(const std::vector<std::string>& metrics, const std::vector<plot::RunMetrics>& runs, std::ostream& err) {
+  for (const auto& run : runs) {
+    for (const std::string& metric : metrics) {
+      auto found = run.non_finite.find(metric);
+      if (found == run.non_finite.end()) continue;
+      std::ostringstream step;
+      step << found->second.first_step;
+      err << "accel-run plot: " << run.name << ": '" << metric << "' has " << found->second.count
+          << (found->second.count == 1 ? " value that is" : " values that are") << " NaN or infinite (the first at step "
+          << step.str() << "), drawn as gaps\n";
+    }
+  }
 }
 
 // Runs gnuplot with `script` on its stdin; returns its exit status, or -1
@@ -158,7 +200,9 @@ int run_plot_command(const std::vector<std::string>& args, std::ostream& out, st
     }
     std::vector<plot::RunMetrics> runs;
     for (const std::string& run : o.runs) runs.push_back(plot::read_run_metrics(run));
-    script = plot::gnuplot_script(o.chart, chosen_metrics(o, runs), runs);
+    const std::vector<std::string> metrics = chosen_metrics(o, runs, err);
+    say_gaps(metrics, runs, err);
+    script = plot::gnuplot_script(o.chart, metrics, runs);
   } catch (const plot::PlotError& e) {
     err << "accel-run plot: error: " << e.what() << "\n";
     return 2;

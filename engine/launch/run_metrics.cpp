@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "engine/protocol/utf8.h"
@@ -40,8 +41,19 @@ void take_line(RunMetrics& metrics, const std::string& line, const std::string& 
   auto step = record.find("step");
   if (step == record.end() || !step->is_number()) throw PlotError(where + ": no numeric \"step\"");
   for (const auto& [name, value] : record.items()) {
-    if (name == "step" || name == "time" || !value.is_number()) continue;
-    metrics.series[name].emplace_back(step->get<double>(), value.get<double>());
+    if (name == "step" || name == "time") continue;
+    double number = 0;
+    if (value.is_number()) {
+      number = value.get<double>();
+    } else if (value == "NaN" || value == "Infinity" || value == "-Infinity") {
+      // How the jsonl tracker writes what JSON has no number for.
+      number = std::numeric_limits<double>::quiet_NaN();
+      RunMetrics::NonFinite& seen = metrics.non_finite[name];
+      if (seen.count++ == 0) seen.first_step = step->get<double>();
+    } else {
+      continue;
+    }
+    metrics.series[name].emplace_back(step->get<double>(), number);
   }
 }
 

@@ -14,6 +14,14 @@ namespace accel::plot {
 struct RunMetrics {
   std::string name;  // how the legend names the run: its folder as given
   std::map<std::string, std::vector<std::pair<double, double>>> series;  // metric -> (step, value)
+  // Values the tracker wrote as "NaN", "Infinity" or "-Infinity" (a loss
+  // that diverged): kept in the series as NaN, drawn as gaps, and counted
+  // here so that plot can say so.
+  struct NonFinite {
+    size_t count = 0;
+    double first_step = 0;
+  };
+  std::map<std::string, NonFinite> non_finite;  // metric -> its values that are not finite
 };
 
 class PlotError : public std::runtime_error {
@@ -23,8 +31,9 @@ class PlotError : public std::runtime_error {
 
 // Reads `run` (a run folder holding metrics.jsonl, or such a file itself).
 // Lines that are not JSON objects with a numeric "step" are errors naming
-// the file and line; values that are not numbers ("NaN", strings) are left
-// out of the series.
+// the file and line; "NaN", "Infinity" and "-Infinity" are points that are
+// not finite (non_finite); other values that are not numbers (strings)
+// are left out of the series.
 RunMetrics read_run_metrics(const std::string& run);
 
 }  // namespace accel::plot

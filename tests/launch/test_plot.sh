@@ -41,6 +41,68 @@ nothing_ran() { [ ! -e "$work/pwned1" ] && [ ! -e "$work/pwned2" ] && [ ! -e "$w
 expect "and nothing in them ran" nothing_ran
 expect "the run's name is text in the key" grep -qF "pwned1" "$work/hostile.svg"
 
+# Quotes that gnuplot 5.4 read past when doubled: a name starting with ' or
+# holding '' is drawn like any other, and every chart of the page with it.
+mkdir -p "$work/runs/quotes"
+printf '{"step": 1, "%s": 1, "%s": 2, "plain": 3}\n{"step": 2, "%s": 2, "%s": 3, "plain": 4}\n' \
+  "'start" "two''quotes" "'start" "two''quotes" >"$work/runs/quotes/metrics.jsonl"
+run_accel plot "$work/runs/quotes" -o "$work/quotes.svg"
+expect "names with quotes are drawn" [ "$status" -eq 0 -a -z "$err" ]
+expect "a chart is titled with a name starting with a quote" grep -q ">'start</text>" "$work/quotes.svg"
+expect "and one with a name holding a doubled quote" grep -q ">two''quotes</text>" "$work/quotes.svg"
+expect "and the chart after them too" grep -q ">plain</text>" "$work/quotes.svg"
+
+# Fuzzed names (quotes, backquotes, macros, newlines, calls; seeded): every
+# page is drawn, gnuplot reports no error and no payload runs.
+python3 - "$work/fuzz" "$work/fuzzed" <<'PY'
+import json, os, random, sys
+folder, marker = sys.argv[1], sys.argv[2]
+random.seed(7)
+pieces = ["'", "''", "`", "@", "$", "(", ")", ";", "\\", '"', "\n", "\t", " ", "x", "system(", "print ",
+          "`touch " + marker + "`", "'.system('touch " + marker + "').'", "@x", "\u00e9", "%c", "sprintf("]
+for page in range(10):
+    os.makedirs(f"{folder}/{page}", exist_ok=True)
+    names = set()
+    while len(names) < 30:
+        names.add("".join(random.choice(pieces) for _ in range(random.randint(1, 8))))
+    with open(f"{folder}/{page}/metrics.jsonl", "w") as f:
+        for step in range(3):
+            f.write(json.dumps({"step": step, **{n: step + i for i, n in enumerate(sorted(names))}}) + "\n")
+PY
+fuzz_ok=0
+for page in 0 1 2 3 4 5 6 7 8 9; do
+  run_accel plot "$work/fuzz/$page" -o "$work/fuzz/$page.svg"
+  [ "$status" -eq 0 ] && [ -z "$err" ] && [ -s "$work/fuzz/$page.svg" ] && fuzz_ok=$((fuzz_ok + 1))
+done
+expect "300 fuzzed names: all 10 pages drawn without a gnuplot error" [ "$fuzz_ok" -eq 10 ]
+expect "and no payload ran" [ ! -e "$work/fuzzed" ]
+
+# Values the tracker writes as "NaN" or "Infinity" (a loss that diverged)
+# are gaps in the line, and said; they no longer vanish silently.
+mkdir -p "$work/runs/diverged"
+printf '{"step": 1, "loss": 1}\n{"step": 2, "loss": "NaN"}\n{"step": 3, "loss": "Infinity"}\n{"step": 4, "loss": 2}\n{"step": 5, "loss": 3}\n' \
+  >"$work/runs/diverged/metrics.jsonl"
+run_accel plot "$work/runs/diverged" -o "$work/diverged.svg"
+expect "a run with NaN and Infinity is drawn" [ "$status" -eq 0 ]
+expect "which says so, with the first step" \
+  contains "$err" "$work/runs/diverged: 'loss' has 2 values that are NaN or infinite (the first at step 2), drawn as gaps"
+# The run's path: the key's sample, then the line, which restarts (a move,
+# M) after the gap instead of joining step 1 to step 4: three moves, not two.
+expect "the line breaks at the gap" \
+  [ "$(grep "<path stroke='rgb( 31, 119, 180)'" "$work/diverged.svg" | grep -o "M[0-9]" | wc -l)" -eq 3 ]
+
+# A page holds 36 charts: more metrics are left out by name, not drawn
+# into an image of gigabytes; --size is bounded too.
+mkdir -p "$work/runs/many"
+python3 -c 'import json; print(json.dumps({"step": 1, **{"m%03d" % i: i for i in range(100)}}))' \
+  >"$work/runs/many/metrics.jsonl"
+run_accel plot "$work/runs/many" -o "$work/many.png"
+expect "100 metrics: 36 are drawn" [ "$status" -eq 0 ]
+expect "the others are named as left out" \
+  contains "$err" "64 of 100 metrics are not drawn (a page holds 36 charts; choose them with --metric): m036, m037"
+run_accel plot "$work/runs/many" -o "$work/many.png" --size 20000,100
+expect "an image side past 10000 is refused" contains "$err" "--size takes at most 10000 on each side, got '20000,100'"
+
 run_accel plot "$work/runs/base" --size 80,20
 expect "text charts on stdout without -o" [ "$status" -eq 0 ]
 expect "titled by metric" contains "$out" "loss"
