@@ -1,0 +1,69 @@
+// Feeds the input to the reader of a SHARDED_STATE_DICT layout
+// (model_sharding.lua in a checkpoint): accel.serialize.load, then
+// sharded_state.check_layout; a layout it passes, when small enough to
+// build (at most a million elements in all), is used as a load uses it: the
+// full model and optimizer state are rebuilt from every rank's slices
+// (zeros of the layout's shard sizes). The code is Lua: lua_harness.h gives
+// libFuzzer its coverage.
+// Finding: an error that is not the decoder's ("accel.serialize: ...") or
+// the layout check's ("'model_sharding.lua': ..."), a rebuild that fails
+// for a layout the check passed, a crash, a sanitizer report, a hang or a
+// leak.
+#include <cstring>
+#include <string>
+
+#include "tests/fuzz/lua_harness.h"
+
+namespace {
+
+constexpr const char* kTarget = "fuzz_sharded_layout";
+
+// fuzz.layout(bytes): nil when the layout is refused as it should be, or a
+// string saying what went wrong otherwise.
+constexpr const char* kSetup = R"(
+local serialize = require('accel.serialize')
+local sharded_state = require('accel.sharding.sharded_state')
+local core = require('accel.core')
+local path = 'model_sharding.lua'
+debug.getregistry()['fuzz.layout'] = function(bytes)
+  local ok, layout = pcall(serialize.load, bytes, path)
+  if not ok then
+    if tostring(layout):find('^accel%.serialize: ') then return nil end
+    return 'load raised an error that is not the decoder\'s: ' .. tostring(layout)
+  end
+  local checked, why = pcall(sharded_state.check_layout, layout, path)
+  if not checked then
+    if tostring(why):find("^'model_sharding%.lua': ") then return nil end
+    return 'check_layout raised an error that is not its own: ' .. tostring(why)
+  end
+  local elements = 0
+  for _, flat in ipairs(layout.flats) do elements = elements + flat.shard_numel * layout.world_size end
+  if elements > 1e6 or layout.world_size > 64 then return nil end
+  local models, optimizers = {}, {}
+  for r = 1, layout.world_size do
+    models[r], optimizers[r] = {}, {}
+    for k, flat in ipairs(layout.flats) do models[r]['flat_' .. k] = core.zeros({ flat.shard_numel }) end
+  end
+  local built, err = pcall(sharded_state.full_model, layout, models, path)
+  if not built then return 'full_model refused a layout check_layout passed: ' .. tostring(err) end
+  built, err = pcall(sharded_state.full_optimizer, layout, optimizers, path)
+  if not built then return 'full_optimizer refused a layout check_layout passed: ' .. tostring(err) end
+  return nil
+end
+)";
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static lua_State* L = accel::fuzz::new_lua_state(kTarget, kSetup);
+  lua_pushlstring(L, reinterpret_cast<const char*>(data), size);
+  if (!accel::fuzz::call_lua(L, "fuzz.layout")) {
+    accel::fuzz::lua_finding(kTarget, std::string("the harness failed: ") + lua_tostring(L, -1));
+  }
+  if (lua_isstring(L, -1)) accel::fuzz::lua_finding(kTarget, lua_tostring(L, -1));
+  lua_settop(L, 0);
+  // What this input made is freed before it ends, so that libFuzzer's leak
+  // check sees leaks and not Lua's garbage.
+  lua_gc(L, LUA_GCCOLLECT, 0);
+  return 0;
+}
