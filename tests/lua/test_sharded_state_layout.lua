@@ -18,6 +18,7 @@ local cases = {
   { function(l) l.world_size = 0 end, "world_size must be a whole number of at least 1, got 0" },
   { function(l) l.optimizer = "1" end, "optimizer must be a whole number" },
   { function(l) l.flats = 3 end, "flats must be a list, got a number" },
+  { function(l) l.flats[1].params[1].shape = { 2, 4, x = 1 } end, "flats[1].params[1].shape must be a list, but has the key x" },
   { function(l) l.flats[1].numel = 2.5 end, "flats[1].numel must be a whole number" },
   { function(l) l.flats[1].params[2].name = 7 end, "flats[1].params[2].name must be a string" },
   { function(l) l.flats[1].params[1].offset = -4 end, "flats[1].params[1].offset must be a whole number of at least 0" },

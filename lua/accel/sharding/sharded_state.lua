@@ -52,23 +52,34 @@ function sharded_state.check_layout(layout, path)
       fail(string.format("%s must be a whole number of at least %d, got %s", what, least, tostring(v)))
     end
   end
-  local function list(v, what)
-    if type(v) ~= "table" then fail(what .. " must be a list, got a " .. type(v)) end
+  local function record(v, what)
+    if type(v) ~= "table" then fail(what .. " must be a table, got a " .. type(v)) end
     return v
   end
-  list(layout, "the layout")
+  -- A list holds keys 1 to n and nothing else (ipairs would skip the rest).
+  local function list(v, what)
+    if type(v) ~= "table" then fail(what .. " must be a list, got a " .. type(v)) end
+    local n = 0
+    for k in pairs(v) do
+      n = n + 1
+      if type(k) ~= "number" or k % 1 ~= 0 or k < 1 then fail(what .. " must be a list, but has the key " .. tostring(k)) end
+    end
+    if n ~= #v then fail(what .. " must be a list, but has gaps") end
+    return v
+  end
+  record(layout, "the layout")
   whole(layout.world_size, "world_size", 1)
   whole(layout.optimizer, "optimizer", 1)
   for g, n in ipairs(list(layout.group_sizes, "group_sizes")) do whole(n, "group_sizes[" .. g .. "]", 0) end
   for k, flat in ipairs(list(layout.flats, "flats")) do
     local where = "flats[" .. k .. "]"
-    list(flat, where)
+    record(flat, where)
     whole(flat.numel, where .. ".numel", 0)
     whole(flat.shard_numel, where .. ".shard_numel", 0)
     whole(flat.optimizer_index, where .. ".optimizer_index", -1)
     for j, p in ipairs(list(flat.params, where .. ".params")) do
       local at = where .. ".params[" .. j .. "]"
-      if type(list(p, at).name) ~= "string" then fail(at .. ".name must be a string") end
+      if type(record(p, at).name) ~= "string" then fail(at .. ".name must be a string") end
       whole(p.offset, at .. ".offset", 0)
       whole(p.optimizer_index, at .. ".optimizer_index", -1)
       for d, size in ipairs(list(p.shape, at .. ".shape")) do whole(size, at .. ".shape[" .. d .. "]", 0) end
