@@ -20,6 +20,14 @@ if rank == 1 then serialize.dump = function() return "garbage" end end
 check.raises(function() acc:gather_object(1) end, "a peer's bytes that are no value name the peer",
              "gather_object: the value of rank 1", "not an accel value file")
 serialize.dump = dump
+-- So is a dispatched batch's header from the main process.
+local dispatching = accel.Accelerator{ dispatch_batches = true }
+local dispatched = dispatching:prepare(accel.data.DataLoader(accel.data.TensorDataset(accel.randn(8, 2)),
+                                                             { batch_size = 2 }))
+if rank == 0 then serialize.dump = function() return "garbage" end end
+check.raises(function() for _ in dispatched:iter() do end end, "a dispatched header that is no value names rank 0",
+             "the dispatched batch's value from rank 0", "not an accel value file")
+serialize.dump = dump
 
 -- pad_across_processes: to the longest rank, after or before
 local mine = accel.full({ rank + 1, 2 }, rank + 1)
