@@ -49,15 +49,16 @@ inline bool valid_utf8(std::string_view s) {
   return true;
 }
 
-// `s` with every byte that is not part of well-formed UTF-8 written as
-// \xNN, for messages that name a bad string.
-inline std::string escape_invalid_utf8(std::string_view s) {
+// Appends s[0, until) to `out`, every byte that is not part of well-formed
+// UTF-8 (and, with `controls`, every control byte) written as \xNN; a
+// character is never cut. Returns where it stopped.
+inline std::size_t append_escaped(std::string& out, std::string_view s, std::size_t until, bool controls) {
   static const char hex[] = "0123456789abcdef";
-  std::string out;
-  for (std::size_t i = 0; i < s.size();) {
+  std::size_t i = 0;
+  while (i < s.size() && i < until) {
     const std::size_t n = utf8_sequence_length(s, i);
-    if (n == 0) {
-      const auto c = static_cast<unsigned char>(s[i]);
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (n == 0 || (controls && (c < 0x20 || c == 0x7f))) {
       out += "\\x";
       out += hex[c >> 4];
       out += hex[c & 15];
@@ -67,6 +68,14 @@ inline std::string escape_invalid_utf8(std::string_view s) {
       i += n;
     }
   }
+  return i;
+}
+
+// `s` with every byte that is not part of well-formed UTF-8 written as
+// \xNN, for messages that name a bad string.
+inline std::string escape_invalid_utf8(std::string_view s) {
+  std::string out;
+  append_escaped(out, s, s.size(), false);
   return out;
 }
 
@@ -75,24 +84,10 @@ inline std::string escape_invalid_utf8(std::string_view s) {
 // \xNN, at most `shown` bytes of it, then its size: "'x\x00y'",
 // "'aaaa...' (2000000 bytes)". A NUL would otherwise end the message.
 inline std::string quoted_for_message(std::string_view s, std::size_t shown = 80) {
-  static const char hex[] = "0123456789abcdef";
   std::string out = "'";
-  std::size_t i = 0;
-  while (i < s.size() && i < shown) {
-    const std::size_t n = utf8_sequence_length(s, i);
-    const auto c = static_cast<unsigned char>(s[i]);
-    if (n == 0 || c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-      ++i;
-    } else {
-      out.append(s.substr(i, n));
-      i += n;
-    }
-  }
+  const std::size_t stopped = append_escaped(out, s, shown, true);
   out += "'";
-  if (i < s.size()) out += "... (" + std::to_string(s.size()) + " bytes)";
+  if (stopped < s.size()) out += "... (" + std::to_string(s.size()) + " bytes)";
   return out;
 }
 
