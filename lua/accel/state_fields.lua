@@ -3,9 +3,21 @@
 -- the wrong type or range is an error naming where it came from and the
 -- field, not a failure at the next step far from the file.
 --   state_fields.check(t, { {"epoch", "count"}, {"shuffle", "boolean"} }, "'ck/dataloader_0.lua'")
+local core = require("accel.core")
+
 local state_fields = {}
 
 local function whole(v) return type(v) == "number" and v % 1 == 0 and v > -math.huge and v < math.huge end
+
+-- A finite number of at least 0; a one-element tensor holding one counts
+-- (backward's num_items may be a tensor, and the count it adds up to is saved).
+local function amount(v)
+  if core.is_tensor(v) then
+    if v:numel() ~= 1 or v.dtype == "bool" then return false end
+    v = v:item()
+  end
+  return type(v) == "number" and v >= 0 and v < math.huge
+end
 
 -- kind -> what it must be, as messages say it, and the test.
 local kinds = {
@@ -13,7 +25,7 @@ local kinds = {
   ["positive count"] = { "a whole number of at least 1", function(v) return whole(v) and v >= 1 end },
   integer = { "a whole number", whole },
   size = { "a whole number of at least -1", function(v) return whole(v) and v >= -1 end },
-  amount = { "a finite number of at least 0", function(v) return type(v) == "number" and v >= 0 and v < math.huge end },
+  amount = { "a finite number of at least 0 (or a one-element tensor of one)", amount },
   ["positive amount"] = { "a finite number above 0", function(v) return type(v) == "number" and v > 0 and v < math.huge end },
   boolean = { "true or false", function(v) return type(v) == "boolean" end },
   ["optional boolean"] = { "true, false or absent", function(v) return v == nil or type(v) == "boolean" end },

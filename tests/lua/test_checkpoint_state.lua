@@ -110,6 +110,25 @@ check.raises(function() other:load_state(dir) end, "another set of prepared obje
              "holds 2 model(s) but this Accelerator prepared 1")
 check.truthy(lone ~= nil, "the other Accelerator prepared its model")
 
+-- backward's num_items given as a tensor: the count saved between micro-steps
+-- is a one-element tensor, which the load's field checks take.
+do
+  local counting = accel.Accelerator{ gradient_accumulation_steps = 2 }
+  local linear = nn.Linear(2, 1)
+  local sgd = optim.SGD(linear:parameters(), { lr = 0.1 })
+  linear, sgd = counting:prepare(linear, sgd)
+  counting:accumulate(linear, function()
+    counting:backward(linear(accel.ones(3, 2)):sum(), { num_items = accel.tensor(3.0) })
+    sgd:step(); sgd:zero_grad()
+  end)
+  counting:save_state(dir .. "_items")
+  counting.gradient_state.items = 0
+  counting:load_state(dir .. "_items")
+  check.near(counting.gradient_state.items, { 3 }, 0, "a tensor count of items saved mid-accumulation loads back")
+  counting:wait_for_everyone()
+  if counting.is_main_process then ck.remove_folder(dir .. "_items") end
+end
+
 acc:wait_for_everyone()
 if acc.is_main_process then ck.remove_folder(dir) end
 check.done("checkpoint state")
