@@ -226,14 +226,18 @@ std::vector<Binding> checkpoint_bindings() {
         const at::Tensor c = t.detach().to(at::kCPU).to(stored).contiguous();
         return std::string(static_cast<const char*>(c.data_ptr()), static_cast<size_t>(c.numel() * c.element_size()));
       }),
-      // value_tensor(bytes, first, stored, numel): a 1-D tensor of `stored`
-      // from bytes[first...] (1-based); the bytes must be there.
-      bind("value_tensor", [](std::string bytes, int64_t first, at::ScalarType stored, int64_t numel) {
+      // value_tensor(first, stored, numel, bytes): a 1-D tensor of `stored`
+      // from bytes[first...] (1-based); the bytes must be there. The bytes
+      // (a whole value file) are read where Lua keeps them, not copied.
+      bind("value_tensor", [](lua_State* L, int64_t first, at::ScalarType stored, int64_t numel) {
+        size_t length = 0;
+        const char* bytes = lua_tolstring(L, 4, &length);
+        if (!bytes) throw ArgError("value_tensor: argument 4 must be the bytes, a string");
         const int64_t size = numel * static_cast<int64_t>(c10::elementSize(stored));
-        TORCH_CHECK(first >= 1 && numel >= 0 && first - 1 + size <= static_cast<int64_t>(bytes.size()),
-                    "a tensor of ", numel, " elements at byte ", first, " runs past the ", bytes.size(), " bytes");
+        TORCH_CHECK(first >= 1 && numel >= 0 && first - 1 + size <= static_cast<int64_t>(length),
+                    "a tensor of ", numel, " elements at byte ", first, " runs past the ", length, " bytes");
         at::Tensor t = at::empty({numel}, at::TensorOptions().dtype(stored));
-        if (size > 0) std::memcpy(t.data_ptr(), bytes.data() + (first - 1), static_cast<size_t>(size));
+        if (size > 0) std::memcpy(t.data_ptr(), bytes + (first - 1), static_cast<size_t>(size));
         return t;
       }),
       // write_safetensors(path, {{name, tensor}, ...}) -> digest

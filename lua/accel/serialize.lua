@@ -241,7 +241,7 @@ local function decode_tensor(r)
                          r.remaining()), start)
   end
   local first = r.take(numel * kind[2], "a tensor's elements")
-  local t = ck.value_tensor(r.bytes, first, kind[1], numel)
+  local t = ck.value_tensor(first, kind[1], numel, r.bytes)
   -- Types stored wider than they are hold only values of their range.
   if kind[3] and numel > 0 and (t:min():item() < kind[3] or t:max():item() > kind[4]) then
     r.fail(string.format("a tensor of dtype %s holds a value outside %d to %d", dtype, kind[3], kind[4]), start)

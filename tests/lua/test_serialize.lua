@@ -168,5 +168,11 @@ local clock = os.clock()
 local back = serialize.load(serialize.dump(big_values), "a million elements")
 check.truthy(back.f:equal(big_values.f) and back.i:equal(big_values.i), "a million elements read back equal")
 print(string.format("a million float32 and int64 elements: dumped and loaded in %.2f s", os.clock() - clock))
+-- Many tensors in one value (each read in place from the file's bytes).
+local list = {}
+for i = 1, 2000 do list[i] = accel.full({ 3 }, i) end
+local list_back = serialize.load(serialize.dump(list), "2000 tensors")
+check.truthy(#list_back == 2000 and list_back[2000]:equal(list[2000]) and list_back[1]:equal(list[1]),
+             "2000 tensors in one value read back equal")
 
 check.done("serialize")
