@@ -3,24 +3,24 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
 #include <system_error>
 #include <utility>
 
+#include "engine/launch/errno_error.h"
 #include "engine/launch/oom_kills.h"
 #include "engine/launch/output_relay.h"
+#include "engine/launch/run_directory.h"
+#include "engine/launch/signal_pipe.h"
+#include "engine/launch/worker_exec.h"
 #include "engine/protocol/accel_variables.h"
 #include "engine/protocol/error_file.h"
 #include "engine/protocol/warm_protocol.h"
@@ -38,206 +38,6 @@ int64_t realtime_ns() {
   timespec now{};
   ::clock_gettime(CLOCK_REALTIME, &now);
   return static_cast<int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
-}
-
-[[noreturn]] void throw_errno(const std::string& what) {
-  throw std::system_error(errno, std::generic_category(), what);
-}
-
-// ---- signals reach the poll() loop through a self-pipe -------------------
-// A handler may run on any thread (the store server has its own), so it only
-// writes the signal number to a pipe that the loop watches.
-
-std::atomic<int> g_signal_pipe{-1};
-std::atomic<bool> g_supervising{false};
-
-void on_signal(int signal) {
-  int saved = errno;
-  auto byte = static_cast<unsigned char>(signal);
-  // Fails only when the pipe holds 64 KiB of unread signals, which are
-  // wake-ups enough.
-  [[maybe_unused]] ssize_t written = ::write(g_signal_pipe.load(), &byte, 1);
-  errno = saved;
-}
-
-class SignalPipe {
- public:
-  SignalPipe() {
-    if (g_supervising.exchange(true)) {
-      throw std::logic_error("supervise() is already running in this process");
-    }
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-      g_supervising = false;
-      throw_errno("cannot create the launcher's signal pipe");
-    }
-    read_fd_ = fds[0];
-    write_fd_ = fds[1];
-    g_signal_pipe = write_fd_;
-
-    struct sigaction handle {};
-    handle.sa_handler = on_signal;
-    sigfillset(&handle.sa_mask);
-    handle.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-    struct sigaction by_default {};
-    by_default.sa_handler = SIG_DFL;
-    struct sigaction ignore {};
-    ignore.sa_handler = SIG_IGN;
-    for (size_t i = 0; i < kManaged.size(); ++i) {
-      int signal = kManaged[i];
-      ::sigaction(signal, nullptr, &saved_[i]);
-      for_child_[i] = saved_[i];  // a handler becomes the default at exec
-      if (signal == SIGCHLD) {
-        ::sigaction(signal, &handle, nullptr);
-        for_child_[i] = by_default;  // workers may wait for children of their own
-      } else if (signal == SIGPIPE) {
-        // A reader of the launcher's output going away must not kill the run.
-        ::sigaction(signal, &ignore, nullptr);
-      } else if (saved_[i].sa_handler != SIG_IGN) {
-        // A stop signal the launcher was started ignoring (nohup's SIGHUP, a
-        // shell's SIGINT for background jobs) stays ignored, in workers too.
-        ::sigaction(signal, &handle, nullptr);
-      }
-    }
-  }
-
-  ~SignalPipe() {
-    for (size_t i = 0; i < kManaged.size(); ++i) ::sigaction(kManaged[i], &saved_[i], nullptr);
-    g_signal_pipe = -1;
-    ::close(read_fd_);
-    ::close(write_fd_);
-    g_supervising = false;
-  }
-
-  SignalPipe(const SignalPipe&) = delete;
-  SignalPipe& operator=(const SignalPipe&) = delete;
-
-  int fd() const { return read_fd_; }
-
-  // The signals received since the last call, oldest first.
-  std::vector<int> drain() const {
-    std::vector<int> received;
-    unsigned char bytes[64];
-    ssize_t n;
-    while ((n = ::read(read_fd_, bytes, sizeof(bytes))) > 0 || (n < 0 && errno == EINTR)) {
-      received.insert(received.end(), bytes, bytes + std::max<ssize_t>(n, 0));
-    }
-    return received;
-  }
-
-  // For a forked child about to exec: the dispositions a worker starts with.
-  // Async-signal-safe.
-  void set_for_child() const noexcept {
-    for (size_t i = 0; i < kManaged.size(); ++i) ::sigaction(kManaged[i], &for_child_[i], nullptr);
-  }
-
- private:
-  static constexpr std::array<int, 5> kManaged = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGPIPE};
-
-  int read_fd_ = -1;
-  int write_fd_ = -1;
-  struct sigaction saved_[kManaged.size()] {};
-  struct sigaction for_child_[kManaged.size()] {};
-};
-
-// ---- the run directory, home of the error files --------------------------
-
-class RunDirectory {
- public:
-  RunDirectory() {
-    const char* tmpdir = std::getenv("TMPDIR");
-    std::string base = tmpdir && *tmpdir ? tmpdir : "/tmp";
-    std::string path = base + "/accel-run-XXXXXX";
-    if (!::mkdtemp(path.data())) throw_errno("cannot create a run directory in " + base);
-    path_ = std::move(path);
-  }
-  ~RunDirectory() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  RunDirectory(const RunDirectory&) = delete;
-  RunDirectory& operator=(const RunDirectory&) = delete;
-
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-// ---- the child between fork and exec --------------------------------------
-// The launcher may have threads (the store server), so the child calls only
-// async-signal-safe functions: everything it needs is prepared before fork.
-
-struct ChildPlan {
-  const char* program;
-  char* const* argv;
-  char* const* envp;
-  int stdin_fd;
-  int stdout_fd;
-  int stderr_fd;
-  int status_fd;  // write end of the exec-status pipe: gets errno if exec fails
-  int control_fd;  // becomes kControlFd; -1: none
-  pid_t launcher;
-  const SignalPipe* signals;
-  const sigset_t* mask;  // the launcher's signal mask before fork blocked everything
-};
-
-// Makes `from` available as `to` in the exec'd program.
-bool move_fd(int from, int to) {
-  if (from == to) return ::fcntl(to, F_SETFD, 0) == 0;  // only clear close-on-exec
-  return ::dup2(from, to) == to;
-}
-
-[[noreturn]] void exec_worker(const ChildPlan& plan) noexcept {
-  // Die with the launcher, and make sure it did not die before this took effect.
-  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != plan.launcher) ::_exit(1);
-  // A session of its own: its own process group, for signalling what it
-  // starts, and no controlling terminal, so job control never stops it
-  // (a background group reading the terminal would get SIGTTIN).
-  ::setsid();
-  if (move_fd(plan.stdin_fd, STDIN_FILENO) && move_fd(plan.stdout_fd, STDOUT_FILENO) &&
-      move_fd(plan.stderr_fd, STDERR_FILENO) &&
-      (plan.control_fd < 0 || move_fd(plan.control_fd, kControlFd))) {
-    plan.signals->set_for_child();
-    ::pthread_sigmask(SIG_SETMASK, plan.mask, nullptr);
-    ::execve(plan.program, plan.argv, plan.envp);
-  }
-  int error = errno;
-  [[maybe_unused]] ssize_t written = ::write(plan.status_fd, &error, sizeof(error));
-  ::_exit(127);
-}
-
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> result;
-  for (std::string& s : strings) result.push_back(s.data());
-  result.push_back(nullptr);
-  return result;
-}
-
-// A pipe whose ends close themselves; both ends are close-on-exec.
-struct Pipe {
-  int read = -1;
-  int write = -1;
-  Pipe() {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) throw_errno("cannot create a pipe for a worker");
-    read = fds[0];
-    write = fds[1];
-  }
-  ~Pipe() {
-    for (int fd : {read, write}) {
-      if (fd >= 0) ::close(fd);
-    }
-  }
-  Pipe(const Pipe&) = delete;
-  Pipe& operator=(const Pipe&) = delete;
-  int release_read() { return std::exchange(read, -1); }
-};
-
-// Sends `signal` to a worker's process group, which includes what it started.
-void signal_worker(pid_t pid, int signal) {
-  // No such group: the worker has not reached setsid() yet, or left the group.
-  if (::kill(-pid, signal) != 0) ::kill(pid, signal);
 }
 
 // ---- one run ---------------------------------------------------------------
