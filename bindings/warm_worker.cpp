@@ -14,8 +14,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <iterator>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -31,6 +29,7 @@ extern "C" {
 #include "bindings/worker_state.h"
 #include "engine/comm/communicator.h"
 #include "engine/protocol/launch_options.h"
+#include "engine/protocol/process_stat.h"
 #include "engine/protocol/warm_protocol.h"
 #include "engine/tracking/open_trackers.h"
 
@@ -170,8 +169,8 @@ void end_leftovers() {
     char* end = nullptr;
     const long pid = std::strtol(entry->d_name, &end, 10);
     if (*end != '\0' || pid <= 0 || pid == self) continue;
-    std::ifstream stat("/proc/" + std::string(entry->d_name) + "/stat");
-    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    // A process of the machine may end between readdir and the read.
+    const std::string text = process_stat(pid);
     // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses.
     const size_t close = text.rfind(')');
     if (close == std::string::npos) continue;

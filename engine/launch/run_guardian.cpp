@@ -15,7 +15,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -23,6 +22,7 @@
 #include <vector>
 
 #include "engine/protocol/accel_variables.h"
+#include "engine/protocol/process_stat.h"
 
 namespace accel {
 
@@ -150,8 +150,7 @@ unsigned long long pid_namespace() {
 // When process `pid` started, in seconds since the epoch; nullopt when no
 // such process runs.
 std::optional<double> process_start(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::string text = process_stat(pid);
   const size_t name_end = text.rfind(')');
   if (name_end == std::string::npos) return std::nullopt;
   std::istringstream fields(text.substr(name_end + 2));

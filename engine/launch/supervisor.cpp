@@ -23,6 +23,7 @@
 #include "engine/launch/worker_exec.h"
 #include "engine/protocol/accel_variables.h"
 #include "engine/protocol/error_file.h"
+#include "engine/protocol/process_stat.h"
 #include "engine/protocol/warm_protocol.h"
 
 namespace accel {
@@ -45,16 +46,11 @@ int64_t realtime_ns() {
 // Whether the process is stopped (state T or t in /proc/PID/stat); false
 // when that cannot be read.
 bool process_stopped(pid_t pid) {
-  const int fd = ::open(("/proc/" + std::to_string(pid) + "/stat").c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[512];
-  const ssize_t n = ::read(fd, buf, sizeof buf - 1);
-  ::close(fd);
-  if (n <= 0) return false;
-  buf[n] = '\0';
+  const std::string stat = process_stat(pid);
   // "PID (COMMAND) STATE ...": the command may hold spaces and parentheses.
-  const char* close = std::strrchr(buf, ')');
-  return close && close[1] == ' ' && (close[2] == 'T' || close[2] == 't');
+  const size_t close = stat.rfind(')');
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 1] == ' ' &&
+         (stat[close + 2] == 'T' || stat[close + 2] == 't');
 }
 
 struct Worker {

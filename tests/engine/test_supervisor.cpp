@@ -23,6 +23,7 @@
 #include "engine/launch/oom_kills.h"
 #include "engine/launch/output_relay.h"
 #include "engine/launch/supervisor.h"
+#include "engine/protocol/process_stat.h"
 #include "tests/engine/supervisor_scratch.h"
 
 namespace accel {
@@ -512,4 +513,16 @@ TEST_CASE("only one supervise() runs at a time in a process", "[supervisor]") {
   running.join();
   CHECK(first.exit_code == 0);
   require_no_children(first);
+}
+
+TEST_CASE("a process's stat line reads while it runs and is empty once it is gone, never an exception",
+          "[supervisor]") {
+  const std::string self = accel::process_stat(::getpid());
+  CHECK(self.rfind(std::to_string(::getpid()) + " (", 0) == 0);
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  REQUIRE(child > 0);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK(accel::process_stat(child).empty());  // reaped: no /proc entry (the workers' race, at its end)
 }
