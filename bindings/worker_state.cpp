@@ -190,7 +190,15 @@ bool run_recipe(lua_State* L, const std::string& recipe) {
   lua_pushcfunction(L, traceback);
   int handler = lua_gettop(L);
   if (!load_accel(L, handler)) return false;
-  if (luaL_loadfile(L, recipe.c_str()) != 0) return false;  // message names file and line
+  // As Lua source only: LuaJIT runs bytecode unverified, and a recipe is
+  // text its user wrote (a load error's message names file and line).
+  if (luaL_loadfilex(L, recipe.c_str(), "t") != 0) {
+    if (std::strstr(lua_tostring(L, -1), "wrong mode")) {
+      lua_pop(L, 1);
+      lua_pushstring(L, (recipe + " is compiled Lua bytecode; accel-run runs recipes as Lua source only").c_str());
+    }
+    return false;
+  }
   if (lua_pcall(L, 0, 0, handler) != 0) return false;
   lua_getglobal(L, "require");
   lua_pushliteral(L, "accel.core");

@@ -57,4 +57,16 @@ expect "output: rank 1 prefixed" grep -qx "\[rank 1\] hello from 1 args a,b" "$w
 expect "output: acc:print on the main process only" [ "$(grep -c "only once" "$work/out")" -eq 1 ]
 expect "output: success exits 0" [ "$status" -eq 0 ]
 
+# A recipe of compiled bytecode is refused before it runs (LuaJIT does not
+# verify bytecode); a recipe is Lua source.
+cat >"$work/compile.lua" <<LUA
+local f = assert(io.open("$work/compiled.lua", "wb"))
+f:write(string.dump(function() os.execute("touch $work/bytecode_ran") end))
+f:close()
+LUA
+timeout 60 "$accel_run" "$work/compile.lua" --threads 1 >/dev/null 2>&1
+run_accel "$work/compiled.lua" --nproc 1
+expect "bytecode: refused, named" contains "$err" "$work/compiled.lua is compiled Lua bytecode; accel-run runs recipes as Lua source only"
+expect "bytecode: nothing of it ran" [ "$status" -ne 0 -a ! -e "$work/bytecode_ran" ]
+
 finish
