@@ -19,6 +19,18 @@ local function amount(v)
   return type(v) == "number" and v >= 0 and v < math.huge
 end
 
+-- Why table `t` is not a list (keys 1 to n and nothing else, which is what
+-- ipairs walks): "has the key x", "has gaps"; nil when it is one.
+function state_fields.list_problem(t)
+  local n = 0
+  for k in pairs(t) do
+    n = n + 1
+    if type(k) ~= "number" or k % 1 ~= 0 or k < 1 then return "has the key " .. tostring(k) end
+  end
+  if n ~= #t then return "has gaps" end
+  return nil
+end
+
 -- kind -> what it must be, as messages say it, and the test.
 local kinds = {
   count = { "a whole number of at least 0", function(v) return whole(v) and v >= 0 end },
@@ -30,10 +42,7 @@ local kinds = {
   boolean = { "true or false", function(v) return type(v) == "boolean" end },
   ["optional boolean"] = { "true, false or absent", function(v) return v == nil or type(v) == "boolean" end },
   ["list of counts"] = { "a list of whole numbers of at least 0", function(v)
-    if type(v) ~= "table" then return false end
-    local n = 0
-    for _ in pairs(v) do n = n + 1 end
-    if n ~= #v then return false end
+    if type(v) ~= "table" or state_fields.list_problem(v) then return false end
     for _, x in ipairs(v) do
       if not (whole(x) and x >= 0) then return false end
     end

@@ -13,6 +13,7 @@
 -- loads that.
 local core = require("accel.core")
 local args = require("accel.args")
+local state_fields = require("accel.state_fields")
 
 local sharded_state = {}
 
@@ -59,12 +60,8 @@ function sharded_state.check_layout(layout, path)
   -- A list holds keys 1 to n and nothing else (ipairs would skip the rest).
   local function list(v, what)
     if type(v) ~= "table" then fail(what .. " must be a list, got a " .. type(v)) end
-    local n = 0
-    for k in pairs(v) do
-      n = n + 1
-      if type(k) ~= "number" or k % 1 ~= 0 or k < 1 then fail(what .. " must be a list, but has the key " .. tostring(k)) end
-    end
-    if n ~= #v then fail(what .. " must be a list, but has gaps") end
+    local problem = state_fields.list_problem(v)
+    if problem then fail(what .. " must be a list, but " .. problem) end
     return v
   end
   record(layout, "the layout")
