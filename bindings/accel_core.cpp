@@ -65,6 +65,11 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
   add_table(L, "graphs", "accel.graphs.", cuda_graph_bindings());
   add_table(L, "profiler", "accel.profiler.", profiler_bindings());
   add_table(L, "tracking", "accel.tracking.", tracking_bindings());
+  add_table(L, "json", "accel.json.", json_bindings());
+  lua_getfield(L, core, "json");
+  push_json_null(L);
+  lua_setfield(L, -2, "null");
+  lua_pop(L, 1);
   register_bindings(L, core, "accel.", lua_random_bindings());
   lua_newtable(L);
   open_amp(L, -1);

@@ -16,16 +16,17 @@ double dropout_p(lua_State* L, const Options& o) {
   return option_boolean(L, o, "training", true) ? option_number(L, o, "dropout_p", 0.0) : 0.0;
 }
 
-// scaled_dot_product_attention(q, k, v, {attn_mask, is_causal, dropout_p, training, scale})
-// with PyTorch 2's semantics: a boolean attn_mask is true where attention is
-// allowed, a float one is added to the scores.
+// scaled_dot_product_attention(q, k, v, {attn_mask, is_causal, dropout_p, training, scale,
+// enable_gqa}) with PyTorch 2's semantics: a boolean attn_mask is true where
+// attention is allowed, a float one is added to the scores.
 Tensor scaled_dot_product_attention(lua_State* L, T q, T k, T v, Options o) {
-  check_option_names(L, o, {"attn_mask", "is_causal", "dropout_p", "training", "scale"});
+  check_option_names(L, o, {"attn_mask", "is_causal", "dropout_p", "training", "scale", "enable_gqa"});
   nn::AttentionOptions options;
   options.attn_mask = option_tensor(L, o, "attn_mask");
   options.is_causal = option_boolean(L, o, "is_causal", false);
   options.dropout_p = dropout_p(L, o);
   if (option_present(L, o, "scale")) options.scale = option_number(L, o, "scale", 0.0);
+  options.enable_gqa = option_boolean(L, o, "enable_gqa", false);
   return nn::scaled_dot_product_attention(q, k, v, options);
 }
 

@@ -27,25 +27,30 @@ int64_t reduction_of(lua_State* L, const Options& o, bool batchmean_allowed = fa
 // 1-based class targets (and ignore_index) as LibTorch's 0-based ones,
 // checked against the number of classes (dim 2 of the input, or dim 1 of
 // an unbatched one) so no 0-based "out of bounds" message reaches the user.
+// With {index_base = 0} they are 0-based already (token ids as labels).
 std::pair<Tensor, int64_t> zero_based_targets(lua_State* L, T input, T target, const Options& o) {
-  require_integer_tensor(target, "class targets", "1-based classes");
+  const int64_t base = option_integer(L, o, "index_base", 1);
+  TORCH_CHECK(base == 0 || base == 1, "option 'index_base' must be 0 or 1, got ", base);
+  const char* contents = base == 1 ? "1-based classes" : "0-based classes";
+  require_integer_tensor(target, "class targets", contents);
   bool has_ignore = option_present(L, o, "ignore_index");
   int64_t ignore = has_ignore ? static_cast<int64_t>(option_number(L, o, "ignore_index", 0)) : 0;
   int64_t classes = input.dim() >= 2 ? input.size(1) : (input.dim() == 1 ? input.size(0) : 0);
-  // Ignored targets count as class 1, so that the range is read without
-  // selecting (whose size the host would have to read first).
-  Tensor counted = has_ignore ? at::where(target.ne(ignore), target, at::ones_like(target)) : target;
+  // Ignored targets count as the first class, so that the range is read
+  // without selecting (whose size the host would have to read first).
+  Tensor counted = has_ignore ? at::where(target.ne(ignore), target, at::full_like(target, base)) : target;
   if (const auto range = index_range(counted)) {
     const auto [smallest, largest] = *range;
-    TORCH_CHECK(smallest >= 1, "class targets are 1-based, but one is ", smallest);
-    TORCH_CHECK(largest <= classes, "class target ", largest, " is out of range for ", classes,
-                " classes (targets are 1-based: 1 to ", classes, ")");
+    TORCH_CHECK(smallest >= base, "class targets are ", base, "-based, but one is ", smallest);
+    TORCH_CHECK(largest <= classes - 1 + base, "class target ", largest, " is out of range for ", classes,
+                " classes (targets are ", base, "-based: ", base, " to ", classes - 1 + base, ")");
   }
+  if (base == 0) return {target.to(at::kLong), has_ignore ? ignore : -100};
   return {target.to(at::kLong) - 1, has_ignore ? ignore - 1 : -100};
 }
 
 Tensor cross_entropy(lua_State* L, T input, T target, Options o) {
-  check_option_names(L, o, {"reduction", "label_smoothing", "ignore_index", "weight"});
+  check_option_names(L, o, {"reduction", "label_smoothing", "ignore_index", "weight", "index_base"});
   int64_t reduction = reduction_of(L, o);
   double smoothing = option_number(L, o, "label_smoothing", 0.0);
   TORCH_CHECK(smoothing >= 0.0 && smoothing <= 1.0,
@@ -61,7 +66,7 @@ Tensor cross_entropy(lua_State* L, T input, T target, Options o) {
 }
 
 Tensor nll_loss(lua_State* L, T input, T target, Options o) {
-  check_option_names(L, o, {"reduction", "ignore_index", "weight"});
+  check_option_names(L, o, {"reduction", "ignore_index", "weight", "index_base"});
   int64_t reduction = reduction_of(L, o);
   auto [zero_based, ignore] = zero_based_targets(L, input, target, o);
   return at::nll_loss_nd(input, zero_based, option_tensor(L, o, "weight"), reduction, ignore);

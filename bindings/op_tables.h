@@ -39,6 +39,10 @@ std::vector<Binding> data_bindings();
 std::vector<Binding> checkpoint_bindings();
 // accel.core.tracking: metrics.jsonl and TensorBoard event files (tracking_ops.cpp).
 std::vector<Binding> tracking_bindings();
+// accel.core.json: JSON files as Lua tables (json_ops.cpp); json.null is
+// pushed by push_json_null.
+std::vector<Binding> json_bindings();
+void push_json_null(lua_State* L);
 // accel.cuda: GPUs, their memory and generators (cuda_ops.cpp).
 std::vector<Binding> cuda_bindings();
 // accel.core.graphs: CUDA graphs of training steps (cuda_graph_ops.cpp).

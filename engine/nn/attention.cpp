@@ -87,6 +87,20 @@ at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
     bias = *mask;
   }
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  if (options.enable_gqa) {
+    TORCH_CHECK(q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim(),
+                "grouped-query attention needs q, k and v of shape (..., heads, L, E), got shapes ",
+                shape_text(q.sizes()), ", ", shape_text(k.sizes()), ", ", shape_text(v.sizes()));
+    const int64_t heads = q.size(-3), kv_heads = k.size(-3);
+    TORCH_CHECK(kv_heads > 0 && heads % kv_heads == 0 && v.size(-3) == kv_heads, "grouped-query attention: q's ",
+                heads, " heads must be a multiple of k's and v's (", kv_heads, " and ", v.size(-3), ")");
+    if (heads != kv_heads) {
+      AttentionOptions plain = options;
+      plain.enable_gqa = false;
+      return scaled_dot_product_attention(q, k.repeat_interleave(heads / kv_heads, -3),
+                                          v.repeat_interleave(heads / kv_heads, -3), plain);
+    }
+  }
 #if ACCEL_TORCH_AT_LEAST(2, 0)
   return fused(q, k, v, bias, blocked, options.is_causal, options.dropout_p, scale);
 #else

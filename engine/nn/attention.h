@@ -27,6 +27,9 @@ struct AttentionOptions {
   bool is_causal = false;  // excludes later positions; not with attn_mask
   double dropout_p = 0.0;  // applied to the weights
   c10::optional<double> scale;  // 1 / sqrt(E) when absent
+  // Grouped-query attention, as PyTorch 2.5's: q has H heads at dim -3, k and
+  // v have H / G each, which G query heads in a row share.
+  bool enable_gqa = false;
 };
 
 // q (..., L, E), k (..., S, E), v (..., S, Ev) -> (..., L, Ev).

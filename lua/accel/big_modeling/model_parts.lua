@@ -13,7 +13,7 @@ end
 function model_parts.direct(m, prefix)
   local params, children, buffers = {}, {}, {}
   for _, key in ipairs(m._fields) do
-    local v, name = rawget(m, key), join(prefix, tostring(key))
+    local v, name = rawget(m, key), join(prefix, Module.field_name(m, key))
     if Module.is_module(v) then
       children[#children + 1] = { name, v }
     elseif m._buffers[key] and v ~= nil then

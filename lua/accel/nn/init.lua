@@ -10,11 +10,13 @@ nn.ModuleList = require("accel.nn.module_list")
 nn.ModuleDict = require("accel.nn.module_dict")
 nn.Identity = require("accel.nn.identity")
 nn.LayerNorm = require("accel.nn.layer_norm")
+nn.RMSNorm = require("accel.nn.rms_norm")
+nn.RotaryEmbedding = require("accel.nn.rotary_embedding")
 nn.GroupNorm = require("accel.nn.group_norm")
 nn.Embedding = require("accel.nn.embedding")
 nn.MultiheadAttention = require("accel.nn.multihead_attention")
 nn.TransformerEncoderLayer = require("accel.nn.transformer")
-for _, name in ipairs({ "Linear", "Bilinear", "Identity", "LayerNorm", "GroupNorm", "Embedding" }) do
+for _, name in ipairs({ "Linear", "Bilinear", "Identity", "LayerNorm", "RMSNorm", "GroupNorm", "Embedding" }) do
   nn.Module.mark_forward_keeps_no_tensors(nn[name])
 end
 for _, family in ipairs({ "activations", "conv", "pooling", "batch_norm", "dropout", "flatten" }) do

@@ -108,12 +108,23 @@ function Module:register_buffer(name, tensor)
   self[name] = tensor
 end
 
+-- The name a field goes by in state dicts and device maps: its key, or, for
+-- the modules of an nn.ModuleList made with {index_base = 0}, the position
+-- counted from 0, as PyTorch names them (and so do the checkpoints of
+-- transformers: "model.layers.0.mlp").
+function Module.field_name(m, key)
+  local base = rawget(m, "_index_base")
+  if base and type(key) == "number" then return tostring(key - 1 + base) end
+  return tostring(key)
+end
+local field_name = Module.field_name
+
 -- Direct children as an ordered list of {name, module}.
 function Module:named_children()
   local out = {}
   for _, key in ipairs(self._fields) do
     local v = rawget(self, key)
-    if is_module(v) then out[#out + 1] = { tostring(key), v } end
+    if is_module(v) then out[#out + 1] = { field_name(self, key), v } end
   end
   return out
 end

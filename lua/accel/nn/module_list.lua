@@ -2,7 +2,9 @@
 -- without running them; the owner's forward decides how:
 --   self.layers = nn.ModuleList({ Block(), Block() })
 --   for _, layer in ipairs(self.layers) do x = layer(x) end
--- `list[i]`, `#list` and `ipairs(list)` reach the modules.
+-- `list[i]`, `#list` and `ipairs(list)` reach the modules. With
+-- {index_base = 0} their names count from 0 ("0.weight", as PyTorch and the
+-- checkpoints of transformers name them); `list[1]` is still the first.
 local Module = require("accel.nn.module")
 local args = require("accel.args")
 
@@ -14,7 +16,12 @@ local function check(where, m, position)
   end
 end
 
-function ModuleList:init(modules)
+function ModuleList:init(modules, options)
+  local o = args.options("nn.ModuleList", options, { index_base = 1 }, { index_base = "number" })
+  if o.index_base ~= 0 and o.index_base ~= 1 then
+    args.error("nn.ModuleList: index_base must be 0 or 1, got " .. tostring(o.index_base))
+  end
+  if o.index_base == 0 then rawset(self, "_index_base", 0) end
   self.length = 0
   if modules ~= nil then self:extend(modules) end
 end
@@ -37,7 +44,7 @@ end
 
 function ModuleList:__tostring()
   local parts = {}
-  for i = 1, self.length do parts[i] = "  (" .. i .. "): " .. tostring(self[i]) end
+  for i = 1, self.length do parts[i] = "  (" .. Module.field_name(self, i) .. "): " .. tostring(self[i]) end
   return "ModuleList(\n" .. table.concat(parts, "\n") .. "\n)"
 end
 

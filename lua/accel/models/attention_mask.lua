@@ -1,0 +1,44 @@
+-- The additive attention mask of a decoder: (B, 1, T, S) in the activations'
+-- dtype, 0 where query i (at absolute position past + i) may see key j and
+-- the dtype's lowest number elsewhere, as transformers builds it, so that a
+-- row with no visible key (a left-padding position) attends uniformly rather
+-- than producing NaN. A key is visible when it is not later than the query,
+-- not padding (attention_mask 1), and, with a sliding window of W, fewer
+-- than W positions back.
+local core = require("accel.core")
+
+local attention_mask = {}
+
+local lowest = {
+  float32 = -3.4028234663852886e38,
+  float64 = -1.7976931348623157e308,
+  float16 = -65504,
+  bfloat16 = -3.3895313892515355e38,
+}
+
+-- mask: (B, past + T) of 1/0 or nil (no padding). Returns nil when every
+-- key is visible to every query (one new token, no padding, no window).
+function attention_mask.causal(mask, batch, T, past, options)
+  local window = options.sliding_window
+  local S = past + T
+  if T == 1 and not mask and not (window and S > window) then return nil end
+  local device = options.device
+  local query = core.arange(past, S, { dtype = "int64", device = device }):view(T, 1)
+  local key = core.arange(0, S, { dtype = "int64", device = device }):view(1, S)
+  local visible = key:le(query)
+  if window then visible = visible:logical_and(key:gt(query - window)) end
+  visible = visible:view(1, 1, T, S)
+  if mask then visible = visible:logical_and(mask:view(batch, 1, 1, S):bool()) end
+  local shape = { mask and batch or 1, 1, T, S }
+  return core.zeros(shape, { dtype = options.dtype, device = device })
+      :masked_fill_(visible:logical_not(), lowest[options.dtype] or lowest.float32)
+end
+
+-- Positions from a left-padded mask, as generate computes them: each row
+-- counts its real tokens from 0; padding gets 1.
+function attention_mask.positions(mask)
+  local long = mask:long()
+  return (long:cumsum(-1) - 1):masked_fill(long:eq(0), 1)
+end
+
+return attention_mask

@@ -1,0 +1,224 @@
+-- The Llama architecture (LlamaForCausalLM), with transformers' parameter
+-- names, so a Hugging Face checkpoint loads as it is. Mistral (a sliding
+-- window) and Qwen2 (q/k/v biases) are this decoder with other settings
+-- (mistral.lua, qwen2.lua); Mixtral (mixtral.lua) swaps its MLP for experts.
+--   model.embed_tokens -> layers.N {input_layernorm, self_attn {q,k,v,o}_proj,
+--   post_attention_layernorm, mlp {gate,up,down}_proj} -> norm -> lm_head
+-- Attention is grouped-query (num_key_value_heads), with rotary positions
+-- (rope_theta, rope_scaling of Llama 3), through
+-- F.scaled_dot_product_attention and a key/value cache while generating.
+local core = require("accel.core")
+local F = core.functional
+local nn = require("accel.nn")
+local config = require("accel.models.config")
+local attention_mask = require("accel.models.attention_mask")
+local causal_lm = require("accel.models.causal_lm")
+local PreTrainedModel = require("accel.models.pretrained_model")
+
+local llama = {}
+
+-- transformers' LlamaConfig defaults, but for the sizes a checkpoint's
+-- weights must match (vocab_size, hidden_size, intermediate_size,
+-- num_hidden_layers, num_attention_heads): those are required, since a
+-- default there would build a model of another shape than its weights.
+llama.defaults = {
+  hidden_act = "silu", max_position_embeddings = 2048, initializer_range = 0.02, rms_norm_eps = 1e-6,
+  bos_token_id = 1, eos_token_id = 2, tie_word_embeddings = false, rope_theta = 10000, attention_bias = false,
+  attention_dropout = 0, mlp_bias = false,
+}
+
+-- The settings a variant changes; read from the config once.
+function llama.settings(cfg)
+  local hidden = config.get(cfg, "hidden_size", "count")
+  local heads = config.get(cfg, "num_attention_heads", "count")
+  local bias = config.get(cfg, "attention_bias", "boolean", false)
+  return {
+    hidden = hidden,
+    heads = heads,
+    kv_heads = config.get(cfg, "num_key_value_heads", "count", heads),
+    head_dim = config.get(cfg, "head_dim", "count", math.floor(hidden / heads)),
+    intermediate = config.get(cfg, "intermediate_size", "count"),
+    layers = config.get(cfg, "num_hidden_layers", "count"),
+    vocab = config.get(cfg, "vocab_size", "count"),
+    eps = config.get(cfg, "rms_norm_eps", "number", 1e-6),
+    act = config.get(cfg, "hidden_act", "string", "silu"),
+    qkv_bias = bias,
+    o_bias = bias,
+    mlp_bias = config.get(cfg, "mlp_bias", "boolean", false),
+    attention_dropout = config.get(cfg, "attention_dropout", "number", 0),
+    rope_theta = config.get(cfg, "rope_theta", "number", 10000),
+    rope_scaling = config.optional(cfg, "rope_scaling", "table"),
+    partial_rotary_factor = config.get(cfg, "partial_rotary_factor", "number", 1),
+    tie = config.get(cfg, "tie_word_embeddings", "boolean", false),
+    pad = config.optional(cfg, "pad_token_id", "number"),
+    -- Per layer (0-based): the sliding window of that layer, or nil.
+    window = function() return nil end,
+  }
+end
+
+local activations = {
+  silu = F.silu,
+  gelu = F.gelu,
+  relu = F.relu,
+  gelu_pytorch_tanh = function(x) return F.gelu(x, { approximate = "tanh" }) end,
+}
+
+function llama.activation(cfg, name)
+  local fn = activations[name]
+  if not fn then
+    local known = {}
+    for k in pairs(activations) do known[#known + 1] = k end
+    table.sort(known)
+    require("accel.args").error(string.format("%s: hidden_act '%s' is not supported (supported: %s)",
+                                              config.source(cfg), name, table.concat(known, ", ")))
+  end
+  return fn
+end
+
+---------------------------------------------------------------------------
+local LlamaAttention = nn.Module:extend("LlamaAttention")
+llama.Attention = LlamaAttention
+
+function LlamaAttention:init(s, layer_idx)
+  self.q_proj = nn.Linear(s.hidden, s.heads * s.head_dim, s.qkv_bias)
+  self.k_proj = nn.Linear(s.hidden, s.kv_heads * s.head_dim, s.qkv_bias)
+  self.v_proj = nn.Linear(s.hidden, s.kv_heads * s.head_dim, s.qkv_bias)
+  self.o_proj = nn.Linear(s.heads * s.head_dim, s.hidden, s.o_bias)
+  rawset(self, "layer_idx", layer_idx)
+  rawset(self, "heads", s.heads)
+  rawset(self, "kv_heads", s.kv_heads)
+  rawset(self, "head_dim", s.head_dim)
+  rawset(self, "dropout", s.attention_dropout)
+end
+
+-- x (B, T, hidden); cos, sin from the rotary embedding; mask additive (or
+-- nil); cache a KVCache (or nil).
+function LlamaAttention:forward(x, cos, sin, mask, cache)
+  local B, T, d = x:size(1), x:size(2), self.head_dim
+  local q = self.q_proj(x):view(B, T, self.heads, d):transpose(2, 3)
+  local k = self.k_proj(x):view(B, T, self.kv_heads, d):transpose(2, 3)
+  local v = self.v_proj(x):view(B, T, self.kv_heads, d):transpose(2, 3)
+  q, k = nn.RotaryEmbedding.apply(q, k, cos, sin)
+  if cache then k, v = cache:update(self.layer_idx + 1, k, v) end
+  local out = F.scaled_dot_product_attention(q, k, v, {
+    attn_mask = mask,
+    enable_gqa = self.heads ~= self.kv_heads,
+    scale = d ^ -0.5,
+    dropout_p = self.training and self.dropout or 0,
+  })
+  return self.o_proj(out:transpose(2, 3):reshape(B, T, self.heads * d))
+end
+
+---------------------------------------------------------------------------
+local LlamaMLP = nn.Module:extend("LlamaMLP")
+llama.MLP = LlamaMLP
+
+function LlamaMLP:init(s, act)
+  self.gate_proj = nn.Linear(s.hidden, s.intermediate, s.mlp_bias)
+  self.up_proj = nn.Linear(s.hidden, s.intermediate, s.mlp_bias)
+  self.down_proj = nn.Linear(s.intermediate, s.hidden, s.mlp_bias)
+  rawset(self, "act", act)
+end
+
+function LlamaMLP:forward(x)
+  return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+end
+
+---------------------------------------------------------------------------
+local LlamaDecoderLayer = nn.Module:extend("LlamaDecoderLayer")
+llama.DecoderLayer = LlamaDecoderLayer
+
+-- `mlp` builds the feed-forward part (a Mixtral layer passes its experts).
+function LlamaDecoderLayer:init(s, layer_idx, mlp_name, mlp)
+  self.self_attn = LlamaAttention(s, layer_idx)
+  self[mlp_name] = mlp
+  self.input_layernorm = nn.RMSNorm(s.hidden, { eps = s.eps })
+  self.post_attention_layernorm = nn.RMSNorm(s.hidden, { eps = s.eps })
+  rawset(self, "mlp_name", mlp_name)
+  rawset(self, "window", s.window(layer_idx))
+end
+
+-- masks: the additive masks by window (masks.full, masks[W]).
+function LlamaDecoderLayer:forward(h, cos, sin, masks, cache)
+  local mask = masks[self.window or "full"]
+  h = h + self.self_attn(self.input_layernorm(h), cos, sin, mask, cache)
+  return h + self[self.mlp_name](self.post_attention_layernorm(h))
+end
+
+---------------------------------------------------------------------------
+local LlamaModel = nn.Module:extend("LlamaModel")
+llama.Model = LlamaModel
+
+-- make_mlp(layer_idx) -> name, module of each layer's feed-forward part.
+function LlamaModel:init(cfg, s, make_mlp)
+  self.embed_tokens = nn.Embedding(s.vocab, s.hidden, { padding_idx = s.pad, index_base = 0 })
+  local layers = {}
+  for i = 0, s.layers - 1 do layers[#layers + 1] = LlamaDecoderLayer(s, i, make_mlp(i)) end
+  self.layers = nn.ModuleList(layers, { index_base = 0 })
+  self.norm = nn.RMSNorm(s.hidden, { eps = s.eps })
+  self.rotary_emb = nn.RotaryEmbedding(s.head_dim, { base = s.rope_theta, scaling = s.rope_scaling,
+                                                     partial_rotary_factor = s.partial_rotary_factor })
+  local windows = {}
+  for i = 0, s.layers - 1 do
+    local w = s.window(i)
+    if w then windows[w] = true end
+  end
+  rawset(self, "windows", windows)
+  rawset(self, "source", config.source(cfg))
+end
+
+-- The last hidden states (B, T, hidden). inputs: input_ids, attention_mask,
+-- position_ids, past_key_values (a KVCache, extended in place).
+function LlamaModel:forward(inputs)
+  local ids, cache = inputs.input_ids, inputs.past_key_values
+  local B, T = ids:size(1), ids:size(2)
+  local h = causal_lm.embed(self.embed_tokens, ids, self.__name, self.source)
+  local past = cache and cache:length() or 0
+  local positions = inputs.position_ids
+  if not positions then
+    positions = core.arange(past, past + T, { dtype = "int64", device = h.device }):view(1, T):expand(B, T)
+  end
+  local cos, sin = self.rotary_emb(positions, h.dtype)
+  local mask = inputs.attention_mask
+  local options = { dtype = h.dtype, device = h.device }
+  local masks = { full = attention_mask.causal(mask, B, T, past, options) }
+  for w in pairs(self.windows) do
+    masks[w] = attention_mask.causal(mask, B, T, past, { dtype = h.dtype, device = h.device, sliding_window = w })
+  end
+  for _, layer in ipairs(self.layers) do h = layer(h, cos, sin, masks, cache) end
+  return self.norm(h)
+end
+
+---------------------------------------------------------------------------
+-- A causal language model of this decoder: LlamaForCausalLM and the
+-- variants' classes, which differ in name and settings only.
+function llama.causal_lm_class(name, settings, make_mlp)
+  local cls = PreTrainedModel:extend(name)
+
+  function cls:init(cfg)
+    local s = settings(cfg)
+    rawset(self, "config", cfg)
+    self.model = LlamaModel(cfg, s, make_mlp and make_mlp(cfg, s) or function()
+      return "mlp", LlamaMLP(s, llama.activation(cfg, s.act))
+    end)
+    self.lm_head = nn.Linear(s.hidden, s.vocab, false)
+    if s.tie then self.lm_head.weight = self.model.embed_tokens.weight end
+  end
+
+  -- model{input_ids, attention_mask, labels, position_ids, past_key_values}
+  -- -> {logits, loss (with labels), past_key_values}
+  function cls:forward(inputs)
+    causal_lm.check_inputs(inputs, name)
+    local h = self.model(inputs)
+    local logits = self.lm_head(h)
+    local out = { logits = logits, past_key_values = inputs.past_key_values }
+    if inputs.labels ~= nil then out.loss = causal_lm.loss(logits, inputs.labels) end
+    return out
+  end
+
+  return cls
+end
+
+llama.LlamaForCausalLM = llama.causal_lm_class("LlamaForCausalLM", llama.settings)
+
+return llama

@@ -1,0 +1,111 @@
+-- Rotary position embeddings (RoPE), as the Llama family of checkpoints
+-- uses them:
+--   local rope = nn.RotaryEmbedding(head_dim, {base = 10000, scaling = {...},
+--                                              partial_rotary_factor = 1})
+--   local cos, sin = rope(position_ids, dtype)      -- (B, T, rotary dim)
+--   q, k = nn.RotaryEmbedding.apply(q, k, cos, sin) -- q, k: (B, heads, T, head_dim)
+-- `scaling` is config.json's rope_scaling (rope_type, or type, "default",
+-- "linear" with factor, or "llama3" with factor, low_freq_factor,
+-- high_freq_factor, original_max_position_embeddings); the frequencies are
+-- computed in float32 by the same operations as transformers', so angles
+-- agree to the bit. The module holds no state dict entries: its frequencies
+-- are derived from the configuration, made on the device of the positions
+-- at first use.
+local core = require("accel.core")
+local Module = require("accel.nn.module")
+local args = require("accel.args")
+
+local RotaryEmbedding = Module:extend("RotaryEmbedding")
+
+local function scaling_number(scaling, key, where)
+  local v = scaling[key]
+  if type(v) ~= "number" then
+    args.error(string.format("%s: rope_scaling of type '%s' needs a number '%s', got %s", where,
+                             tostring(scaling.rope_type or scaling.type), key, tostring(v)))
+  end
+  return v
+end
+
+-- inv_freq (float32, dim / 2) for the scaling, on the CPU.
+local function inverse_frequencies(dim, base, scaling, where)
+  local exponents = core.arange(0, dim, 2, { dtype = "int64" }):float() / dim
+  local inv_freq = (core.full({ dim / 2 }, base) ^ exponents):reciprocal()
+  local kind = scaling and (scaling.rope_type or scaling.type) or "default"
+  if kind == "default" then return inv_freq end
+  if kind == "linear" then return inv_freq / scaling_number(scaling, "factor", where) end
+  if kind == "llama3" then
+    local factor = scaling_number(scaling, "factor", where)
+    local low = scaling_number(scaling, "low_freq_factor", where)
+    local high = scaling_number(scaling, "high_freq_factor", where)
+    local old_context = scaling_number(scaling, "original_max_position_embeddings", where)
+    local low_freq_wavelen, high_freq_wavelen = old_context / low, old_context / high
+    local wavelen = inv_freq:reciprocal() * (2 * math.pi)
+    local scaled = core.where(wavelen:gt(low_freq_wavelen), inv_freq / factor, inv_freq)
+    local smooth = (wavelen:reciprocal() * old_context - low) / (high - low)
+    local smoothed = (smooth:neg() + 1) * scaled / factor + smooth * scaled
+    local medium = wavelen:lt(high_freq_wavelen):logical_not():logical_and(wavelen:gt(low_freq_wavelen):logical_not())
+    return core.where(medium, smoothed, scaled)
+  end
+  args.error(string.format("%s: rope_scaling type '%s' is not supported (supported: default, linear, llama3)",
+                           where, tostring(kind)))
+end
+
+function RotaryEmbedding:init(head_dim, options)
+  args.positive_integer("nn.RotaryEmbedding", "head_dim", head_dim)
+  local o = args.options("nn.RotaryEmbedding", options, { base = 10000, scaling = args.NONE, partial_rotary_factor = 1 },
+                         { base = "number", scaling = "table", partial_rotary_factor = "number" })
+  local dim = math.floor(head_dim * o.partial_rotary_factor)
+  if dim < 2 or dim % 2 ~= 0 then
+    args.error(string.format("nn.RotaryEmbedding: the rotary dim (head_dim %d x partial_rotary_factor %g = %d) "
+                             .. "must be even and at least 2", head_dim, o.partial_rotary_factor, dim))
+  end
+  self.head_dim, self.dim, self.base = head_dim, dim, o.base
+  -- Plain fields (rawset): not parameters, and not on the meta device under init_empty_weights.
+  rawset(self, "scaling", o.scaling)
+  rawset(self, "inv_freq_on", {})
+  inverse_frequencies(dim, o.base, o.scaling, "nn.RotaryEmbedding")  -- refuses a bad scaling now
+end
+
+-- position_ids: integer (B, T) -> cos, sin of shape (B, T, dim) in `dtype`
+-- (default float32), computed in float32.
+function RotaryEmbedding:forward(position_ids, dtype)
+  local device = position_ids.device
+  local inv_freq = self.inv_freq_on[device]
+  if not inv_freq then
+    inv_freq = inverse_frequencies(self.dim, self.base, self.scaling, "nn.RotaryEmbedding"):to(device)
+    self.inv_freq_on[device] = inv_freq
+  end
+  local freqs = position_ids:float():unsqueeze(-1) * inv_freq
+  local angles = core.cat({ freqs, freqs }, -1)
+  local cos, sin = angles:cos(), angles:sin()
+  if dtype and dtype ~= "float32" then cos, sin = cos:to(dtype), sin:to(dtype) end
+  return cos, sin
+end
+
+-- The second half of the last dim negated and moved in front of the first.
+local function rotate_half(x)
+  local half = x:size(-1) / 2
+  return core.cat({ x:narrow(-1, half + 1, half):neg(), x:narrow(-1, 1, half) }, -1)
+end
+
+local function rotate(x, cos, sin, dim)
+  if dim == x:size(-1) then return x * cos + rotate_half(x) * sin end
+  local head = x:narrow(-1, 1, dim)
+  local rotated = head * cos + rotate_half(head) * sin
+  return core.cat({ rotated, x:narrow(-1, dim + 1, x:size(-1) - dim) }, -1)
+end
+
+-- q and k (B, heads, T, head_dim) rotated by cos and sin (B, T, dim); with
+-- a partial rotary factor only the first `dim` features turn.
+function RotaryEmbedding.apply(q, k, cos, sin)
+  cos, sin = cos:unsqueeze(2), sin:unsqueeze(2)
+  local dim = cos:size(-1)
+  return rotate(q, cos, sin, dim), rotate(k, cos, sin, dim)
+end
+
+function RotaryEmbedding:__tostring()
+  local kind = self.scaling and (self.scaling.rope_type or self.scaling.type) or "default"
+  return string.format("RotaryEmbedding(dim %d, base %g, %s)", self.dim, self.base, kind)
+end
+
+return RotaryEmbedding
