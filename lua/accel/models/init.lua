@@ -25,6 +25,7 @@ local architectures = {
   llama = { module = "accel.models.llama", class = "LlamaForCausalLM", no_split = { "LlamaDecoderLayer" } },
   mistral = { module = "accel.models.mistral", class = "MistralForCausalLM", no_split = { "LlamaDecoderLayer" } },
   qwen2 = { module = "accel.models.qwen2", class = "Qwen2ForCausalLM", no_split = { "LlamaDecoderLayer" } },
+  mixtral = { module = "accel.models.mixtral", class = "MixtralForCausalLM", no_split = { "LlamaDecoderLayer" } },
 }
 
 local function architecture(cfg)

@@ -32,6 +32,9 @@ function llama.settings(cfg)
   local hidden = config.get(cfg, "hidden_size", "count")
   local heads = config.get(cfg, "num_attention_heads", "count")
   local bias = config.get(cfg, "attention_bias", "boolean", false)
+  -- transformers 5 writes rope_parameters {rope_type, rope_theta, factor...};
+  -- earlier versions, and most checkpoints, rope_theta and rope_scaling.
+  local rope = config.optional(cfg, "rope_parameters", "table")
   return {
     hidden = hidden,
     heads = heads,
@@ -46,8 +49,8 @@ function llama.settings(cfg)
     o_bias = bias,
     mlp_bias = config.get(cfg, "mlp_bias", "boolean", false),
     attention_dropout = config.get(cfg, "attention_dropout", "number", 0),
-    rope_theta = config.get(cfg, "rope_theta", "number", 10000),
-    rope_scaling = config.optional(cfg, "rope_scaling", "table"),
+    rope_theta = rope and rope.rope_theta or config.get(cfg, "rope_theta", "number", 10000),
+    rope_scaling = rope or config.optional(cfg, "rope_scaling", "table"),
     partial_rotary_factor = config.get(cfg, "partial_rotary_factor", "number", 1),
     tie = config.get(cfg, "tie_word_embeddings", "boolean", false),
     pad = config.optional(cfg, "pad_token_id", "number"),

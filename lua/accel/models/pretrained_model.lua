@@ -36,7 +36,8 @@ function PreTrainedModel:save_pretrained(dir, options)
   cfg.architectures = { self.__name }
   cfg.model_type = self.model_type
   local first = state[1] and state[1][2]
-  if first and first:is_floating_point() then cfg.torch_dtype = first.dtype end
+  -- transformers 5 names it dtype, earlier versions torch_dtype.
+  if first and first:is_floating_point() then cfg[cfg.dtype and "dtype" or "torch_dtype"] = first.dtype end
   ck.write_text(dir .. "/config.json", config.to_json(cfg))
   files[#files + 1] = "config.json"
   return files

@@ -26,18 +26,33 @@ local function scaling_number(scaling, key, where)
   return v
 end
 
--- inv_freq (float32, dim / 2) for the scaling, on the CPU.
+-- The numbers a scaling type needs, checked: the type and {key = number}.
+local needs = {
+  default = {},
+  linear = { "factor" },
+  llama3 = { "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings" },
+}
+
+local function scaling_settings(scaling, where)
+  local kind = scaling and (scaling.rope_type or scaling.type) or "default"
+  if not needs[kind] then
+    args.error(string.format("%s: rope_scaling type '%s' is not supported (supported: default, linear, llama3)",
+                             where, tostring(kind)))
+  end
+  local numbers = {}
+  for _, key in ipairs(needs[kind]) do numbers[key] = scaling_number(scaling, key, where) end
+  return kind, numbers
+end
+
+-- inv_freq (float32, dim / 2) for the scaling, made on the creation device.
 local function inverse_frequencies(dim, base, scaling, where)
   local exponents = core.arange(0, dim, 2, { dtype = "int64" }):float() / dim
   local inv_freq = (core.full({ dim / 2 }, base) ^ exponents):reciprocal()
-  local kind = scaling and (scaling.rope_type or scaling.type) or "default"
-  if kind == "default" then return inv_freq end
-  if kind == "linear" then return inv_freq / scaling_number(scaling, "factor", where) end
+  local kind, n = scaling_settings(scaling, where)
+  if kind == "linear" then return inv_freq / n.factor end
   if kind == "llama3" then
-    local factor = scaling_number(scaling, "factor", where)
-    local low = scaling_number(scaling, "low_freq_factor", where)
-    local high = scaling_number(scaling, "high_freq_factor", where)
-    local old_context = scaling_number(scaling, "original_max_position_embeddings", where)
+    local factor, low, high = n.factor, n.low_freq_factor, n.high_freq_factor
+    local old_context = n.original_max_position_embeddings
     local low_freq_wavelen, high_freq_wavelen = old_context / low, old_context / high
     local wavelen = inv_freq:reciprocal() * (2 * math.pi)
     local scaled = core.where(wavelen:gt(low_freq_wavelen), inv_freq / factor, inv_freq)
@@ -46,8 +61,7 @@ local function inverse_frequencies(dim, base, scaling, where)
     local medium = wavelen:lt(high_freq_wavelen):logical_not():logical_and(wavelen:gt(low_freq_wavelen):logical_not())
     return core.where(medium, smoothed, scaled)
   end
-  args.error(string.format("%s: rope_scaling type '%s' is not supported (supported: default, linear, llama3)",
-                           where, tostring(kind)))
+  return inv_freq
 end
 
 function RotaryEmbedding:init(head_dim, options)
@@ -63,7 +77,7 @@ function RotaryEmbedding:init(head_dim, options)
   -- Plain fields (rawset): not parameters, and not on the meta device under init_empty_weights.
   rawset(self, "scaling", o.scaling)
   rawset(self, "inv_freq_on", {})
-  inverse_frequencies(dim, o.base, o.scaling, "nn.RotaryEmbedding")  -- refuses a bad scaling now
+  scaling_settings(o.scaling, "nn.RotaryEmbedding")  -- refuses a bad scaling now, not at the first forward
 end
 
 -- position_ids: integer (B, T) -> cos, sin of shape (B, T, dim) in `dtype`
