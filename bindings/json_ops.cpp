@@ -3,10 +3,15 @@
 // tokenizer.json) and the ones save_pretrained writes. Parsing is the
 // engine's strict reader (engine/checkpoint/json.h: RFC 8259 only, a size
 // cap, bounded depth, no repeated keys); nothing read is ever executed.
-//   read(path [, max_bytes]) -> table       a file holding one JSON object
-//   decode(text, source [, max_bytes])      the same from a string
-//   encode(table) -> text                   indent 2, keys sorted, as
-//                                           transformers' to_json_string
+//   read(path [, max_bytes]) -> table, floats   a file holding one JSON object
+//   decode(text, source [, max_bytes])          the same from a string
+//   encode(table [, floats]) -> text            indent 2, keys sorted, as
+//                                               transformers' to_json_string
+// Lua has one number type, but readers of these files tell 0.0 from 0
+// (transformers 5 refuses an integer where its config declares a float):
+// `floats` is the set of object keys ({factor = true}) whose values were
+// written as decimals, and encode writes numbers under those keys as
+// decimals again.
 // JSON null reads as accel.core.json.null (a light userdata), so a reader
 // can tell "null" from "absent"; encode writes it back as null. A Lua table
 // whose keys are exactly 1..n (n > 0) is an array, any other an object.
@@ -31,7 +36,8 @@ char null_sentinel;
 // Larger than any config; tokenizer.json files of big vocabularies reach tens of MiB.
 constexpr uint64_t kDefaultMaxBytes = uint64_t{256} << 20;
 
-void push_json(lua_State* L, const json& value) {
+// `floats`: the stack index of the table collecting keys of decimal values.
+void push_json(lua_State* L, const json& value, int floats) {
   luaL_checkstack(L, 4, "JSON nesting");
   switch (value.type()) {
     case json::value_t::null:
@@ -58,7 +64,7 @@ void push_json(lua_State* L, const json& value) {
       lua_createtable(L, static_cast<int>(value.size()), 0);
       int i = 0;
       for (const auto& item : value) {
-        push_json(L, item);
+        push_json(L, item, floats);
         lua_rawseti(L, -2, ++i);
       }
       return;
@@ -67,8 +73,13 @@ void push_json(lua_State* L, const json& value) {
       lua_createtable(L, 0, static_cast<int>(value.size()));
       for (const auto& [key, item] : value.items()) {
         lua_pushlstring(L, key.data(), key.size());
-        push_json(L, item);
+        push_json(L, item, floats);
         lua_rawset(L, -3);
+        if (item.is_number_float()) {
+          lua_pushlstring(L, key.data(), key.size());
+          lua_pushboolean(L, 1);
+          lua_rawset(L, floats);
+        }
       }
       return;
     }
@@ -77,8 +88,10 @@ void push_json(lua_State* L, const json& value) {
   }
 }
 
-// `path` names the value for errors: "config.rope_scaling.factor".
-json to_json(lua_State* L, int index, const std::string& path, int depth) {
+// `path` names the value for errors: "config.rope_scaling.factor"; `floats`
+// is the stack index of the set of keys written as decimals (0: none), and
+// `decimal` says this value's key is one.
+json to_json(lua_State* L, int index, const std::string& path, int depth, int floats, bool decimal) {
   if (depth > ckpt::kMaxJsonDepth) throw ArgError(path + " nests deeper than " +
                                                   std::to_string(ckpt::kMaxJsonDepth) + " levels");
   if (index < 0) index = lua_gettop(L) + index + 1;  // Lua 5.1 has no lua_absindex
@@ -88,7 +101,7 @@ json to_json(lua_State* L, int index, const std::string& path, int depth) {
     case LUA_TNUMBER: {
       const double n = lua_tonumber(L, index);
       if (!std::isfinite(n)) throw ArgError(path + " is " + std::to_string(n) + ", which JSON cannot hold");
-      if (n == std::floor(n) && std::fabs(n) < 0x1p53) return json(static_cast<int64_t>(n));
+      if (!decimal && n == std::floor(n) && std::fabs(n) < 0x1p53) return json(static_cast<int64_t>(n));
       return json(n);
     }
     case LUA_TSTRING: {
@@ -111,7 +124,7 @@ json to_json(lua_State* L, int index, const std::string& path, int depth) {
         json array = json::array();
         for (size_t i = 1; i <= n; ++i) {
           lua_rawgeti(L, index, static_cast<int>(i));
-          array.push_back(to_json(L, -1, path + "[" + std::to_string(i) + "]", depth + 1));
+          array.push_back(to_json(L, -1, path + "[" + std::to_string(i) + "]", depth + 1, floats, decimal));
           lua_pop(L, 1);
         }
         return array;
@@ -124,7 +137,14 @@ json to_json(lua_State* L, int index, const std::string& path, int depth) {
                          luaL_typename(L, -2) + "; a JSON object's keys are strings");
         }
         std::string key = lua_tostring(L, -2);
-        object[key] = to_json(L, -1, path + "." + key, depth + 1);
+        bool key_decimal = false;
+        if (floats != 0) {
+          lua_pushvalue(L, -2);
+          lua_rawget(L, floats);
+          key_decimal = lua_toboolean(L, -1) != 0;
+          lua_pop(L, 1);
+        }
+        object[key] = to_json(L, -1, path + "." + key, depth + 1, floats, key_decimal);
         lua_pop(L, 1);
       }
       return object;
@@ -147,15 +167,26 @@ std::vector<Binding> json_bindings() {
   return {
       bind("read", [](lua_State* L, std::string path, c10::optional<double> max_bytes) {
         const uint64_t limit = max_bytes_of(max_bytes);
-        push_json(L, ckpt::parse_json(ckpt::read_whole_file(path, limit), path, limit));
-        return Pushed{1};
+        const json value = ckpt::parse_json(ckpt::read_whole_file(path, limit), path, limit);
+        lua_newtable(L);
+        const int floats = lua_gettop(L);
+        push_json(L, value, floats);
+        lua_insert(L, floats);
+        return Pushed{2};
       }),
       bind("decode", [](lua_State* L, std::string text, std::string source, c10::optional<double> max_bytes) {
-        push_json(L, ckpt::parse_json(text, source, max_bytes_of(max_bytes)));
-        return Pushed{1};
+        const json value = ckpt::parse_json(text, source, max_bytes_of(max_bytes));
+        lua_newtable(L);
+        const int floats = lua_gettop(L);
+        push_json(L, value, floats);
+        lua_insert(L, floats);
+        return Pushed{2};
       }),
       // The value is argument 1, read here: any Lua value may be given.
-      bind("encode", [](lua_State* L, Receiver) { return to_json(L, 1, "the value", 0).dump(2) + "\n"; }),
+      bind("encode", [](lua_State* L, Receiver, c10::optional<Options> floats) {
+        if (floats && floats->index == 0) floats.reset();
+        return to_json(L, 1, "the value", 0, floats ? floats->index : 0, false).dump(2) + "\n";
+      }),
   };
 }
 

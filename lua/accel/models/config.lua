@@ -13,6 +13,17 @@ local config = {}
 
 local null = core.json.null
 local nulls_of = setmetatable({}, { __mode = "k" })  -- config -> {key = true} read as null
+local floats_of = setmetatable({}, { __mode = "k" })  -- config -> {key = true} read as decimals
+
+-- Keys transformers' configs declare as floats, written as decimals (0.0, not
+-- 0) even when a default or a Lua table set them: transformers 5 refuses an
+-- integer there.
+local float_keys = {
+  "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "initializer_range", "rope_theta", "attention_dropout",
+  "hidden_dropout_prob", "attention_probs_dropout_prob", "resid_pdrop", "embd_pdrop", "attn_pdrop",
+  "summary_first_dropout", "router_aux_loss_coef", "router_jitter_noise", "partial_rotary_factor", "factor",
+  "low_freq_factor", "high_freq_factor", "attention_factor", "beta_fast", "beta_slow",
+}
 local sources = setmetatable({}, { __mode = "k" })   -- config -> "dir/config.json", for messages
 
 -- A copy of `t` with nulls dropped (recursively) and recorded at the top level.
@@ -30,19 +41,20 @@ local function without_nulls(t, nulls)
   return out
 end
 
-function config.from_table(t, where)
+-- `floats`: the keys json.read found holding decimals.
+function config.from_table(t, where, floats)
   if type(t) ~= "table" then args.error(string.format("%s: a config must be a table, got a %s", where, type(t))) end
   local nulls = {}
   local cfg = without_nulls(t, nulls)
-  nulls_of[cfg], sources[cfg] = nulls, where
+  nulls_of[cfg], sources[cfg], floats_of[cfg] = nulls, where, floats or {}
   return cfg
 end
 
 -- A JSON file of settings (config.json, generation_config.json).
 function config.read_file(path)
-  local ok, t = pcall(core.json.read, path, 16 * 1024 * 1024)
+  local ok, t, floats = pcall(core.json.read, path, 16 * 1024 * 1024)
   if not ok then args.error(tostring(t)) end
-  return config.from_table(t, path)
+  return config.from_table(t, path, floats)
 end
 
 function config.read(dir)
@@ -107,7 +119,10 @@ function config.to_json(cfg)
   for k in pairs(nulls_of[cfg] or {}) do
     if t[k] == nil then t[k] = null end
   end
-  return core.json.encode(t)
+  local floats = {}
+  for _, k in ipairs(float_keys) do floats[k] = true end
+  for k in pairs(floats_of[cfg] or {}) do floats[k] = true end
+  return core.json.encode(t, floats)
 end
 
 return config

@@ -26,6 +26,8 @@ local architectures = {
   mistral = { module = "accel.models.mistral", class = "MistralForCausalLM", no_split = { "LlamaDecoderLayer" } },
   qwen2 = { module = "accel.models.qwen2", class = "Qwen2ForCausalLM", no_split = { "LlamaDecoderLayer" } },
   mixtral = { module = "accel.models.mixtral", class = "MixtralForCausalLM", no_split = { "LlamaDecoderLayer" } },
+  gpt2 = { module = "accel.models.gpt2", class = "GPT2LMHeadModel", no_split = { "GPT2Block" } },
+  bert = { module = "accel.models.bert", class = "BertModel", no_split = { "BertEmbeddings", "BertLayer" } },
 }
 
 local function architecture(cfg)
@@ -113,5 +115,8 @@ function models.from_pretrained(dir, options)
   end
   return model:eval()
 end
+
+-- sentence-transformers' mean pooling of a BERT's last_hidden_state (bert.lua).
+models.mean_pooling = require("accel.models.bert").mean_pooling
 
 return models

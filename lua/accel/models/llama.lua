@@ -23,12 +23,14 @@ local llama = {}
 -- default there would build a model of another shape than its weights.
 llama.defaults = {
   hidden_act = "silu", max_position_embeddings = 2048, initializer_range = 0.02, rms_norm_eps = 1e-6,
-  bos_token_id = 1, eos_token_id = 2, tie_word_embeddings = false, rope_theta = 10000, attention_bias = false,
+  bos_token_id = 1, eos_token_id = 2, tie_word_embeddings = false, attention_bias = false,
   attention_dropout = 0, mlp_bias = false,
 }
 
--- The settings a variant changes; read from the config once.
-function llama.settings(cfg)
+-- The settings a variant changes; read from the config once. rope_theta:
+-- the family's default (not filled into the config, which may carry it in
+-- rope_parameters instead).
+function llama.settings(cfg, rope_theta)
   local hidden = config.get(cfg, "hidden_size", "count")
   local heads = config.get(cfg, "num_attention_heads", "count")
   local bias = config.get(cfg, "attention_bias", "boolean", false)
@@ -49,7 +51,7 @@ function llama.settings(cfg)
     o_bias = bias,
     mlp_bias = config.get(cfg, "mlp_bias", "boolean", false),
     attention_dropout = config.get(cfg, "attention_dropout", "number", 0),
-    rope_theta = rope and rope.rope_theta or config.get(cfg, "rope_theta", "number", 10000),
+    rope_theta = rope and rope.rope_theta or config.get(cfg, "rope_theta", "number", rope_theta or 10000),
     rope_scaling = rope or config.optional(cfg, "rope_scaling", "table"),
     partial_rotary_factor = config.get(cfg, "partial_rotary_factor", "number", 1),
     tie = config.get(cfg, "tie_word_embeddings", "boolean", false),

@@ -9,12 +9,12 @@ local mistral = {}
 -- transformers' MistralConfig defaults (sizes required, as llama.lua says).
 mistral.defaults = {
   hidden_act = "silu", max_position_embeddings = 4096 * 32, initializer_range = 0.02, rms_norm_eps = 1e-6,
-  bos_token_id = 1, eos_token_id = 2, tie_word_embeddings = false, rope_theta = 10000, sliding_window = 4096,
+  bos_token_id = 1, eos_token_id = 2, tie_word_embeddings = false, sliding_window = 4096,
   attention_dropout = 0,
 }
 
-function mistral.settings(cfg)
-  local s = llama.settings(cfg)
+function mistral.settings(cfg, rope_theta)
+  local s = llama.settings(cfg, rope_theta)
   local window = config.optional(cfg, "sliding_window", "number")
   s.window = function() return window end
   return s

@@ -20,7 +20,7 @@ local mixtral = {}
 -- transformers' MixtralConfig defaults (sizes required, as llama.lua says).
 mixtral.defaults = {
   hidden_act = "silu", max_position_embeddings = 4096 * 32, initializer_range = 0.02, rms_norm_eps = 1e-5,
-  bos_token_id = 1, eos_token_id = 2, tie_word_embeddings = false, rope_theta = 1e6, attention_dropout = 0,
+  bos_token_id = 1, eos_token_id = 2, tie_word_embeddings = false, attention_dropout = 0,
   num_experts_per_tok = 2, num_local_experts = 8, output_router_logits = false, router_aux_loss_coef = 0.001,
   router_jitter_noise = 0,
 }
@@ -83,7 +83,7 @@ function mixtral.settings(cfg)
     args.error(config.source(cfg) .. ": output_router_logits (the router's auxiliary loss) is not supported; "
                .. "set it to false")
   end
-  return mistral.settings(cfg)
+  return mistral.settings(cfg, 1e6)
 end
 
 mixtral.MixtralForCausalLM = llama.causal_lm_class("MixtralForCausalLM", mixtral.settings, function(cfg, s)

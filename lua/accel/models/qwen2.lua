@@ -10,7 +10,7 @@ local qwen2 = {}
 -- transformers' Qwen2Config defaults (sizes required, as llama.lua says).
 qwen2.defaults = {
   hidden_act = "silu", max_position_embeddings = 32768, initializer_range = 0.02, rms_norm_eps = 1e-6,
-  tie_word_embeddings = false, rope_theta = 10000, use_sliding_window = false, sliding_window = 4096,
+  tie_word_embeddings = false, use_sliding_window = false, sliding_window = 4096,
   max_window_layers = 28, attention_dropout = 0,
 }
 
