@@ -13,11 +13,13 @@
 #include <memory>
 #include <mutex>
 
+#include "bindings/kept_weights.h"
 #include "bindings/op_tables.h"
 #include "bindings/typed_userdata.h"
 #include "engine/checkpoint/atomic_folder.h"
 #include "engine/checkpoint/checkpoint_error.h"
 #include "engine/checkpoint/fault_injection.h"
+#include "engine/checkpoint/kept_weights.h"
 #include "engine/checkpoint/manifest.h"
 #include "engine/checkpoint/safetensors.h"
 #include "engine/checkpoint/weights_export.h"
@@ -330,9 +332,19 @@ std::vector<Binding> checkpoint_bindings() {
         return Pushed{1};
       }),
       // open_weights(path): a file (.safetensors or .bin) or a folder
-      // save_weights wrote, read one tensor at a time (weights_reader.h).
+      // save_weights wrote, read one tensor at a time (weights_reader.h);
+      // in a warm worker, through the weights it keeps between runs.
       bind("open_weights", [](lua_State* L, std::string path) {
-        push_handle(L, kWeightsReader, std::make_unique<ckpt::WeightsReader>(path));
+        push_handle(L, kWeightsReader, std::make_unique<ckpt::WeightsReader>(path, kept_weights()));
+        return Pushed{1};
+      }),
+      // kept_weights() -> {kept, found}: the warm worker's kept tensors and
+      // how often a run was handed one (zeros in a cold worker).
+      bind("kept_weights", [](lua_State* L) {
+        const ckpt::KeptWeights* kept = kept_weights();
+        const ckpt::KeptWeights::Counts c = kept ? kept->counts() : ckpt::KeptWeights::Counts{};
+        lua_createtable(L, 0, 2);
+        set_number_fields(L, {{"kept", static_cast<double>(c.kept)}, {"found", static_cast<double>(c.found)}});
         return Pushed{1};
       }),
       bind("load_weights", [](lua_State* L, std::string folder) {

@@ -135,6 +135,9 @@ std::vector<Binding> dist_bindings() {
       bind("broadcast", [](lua_State* L, at::Tensor t, int64_t root) {
         at::NoGradGuard no_grad;  // parameters are overwritten in place
         communicator(L).broadcast(contiguous_in_place(t, "broadcast"), static_cast<int>(root));
+        // As any in-place write: a warm worker's kept weights see the change
+        // (engine/checkpoint/kept_weights.h).
+        t.unsafeGetTensorImpl()->bump_version();
         return t;
       }),
       bind("all_gather", [](lua_State* L, const at::Tensor& t) {

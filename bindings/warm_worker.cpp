@@ -23,6 +23,7 @@ extern "C" {
 #include <lua.h>
 }
 
+#include "bindings/kept_weights.h"
 #include "bindings/distributed_ops.h"
 #include "bindings/error_log.h"
 #include "bindings/lua_random.h"
@@ -195,6 +196,7 @@ WarmMessage run_once(const LaunchOptions& options, CommunicatorOptions* comm_opt
     outcome.text = error ? error : "(error object is not a string)";
   }
   lua_close(L);
+  end_kept_weights_run();
   tracking::close_open_trackers(outcome.kind == WarmMessage::Kind::ok ? tracking::RunOutcome::success
                                                                      : tracking::RunOutcome::failure);
   end_leftovers();
@@ -210,6 +212,7 @@ void serve_warm_commands(const LaunchOptions& options, CommunicatorOptions* comm
                                       const std::string& lua_dir, int control_fd) {
   ::fcntl(control_fd, F_SETFD, FD_CLOEXEC);  // not for what the recipe starts
   keep_communicator_between_states();
+  keep_weights_between_states();
   send_to_launcher(control_fd, encode_warm_message({WarmMessage::Kind::ready, ::getpid(), ""}));
   WarmFrameReader reader;
   while (std::optional<WarmCommand> command = next_command(control_fd, reader)) {

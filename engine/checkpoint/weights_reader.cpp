@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <filesystem>
 
 #include "engine/checkpoint/checkpoint_error.h"
+#include "engine/checkpoint/kept_weights.h"
 #include "engine/checkpoint/mapped_tensor.h"
 #include "engine/checkpoint/torch_pickle.h"
 
@@ -19,8 +21,17 @@ namespace accel::checkpoint {
 struct WeightsReader::TensorFile {
   FileReader reader;  // refuses what is not a regular file, naming it
   SafetensorsHeader header;
+  // The file as kept weights know it (kept_weights.h): its path, device,
+  // inode, size and modification time.
+  std::string identity;
 
-  explicit TensorFile(const std::string& path) : reader(path), header(read_safetensors_header(reader)) {}
+  explicit TensorFile(const std::string& path) : reader(path), header(read_safetensors_header(reader)) {
+    struct stat st {};
+    if (::fstat(reader.fd(), &st) != 0) throw CheckpointError("cannot stat '" + path + "'");
+    identity = path + '\n' + std::to_string(st.st_dev) + ':' + std::to_string(st.st_ino) + ':' +
+               std::to_string(st.st_size) + ':' + std::to_string(st.st_mtim.tv_sec) + '.' +
+               std::to_string(st.st_mtim.tv_nsec);
+  }
 
   // Reads one tensor straight into its own memory; a conversion goes
   // through a buffer of one chunk.
@@ -74,7 +85,7 @@ bool is_zip(const std::string& path) {
 
 }  // namespace
 
-WeightsReader::WeightsReader(const std::string& path) : path_(path) {
+WeightsReader::WeightsReader(const std::string& path, KeptWeights* kept) : path_(path), kept_(kept) {
   WeightsFiles weights;
   if (std::filesystem::is_directory(path)) {
     weights = locate_weights(path);
@@ -133,11 +144,20 @@ at::Tensor WeightsReader::map(const std::string& name, c10::optional<at::ScalarT
   const Location& location = tensors_.at(name);
   const uint64_t bytes = entry.end - entry.begin;
   const uint64_t offset = location.file ? location.file->header.data_start + entry.begin : 0;
+  std::string key;
+  if (kept_ && location.file) {
+    key = location.file->identity + '\n' + name + '\n' + std::to_string(static_cast<int>(dtype.value_or(entry.dtype)));
+    if (c10::optional<at::Tensor> found = kept_->find(key)) return *found;
+  }
+  at::Tensor t;
   if (!location.file || dtype.value_or(entry.dtype) != entry.dtype || bytes < kMapMinBytes ||
       offset % at::elementSize(entry.dtype) != 0) {
-    return load(name, dtype);
+    t = load(name, dtype);
+  } else {
+    t = map_tensor(location.file->reader, offset, entry.shape, entry.dtype, "tensor '" + name + "'");
   }
-  return map_tensor(location.file->reader, offset, entry.shape, entry.dtype, "tensor '" + name + "'");
+  if (!key.empty()) kept_->keep(key, t);
+  return t;
 }
 
 }  // namespace accel::checkpoint

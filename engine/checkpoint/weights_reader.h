@@ -28,12 +28,16 @@
 
 namespace accel::checkpoint {
 
+class KeptWeights;
+
 class WeightsReader {
  public:
   // `path`: a .safetensors or .bin file (told apart by their first bytes),
   // or a folder that save_weights (weights_export.h) wrote. Errors name the
-  // file at fault.
-  explicit WeightsReader(const std::string& path);
+  // file at fault. With `kept` (a warm worker's), map() hands out the
+  // safetensors tensors a previous run read and left unchanged, and keeps
+  // what it reads (kept_weights.h).
+  explicit WeightsReader(const std::string& path, KeptWeights* kept = nullptr);
   ~WeightsReader();
   WeightsReader(const WeightsReader&) = delete;
   WeightsReader& operator=(const WeightsReader&) = delete;
@@ -48,6 +52,7 @@ class WeightsReader {
   // The tensor over a private mapping of its bytes in the file
   // (mapped_tensor.h) when it needs no conversion, holds at least
   // kMapMinBytes and lies aligned to its elements; otherwise as load().
+  // With kept weights, an unchanged kept tensor instead.
   at::Tensor map(const std::string& name, c10::optional<at::ScalarType> dtype = c10::nullopt) const;
   // Smaller tensors are read: a mapping takes whole pages and a kernel
   // mapping (a VMA) of its own.
@@ -66,6 +71,7 @@ class WeightsReader {
   void add_file(const WeightsFiles& weights, const std::string& file, std::set<std::string> wanted);
 
   std::string path_;
+  KeptWeights* kept_ = nullptr;
   std::vector<std::unique_ptr<TensorFile>> files_;
   std::vector<std::string> names_;
   std::map<std::string, Location> tensors_;

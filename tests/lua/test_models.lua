@@ -66,6 +66,17 @@ local tied_loaded = accel.models.from_pretrained(work .. "/tied")
 check.truthy(rawequal(tied_loaded.lm_head.weight, tied_loaded.model.embed_tokens.weight),
              "and loads tied again")
 
+-- generation_config.json gives generate its defaults and is saved again.
+ck.write_text(work .. "/tiny/generation_config.json", '{"max_new_tokens": 3, "eos_token_id": 31, "temperature": 0.5}')
+local with_defaults = accel.models.from_pretrained(work .. "/tiny")
+check.equal(with_defaults:generate(ids, { attention_mask = mask, min_new_tokens = 3 }):size(2), 7,
+            "generation_config.json's max_new_tokens is generate's default")
+with_defaults:save_pretrained(work .. "/tiny-again")
+local again = json.read(work .. "/tiny-again/generation_config.json")
+check.equal(again.max_new_tokens, 3, "save_pretrained writes generation_config.json back")
+check.truthy(io.open(work .. "/tiny-again/generation_config.json"):read("*a"):find('"temperature": 0.5', 1, true),
+             "with its values")
+
 -- Generation: greedy is deterministic, eos stops a row, then pads it.
 local g1 = loaded:generate(ids, { attention_mask = mask, max_new_tokens = 6, eos_token_id = 31, pad_token_id = 0 })
 local g2 = loaded:generate(ids, { attention_mask = mask, max_new_tokens = 6, eos_token_id = 31, pad_token_id = 0 })
@@ -130,6 +141,33 @@ write_config(work .. "/misshaped", wider)
 ck.save_weights(work .. "/misshaped", require("accel.checkpointing.layout").ordered_state(loaded))
 check.raises(function() accel.models.from_pretrained(work .. "/misshaped") end, "a weight of another shape",
              "model.layers.0.mlp.gate_proj.weight", "48")
+
+-- Checkpoints named with or without the base model's prefix, as
+-- transformers loads them: GPT-2's own files hold "h.0.attn..." (a bare
+-- GPT2Model's names), a BertForMaskedLM's "bert.encoder..." and its head.
+local function renamed(dir, from, rename, extra)
+  local weights = ck.read_safetensors(from .. "/model.safetensors")
+  local pairs_list = {}
+  for name, t in pairs(weights) do pairs_list[#pairs_list + 1] = { rename(name), t } end
+  if extra then pairs_list[#pairs_list + 1] = extra end
+  write_config(dir, json.decode(io.open(from .. "/config.json"):read("*a"), "config.json"))
+  ck.write_safetensors(dir .. "/model.safetensors", pairs_list)
+end
+local gpt2 = accel.models.from_config({ model_type = "gpt2", vocab_size = 40, n_embd = 16, n_layer = 2, n_head = 2 }):eval()
+gpt2:save_pretrained(work .. "/gpt2")
+renamed(work .. "/gpt2-bare", work .. "/gpt2", function(name) return (name:gsub("^transformer%.", "")) end)
+local bare = accel.models.from_pretrained(work .. "/gpt2-bare")
+local gids = accel.LongTensor({ { 1, 2, 3 } })
+check.near((bare{ input_ids = gids }.logits - gpt2{ input_ids = gids }.logits):abs():max():item(), 0, 0,
+           "a bare GPT2Model's checkpoint (no 'transformer.' prefix) loads into GPT2LMHeadModel")
+local bert = accel.models.from_config({ model_type = "bert", vocab_size = 40, hidden_size = 16, num_hidden_layers = 1,
+                                        num_attention_heads = 2, intermediate_size = 32 }):eval()
+bert:save_pretrained(work .. "/bert")
+renamed(work .. "/bert-mlm", work .. "/bert", function(name) return "bert." .. name end,
+        { "cls.predictions.bias", accel.zeros(40) })
+local mlm = accel.models.from_pretrained(work .. "/bert-mlm")
+check.near((mlm{ input_ids = gids }.last_hidden_state - bert{ input_ids = gids }.last_hidden_state):abs():max():item(),
+           0, 0, "a BertForMaskedLM's checkpoint ('bert.' prefix, a head) loads into BertModel")
 
 ck.remove_folder(work)
 check.done("test_models")

@@ -1,5 +1,5 @@
 -- accel.load_checkpoint_and_dispatch(model, path, {device_map, max_memory,
--- offload_folder, no_split_module_classes, dtype}) -> model, device_map
+-- offload_folder, no_split_module_classes, dtype, source_name}) -> model, device_map
 -- Fills a model (typically built under accel.init_empty_weights) from a
 -- checkpoint, tensor by tensor, placing each where the device map says:
 -- "cpu" or a GPU get their tensors now; "disk" keeps them on the meta device
@@ -9,6 +9,10 @@
 -- dtype converts floating tensors while loading; without it they take the
 -- model's dtype (an integer or boolean tensor keeps its own; one side
 -- floating and the other not is refused, naming the tensor and both dtypes).
+-- source_name(name, names) maps a model tensor's name to its name in the
+-- checkpoint (names: the set the checkpoint holds), for checkpoints named
+-- otherwise (accel.models' from_pretrained: with or without the base
+-- model's prefix).
 local core = require("accel.core")
 local ck = core.checkpoint
 local args = require("accel.args")
@@ -39,12 +43,15 @@ end
 -- as (dtypes.loaded). A tensor several modules share (tied weights) is saved once, under
 -- one of its names (save_model writes each tensor once): the others read
 -- that one, and must be placed on the same device, not on disk.
-local function match_checkpoint(src, path, entries, dtype)
+-- `source_name(name, holds)` gives the name a model tensor has in the
+-- checkpoint (holds: the set of its names); by default, its own.
+local function match_checkpoint(src, path, entries, dtype, source_name)
   local holds = {}
   for _, name in ipairs(src:names()) do holds[name] = true end
   local saved_as, placed = {}, {}  -- model tensor -> its name in the checkpoint, the entry placing it first
   for _, e in ipairs(entries) do
-    if holds[e.name] and not saved_as[e.tensor] then saved_as[e.tensor] = e.name end
+    local name = source_name and source_name(e.name, holds) or e.name
+    if holds[name] and not saved_as[e.tensor] then saved_as[e.tensor] = name end
     local first = placed[e.tensor]
     if not first then
       placed[e.tensor] = e
@@ -145,8 +152,9 @@ return function(model, path, options)
   if not Module.is_module(model) then args.error(where .. ": expected a module, got a " .. type(model)) end
   if type(path) ~= "string" then args.error(where .. ": the checkpoint path must be a string, got a " .. type(path)) end
   local o = args.options(where, options, { device_map = args.NONE, max_memory = args.NONE, offload_folder = args.NONE,
-                                           no_split_module_classes = args.NONE, dtype = args.NONE },
-                         { device_map = "string|table", offload_folder = "string" })
+                                           no_split_module_classes = args.NONE, dtype = args.NONE,
+                                           source_name = args.NONE },
+                         { device_map = "string|table", offload_folder = "string", source_name = "function" })
   if o.dtype ~= nil then dtypes.check(where, o.dtype) end
   local device_map = o.device_map or { [""] = "cpu" }
   local returned_map = device_map
@@ -169,7 +177,7 @@ return function(model, path, options)
 
   local entries = try(placement.resolve, where, model, device_map)
   local src = try(weights_source.open, path)
-  try(match_checkpoint, src, path, entries, o.dtype)
+  try(match_checkpoint, src, path, entries, o.dtype, o.source_name)
   local offloads = false
   for _, e in ipairs(entries) do offloads = offloads or e.device == "disk" end
   if offloads and not o.offload_folder and weights_source.format(path) == "bin" then

@@ -1,4 +1,4 @@
--- The additive attention mask of a decoder: (B, 1, T, S) in the activations'
+-- Additive attention masks. A decoder's: (B, 1, T, S) in the activations'
 -- dtype, 0 where query i (at absolute position past + i) may see key j and
 -- the dtype's lowest number elsewhere, as transformers builds it, so that a
 -- row with no visible key (a left-padding position) attends uniformly rather
@@ -32,6 +32,15 @@ function attention_mask.causal(mask, batch, T, past, options)
   local shape = { mask and batch or 1, 1, T, S }
   return core.zeros(shape, { dtype = options.dtype, device = device })
       :masked_fill_(visible:logical_not(), lowest[options.dtype] or lowest.float32)
+end
+
+-- An encoder's additive mask (B, 1, 1, S) hiding the padding keys (mask 0),
+-- or nil without a mask.
+function attention_mask.padding(mask, dtype, device)
+  if mask == nil then return nil end
+  local B, S = mask:size(1), mask:size(2)
+  return core.zeros({ B, 1, 1, S }, { dtype = dtype, device = device })
+      :masked_fill_(mask:to(device):view(B, 1, 1, S):eq(0), lowest[dtype] or lowest.float32)
 end
 
 -- Positions from a left-padded mask, as generate computes them: each row

@@ -17,7 +17,8 @@ local F = core.functional
 local nn = require("accel.nn")
 local args = require("accel.args")
 local config = require("accel.models.config")
-local gpt2 = require("accel.models.gpt2")
+local activations = require("accel.models.activations")
+local attention_mask = require("accel.models.attention_mask")
 local PreTrainedModel = require("accel.models.pretrained_model")
 
 local bert = {}
@@ -60,28 +61,10 @@ function bert.settings(cfg)
     token_types = config.get(cfg, "type_vocab_size", "count", 2),
     pad = config.optional(cfg, "pad_token_id", "number"),
     eps = config.get(cfg, "layer_norm_eps", "number", 1e-12),
-    act = gpt2.activation(cfg, "hidden_act", "gelu"),
+    act = activations.of(cfg, "hidden_act", "gelu"),
     hidden_dropout = config.get(cfg, "hidden_dropout_prob", "number", 0.1),
     attention_dropout = config.get(cfg, "attention_probs_dropout_prob", "number", 0.1),
   }
-end
-
--- The lowest number of each dtype: a masked key's additive score, as
--- transformers masks (-inf would make a row with no visible key NaN).
-local lowest = {
-  float32 = -3.4028234663852886e38,
-  float64 = -1.7976931348623157e308,
-  float16 = -65504,
-  bfloat16 = -3.3895313892515355e38,
-}
-
--- The additive mask (B, 1, 1, S) hiding the padding keys (mask 0), or nil
--- without a mask.
-local function padding_mask(mask, dtype, device)
-  if mask == nil then return nil end
-  local B, S = mask:size(1), mask:size(2)
-  return core.zeros({ B, 1, 1, S }, { dtype = dtype, device = device })
-      :masked_fill_(mask:to(device):view(B, 1, 1, S):eq(0), lowest[dtype] or lowest.float32)
 end
 
 -- `ids` through `embedding` (0-based); an id outside its table is an error
@@ -279,7 +262,7 @@ end
 function BertModel:forward(inputs)
   check_inputs(inputs)
   local h = self.embeddings(inputs)
-  h = self.encoder(h, padding_mask(inputs.attention_mask, h.dtype, h.device))
+  h = self.encoder(h, attention_mask.padding(inputs.attention_mask, h.dtype, h.device))
   return { last_hidden_state = h, pooler_output = self.pooler and self.pooler(h) or nil }
 end
 

@@ -13,6 +13,7 @@ local F = core.functional
 local nn = require("accel.nn")
 local args = require("accel.args")
 local config = require("accel.models.config")
+local activations = require("accel.models.activations")
 local attention_mask = require("accel.models.attention_mask")
 local causal_lm = require("accel.models.causal_lm")
 local PreTrainedModel = require("accel.models.pretrained_model")
@@ -22,9 +23,10 @@ local gpt2 = {}
 -- transformers' GPT2Config defaults, but for the sizes a checkpoint's
 -- weights must match (vocab_size, n_embd, n_layer, n_head): those are
 -- required, as llama.lua says. n_inner's default (null: 4 * n_embd) is
--- applied where it is read.
+-- applied where it is read; n_positions' once max_position_embeddings, its
+-- alias, has been read.
 gpt2.defaults = {
-  n_positions = 1024, activation_function = "gelu_new", resid_pdrop = 0.1, embd_pdrop = 0.1, attn_pdrop = 0.1,
+  activation_function = "gelu_new", resid_pdrop = 0.1, embd_pdrop = 0.1, attn_pdrop = 0.1,
   layer_norm_epsilon = 1e-5, initializer_range = 0.02, scale_attn_weights = true, use_cache = true,
   bos_token_id = 50256, eos_token_id = 50256, scale_attn_by_inverse_layer_idx = false,
   reorder_and_upcast_attn = false, add_cross_attention = false, tie_word_embeddings = true,
@@ -48,37 +50,9 @@ local function use_own_names(cfg)
   end
 end
 
--- transformers' ACT2FN, by the names configs give (activation_function
--- here, hidden_act in BERT's).
-local activations = {
-  gelu = F.gelu,
-  gelu_new = function(x) return F.gelu(x, { approximate = "tanh" }) end,
-  gelu_fast = function(x) return F.gelu(x, { approximate = "tanh" }) end,
-  gelu_pytorch_tanh = function(x) return F.gelu(x, { approximate = "tanh" }) end,
-  quick_gelu = function(x) return x * F.sigmoid(x * 1.702) end,
-  relu = F.relu,
-  silu = F.silu,
-  swish = F.silu,
-  tanh = F.tanh,
-}
-
--- The activation cfg[key] names; an unknown name is an error naming the
--- file, the key and the names supported.
-function gpt2.activation(cfg, key, default)
-  local name = config.get(cfg, key, "string", default)
-  local fn = activations[name]
-  if not fn then
-    local known = {}
-    for k in pairs(activations) do known[#known + 1] = k end
-    table.sort(known)
-    args.error(string.format("%s: %s '%s' is not supported (supported: %s)", config.source(cfg), key, name,
-                             table.concat(known, ", ")))
-  end
-  return fn
-end
-
 function gpt2.settings(cfg)
   use_own_names(cfg)
+  config.fill(cfg, { n_positions = 1024 })
   if config.get(cfg, "add_cross_attention", "boolean", false) then
     args.error(config.source(cfg) .. ": add_cross_attention is not supported (GPT-2 as a decoder only)")
   end
@@ -94,9 +68,9 @@ function gpt2.settings(cfg)
     inner = config.get(cfg, "n_inner", "count", 4 * hidden),
     layers = config.get(cfg, "n_layer", "count"),
     vocab = config.get(cfg, "vocab_size", "count"),
-    positions = config.get(cfg, "n_positions", "count", 1024),
+    positions = config.get(cfg, "n_positions", "count"),
     eps = config.get(cfg, "layer_norm_epsilon", "number", 1e-5),
-    act = gpt2.activation(cfg, "activation_function", "gelu_new"),
+    act = activations.of(cfg, "activation_function", "gelu_new"),
     resid_pdrop = config.get(cfg, "resid_pdrop", "number", 0.1),
     embd_pdrop = config.get(cfg, "embd_pdrop", "number", 0.1),
     attn_pdrop = config.get(cfg, "attn_pdrop", "number", 0.1),

@@ -19,16 +19,38 @@ local dtypes = require("accel.big_modeling.dtypes")
 
 local models = {}
 
--- model_type -> the module and class that build it, and the layers device
--- maps never split (transformers' _no_split_modules).
+-- model_type -> the module and class that build it, the layers device maps
+-- never split (transformers' _no_split_modules), and the base model's
+-- prefix (transformers' base_model_prefix): a checkpoint of the bare model
+-- ("h.0.attn...", as GPT-2's own files are) loads into the model with a
+-- head ("transformer.h.0.attn..."), and one of a model with a head
+-- ("bert.encoder...", from BertForMaskedLM) into the bare model.
 local architectures = {
-  llama = { module = "accel.models.llama", class = "LlamaForCausalLM", no_split = { "LlamaDecoderLayer" } },
-  mistral = { module = "accel.models.mistral", class = "MistralForCausalLM", no_split = { "LlamaDecoderLayer" } },
-  qwen2 = { module = "accel.models.qwen2", class = "Qwen2ForCausalLM", no_split = { "LlamaDecoderLayer" } },
-  mixtral = { module = "accel.models.mixtral", class = "MixtralForCausalLM", no_split = { "LlamaDecoderLayer" } },
-  gpt2 = { module = "accel.models.gpt2", class = "GPT2LMHeadModel", no_split = { "GPT2Block" } },
-  bert = { module = "accel.models.bert", class = "BertModel", no_split = { "BertEmbeddings", "BertLayer" } },
+  llama = { module = "accel.models.llama", class = "LlamaForCausalLM", no_split = { "LlamaDecoderLayer" },
+            prefix = "model" },
+  mistral = { module = "accel.models.mistral", class = "MistralForCausalLM", no_split = { "LlamaDecoderLayer" },
+              prefix = "model" },
+  qwen2 = { module = "accel.models.qwen2", class = "Qwen2ForCausalLM", no_split = { "LlamaDecoderLayer" },
+            prefix = "model" },
+  mixtral = { module = "accel.models.mixtral", class = "MixtralForCausalLM", no_split = { "LlamaDecoderLayer" },
+              prefix = "model" },
+  gpt2 = { module = "accel.models.gpt2", class = "GPT2LMHeadModel", no_split = { "GPT2Block" },
+           prefix = "transformer" },
+  bert = { module = "accel.models.bert", class = "BertModel", no_split = { "BertEmbeddings", "BertLayer" },
+           prefix = "bert" },
 }
+
+-- The checkpoint's name for a model tensor: its own, or with the base
+-- model's prefix taken off or put on, whichever the checkpoint holds.
+local function with_or_without(prefix)
+  local head = prefix .. "."
+  return function(name, holds)
+    if holds[name] then return name end
+    if name:sub(1, #head) == head and holds[name:sub(#head + 1)] then return name:sub(#head + 1) end
+    if holds[head .. name] then return head .. name end
+    return name
+  end
+end
 
 local function architecture(cfg)
   local model_type = cfg.model_type
@@ -106,6 +128,7 @@ function models.from_pretrained(dir, options)
     max_memory = o.max_memory,
     offload_folder = o.offload_folder,
     no_split_module_classes = o.device_map == "auto" and a.no_split or nil,
+    source_name = with_or_without(a.prefix),
   })
   local generation_file = dir .. "/generation_config.json"
   local f = io.open(generation_file, "rb")

@@ -11,6 +11,7 @@ local core = require("accel.core")
 local F = core.functional
 local nn = require("accel.nn")
 local config = require("accel.models.config")
+local activations = require("accel.models.activations")
 local attention_mask = require("accel.models.attention_mask")
 local causal_lm = require("accel.models.causal_lm")
 local PreTrainedModel = require("accel.models.pretrained_model")
@@ -46,7 +47,6 @@ function llama.settings(cfg, rope_theta)
     layers = config.get(cfg, "num_hidden_layers", "count"),
     vocab = config.get(cfg, "vocab_size", "count"),
     eps = config.get(cfg, "rms_norm_eps", "number", 1e-6),
-    act = config.get(cfg, "hidden_act", "string", "silu"),
     qkv_bias = bias,
     o_bias = bias,
     mlp_bias = config.get(cfg, "mlp_bias", "boolean", false),
@@ -59,25 +59,6 @@ function llama.settings(cfg, rope_theta)
     -- Per layer (0-based): the sliding window of that layer, or nil.
     window = function() return nil end,
   }
-end
-
-local activations = {
-  silu = F.silu,
-  gelu = F.gelu,
-  relu = F.relu,
-  gelu_pytorch_tanh = function(x) return F.gelu(x, { approximate = "tanh" }) end,
-}
-
-function llama.activation(cfg, name)
-  local fn = activations[name]
-  if not fn then
-    local known = {}
-    for k in pairs(activations) do known[#known + 1] = k end
-    table.sort(known)
-    require("accel.args").error(string.format("%s: hidden_act '%s' is not supported (supported: %s)",
-                                              config.source(cfg), name, table.concat(known, ", ")))
-  end
-  return fn
 end
 
 ---------------------------------------------------------------------------
@@ -204,7 +185,7 @@ function llama.causal_lm_class(name, settings, make_mlp)
     local s = settings(cfg)
     rawset(self, "config", cfg)
     self.model = LlamaModel(cfg, s, make_mlp and make_mlp(cfg, s) or function()
-      return "mlp", LlamaMLP(s, llama.activation(cfg, s.act))
+      return "mlp", LlamaMLP(s, activations.of(cfg, "hidden_act", "silu"))
     end)
     self.lm_head = nn.Linear(s.hidden, s.vocab, false)
     if s.tie then self.lm_head.weight = self.model.embed_tokens.weight end

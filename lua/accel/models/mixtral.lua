@@ -12,6 +12,7 @@ local F = core.functional
 local nn = require("accel.nn")
 local args = require("accel.args")
 local config = require("accel.models.config")
+local activations = require("accel.models.activations")
 local llama = require("accel.models.llama")
 local mistral = require("accel.models.mistral")
 
@@ -50,7 +51,7 @@ function SparseMoeBlock:init(s, cfg)
   end
   self.gate = nn.Linear(s.hidden, experts, false)
   local list = {}
-  for i = 1, experts do list[i] = Expert(s.hidden, s.intermediate, llama.activation(cfg, s.act)) end
+  for i = 1, experts do list[i] = Expert(s.hidden, s.intermediate, activations.of(cfg, "hidden_act", "silu")) end
   self.experts = nn.ModuleList(list, { index_base = 0 })
   rawset(self, "top_k", top_k)
   rawset(self, "jitter", config.get(cfg, "router_jitter_noise", "number", 0))

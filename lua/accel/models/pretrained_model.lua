@@ -14,7 +14,8 @@ local PreTrainedModel = nn.Module:extend("PreTrainedModel")
 -- model:save_pretrained(dir, {is_main_process = true, safe_serialization = true,
 -- max_shard_size = "5GB"}): config.json (architectures and model_type set,
 -- nulls kept) and the weights under transformers' names, tied weights once
--- (model.safetensors, or shards with model.safetensors.index.json). On many
+-- (model.safetensors, or shards with model.safetensors.index.json), and
+-- generation_config.json when the model was loaded with one. On many
 -- processes, only the one given is_main_process = true writes.
 function PreTrainedModel:save_pretrained(dir, options)
   local where = self.__name .. ":save_pretrained"
@@ -40,6 +41,10 @@ function PreTrainedModel:save_pretrained(dir, options)
   if first and first:is_floating_point() then cfg[cfg.dtype and "dtype" or "torch_dtype"] = first.dtype end
   ck.write_text(dir .. "/config.json", config.to_json(cfg))
   files[#files + 1] = "config.json"
+  if self.generation_config then
+    ck.write_text(dir .. "/generation_config.json", config.to_json(self.generation_config))
+    files[#files + 1] = "generation_config.json"
+  end
   return files
 end
 
