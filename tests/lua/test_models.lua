@@ -169,5 +169,19 @@ local mlm = accel.models.from_pretrained(work .. "/bert-mlm")
 check.near((mlm{ input_ids = gids }.last_hidden_state - bert{ input_ids = gids }.last_hidden_state):abs():max():item(),
            0, 0, "a BertForMaskedLM's checkpoint ('bert.' prefix, a head) loads into BertModel")
 
+-- device_map = "auto" keeps tied weights together: the lm_head sharing the
+-- embedding goes where the embedding went, though memory runs out before it.
+accel.set_seed(0)
+local qwen = accel.models.from_config({ model_type = "qwen2", vocab_size = 512, hidden_size = 64,
+                                        intermediate_size = 128, num_hidden_layers = 4, num_attention_heads = 4,
+                                        num_key_value_heads = 2, tie_word_embeddings = true }):eval()
+qwen:save_pretrained(work .. "/qwen")
+local small = accel.models.from_pretrained(work .. "/qwen", { device_map = "auto", max_memory = { cpu = 300000 },
+                                                             offload_folder = work .. "/offload" })
+check.truthy(rawequal(small.lm_head.weight, small.model.embed_tokens.weight),
+             "a tied lm_head stays one tensor with the embedding under device_map = \"auto\"")
+check.near((small{ input_ids = gids }.logits - qwen{ input_ids = gids }.logits):abs():max():item(), 0, 0,
+           "and the model, partly on disk, computes the same logits")
+
 ck.remove_folder(work)
 check.done("test_models")

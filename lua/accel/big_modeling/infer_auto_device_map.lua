@@ -9,6 +9,10 @@
 -- to run it. With clean_result (the default, as in Accelerate) entries under
 -- one module that share a device merge into that module's
 -- (clean_device_map.lua). Works on models built under accel.init_empty_weights.
+-- Tied weights (one tensor in several modules: an lm_head sharing the
+-- embedding's weight) go where the part holding the tensor first went, as
+-- Accelerate keeps them together: the tensor is counted there once, so the
+-- parts that share it cost nothing where it already is.
 local args = require("accel.args")
 local Module = require("accel.nn.module")
 local dtypes = require("accel.big_modeling.dtypes")
@@ -16,6 +20,7 @@ local module_sizes = require("accel.big_modeling.module_sizes")
 local max_memory = require("accel.big_modeling.max_memory")
 local device_map_view = require("accel.big_modeling.device_map_view")
 local model_parts = require("accel.big_modeling.model_parts")
+local placement = require("accel.big_modeling.placement")
 
 local where = "accel.infer_auto_device_map"
 
@@ -58,6 +63,17 @@ return function(model, options)
       for i, child in ipairs(model_parts.direct(part[2], part[1])) do table.insert(queue, i, child) end
     else
       current, used = current + 1, 0
+    end
+  end
+  -- Tied weights: a part holding a tensor an earlier part holds goes to
+  -- that part's device.
+  local first_device = {}
+  for _, e in ipairs(placement.resolve(where, model, map)) do
+    local first = first_device[e.tensor]
+    if not first then
+      first_device[e.tensor] = e.device
+    elseif first ~= e.device then
+      map[e.unit] = first
     end
   end
   local view = device_map_view.new(map, order, sizes)
