@@ -1,0 +1,56 @@
+-- Distributed inference with a pretrained checkpoint, as Accelerate's docs
+-- do it: every process loads the model, takes its share of the prompts with
+-- split_between_processes, tokenizes them (left padding, so every row ends
+-- where generation starts), generates, decodes, and the main process prints
+-- every prompt's text, gathered from all the processes.
+--   accel-run recipes/generate_pretrained.lua --nproc 2 -- MODEL_DIR [MAX_MEMORY] [MAX_NEW_TOKENS]
+-- MODEL_DIR is a Hugging Face folder (config.json, model.safetensors,
+-- tokenizer.json or tokenizer.model). With MAX_MEMORY (a size such as
+-- "2GB"), device_map = "auto" keeps that much of the model in memory and
+-- offloads the rest to disk, read around each offloaded layer's forward:
+-- a model bigger than memory generates.
+local usage = "usage: accel-run recipes/generate_pretrained.lua -- MODEL_DIR [MAX_MEMORY] [MAX_NEW_TOKENS]"
+local model_dir, max_memory = assert(arg[1], usage), arg[2]
+local max_new_tokens = tonumber(arg[3] or "32")
+local prompts = {
+  "The capital of France is",
+  "Once upon a time,",
+  "def fibonacci(n):",
+  "The three primary colours are",
+  "In 1969, astronauts",
+  "A good recipe for bread needs",
+}
+
+local acc = accel.Accelerator()
+local options = { dtype = "auto" }
+if max_memory then
+  local name = os.tmpname()  -- a fresh name; each process offloads into its own folder
+  os.remove(name)
+  options.device_map, options.max_memory = "auto", { cpu = tonumber(max_memory) or max_memory }
+  options.offload_folder = name .. "-offload"
+end
+local model = accel.models.from_pretrained(model_dir, options)
+local tok = accel.tokenizers.from_pretrained(model_dir)
+
+local mine = acc:split_between_processes(prompts)
+local texts = {}
+if #mine > 0 then
+  local batch = tok(mine, { padding = true, padding_side = "left" })
+  local out = model:generate(batch.input_ids, { attention_mask = batch.attention_mask,
+                                                max_new_tokens = max_new_tokens, do_sample = false,
+                                                pad_token_id = tok.pad_token_id or tok.eos_token_id })
+  local prompt_length = batch.input_ids:size(2)
+  for i = 1, #mine do
+    local new = out[i]:narrow(1, prompt_length + 1, out:size(2) - prompt_length)
+    texts[i] = mine[i] .. tok:decode(new, { skip_special_tokens = true })
+  end
+end
+
+local all = {}
+for _, part in ipairs(acc:gather_object(texts)) do
+  for _, text in ipairs(part) do all[#all + 1] = text end
+end
+if acc.is_main_process then
+  for i, text in ipairs(all) do print(string.format("[%d] %s", i, text)) end
+end
+if options.offload_folder then require("accel.core").checkpoint.remove_folder(options.offload_folder) end
