@@ -53,7 +53,7 @@ end
 -- A JSON file of settings (config.json, generation_config.json).
 function config.read_file(path)
   local ok, t, floats = pcall(core.json.read, path, 16 * 1024 * 1024)
-  if not ok then args.error(tostring(t)) end
+  if not ok then error(tostring(t), 0) end  -- the binding's message already names the recipe line
   return config.from_table(t, path, floats)
 end
 
