@@ -10,6 +10,8 @@ packages=(
   libopenmpi-dev openmpi-bin        # the MPI backend
   libyaml-cpp-dev                   # config files
   nlohmann-json3-dev                # checkpoint manifests, safetensors headers, weight indexes
+  libpcre2-dev libicu-dev           # tokenizers: pre-tokenizer regular expressions, Unicode data
+  libsentencepiece-dev              # tokenizers: a tokenizer.model alone
   zlib1g-dev                        # reading .gz data files
   gnuplot-nox                       # accel-run plot draws its charts with it (PNG via pngcairo, SVG)
   libreadline-dev                   # accel-run repl's line editing and history

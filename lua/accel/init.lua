@@ -60,6 +60,7 @@ accel.compute_module_sizes = require("accel.big_modeling.module_sizes").compute
 accel.infer_auto_device_map = require("accel.big_modeling.infer_auto_device_map")
 accel.load_checkpoint_and_dispatch = require("accel.big_modeling.load_checkpoint_and_dispatch")
 accel.models = require("accel.models")
+accel.tokenizers = require("accel.tokenizers")
 accel.peft = require("accel.peft")
 
 return accel

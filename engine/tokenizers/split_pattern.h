@@ -1,0 +1,12 @@
+// The "pattern" of tokenizer.json's Replace normalizer and decoder and its
+// Split pre-tokenizer: {"String": "..."}, matched as it is, or
+// {"Regex": "..."} (regex.h).
+#pragma once
+#include "engine/tokenizers/json_node.h"
+#include "engine/tokenizers/regex.h"
+
+namespace accel::tokenizers {
+
+Regex make_pattern(const JsonNode& node);
+
+}  // namespace accel::tokenizers

@@ -1,0 +1,54 @@
+#include "engine/tokenizers/text_records.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "engine/checkpoint/checkpoint_error.h"
+#include "engine/checkpoint/json.h"
+#include "engine/tokenizers/tokenizer.h"
+#include "engine/tokenizers/tokenizer_error.h"
+
+namespace accel::tokenizers {
+namespace {
+
+// One record's line may be this long; a longer one is refused.
+constexpr uint64_t kMaxLineBytes = uint64_t{64} << 20;
+
+}  // namespace
+
+std::vector<std::string> read_text_records(const std::string& path, RecordFormat format, const std::string& key) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TokenizerError("cannot open '" + path + "': " + std::strerror(errno));
+  std::vector<std::string> records;
+  std::string line;
+  for (std::size_t number = 1; std::getline(in, line); ++number) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const std::string where = "'" + path + "' line " + std::to_string(number);
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    if (line.size() > kMaxLineBytes) throw TokenizerError(where + " is longer than " + std::to_string(kMaxLineBytes) + " bytes");
+    if (format == RecordFormat::Text) {
+      check_utf8(line, where);
+      records.push_back(std::move(line));
+      continue;
+    }
+    nlohmann::json record;
+    try {
+      record = checkpoint::parse_json(line, path, kMaxLineBytes);
+    } catch (const checkpoint::CheckpointError& e) {
+      // "'<path>' is not valid JSON: ..." as "'<path>' line N is not valid JSON: ...".
+      std::string why = e.what();
+      const std::string prefix = "'" + path + "' ";
+      if (why.compare(0, prefix.size(), prefix) == 0) why.erase(0, prefix.size());
+      throw TokenizerError(where + " " + why);
+    }
+    const auto it = record.find(key);
+    if (it == record.end()) throw TokenizerError(where + " has no \"" + key + "\"");
+    if (!it->is_string()) throw TokenizerError(where + ": \"" + key + "\" is not a string");
+    records.push_back(it->get<std::string>());
+  }
+  if (in.bad()) throw TokenizerError("cannot read '" + path + "'");
+  return records;
+}
+
+}  // namespace accel::tokenizers

@@ -1,0 +1,80 @@
+-- accel.tokenizers: the tokenizers of pretrained checkpoints (docs/api/tokenizers.md).
+--   accel.tokenizers.from_pretrained(dir)   tokenizer.json, or tokenizer.model alone,
+--                                           with tokenizer_config.json and special_tokens_map.json
+--   accel.tokenizers.from_file(path)        a tokenizer.json by itself
+--   accel.tokenizers.TokenizedDataset(path, tok, options)
+--                                           a text or JSON Lines file as int64 rows for training
+--   accel.tokenizers.sentencepiece_available() -> bool, why
+-- Ids are the tokenizer file's own, 0-based (tokenizer.lua says why).
+local core = require("accel.core")
+local args = require("accel.args")
+local Tokenizer = require("accel.tokenizers.tokenizer")
+local special_tokens = require("accel.tokenizers.special_tokens")
+
+local tokenizers = {}
+tokenizers.Tokenizer = Tokenizer
+tokenizers.TokenizedDataset = require("accel.tokenizers.tokenized_dataset")
+-- Whether this build reads tokenizer.model files, and why not.
+tokenizers.sentencepiece_available = core.tokenizers.sentencepiece_available
+
+local function exists(path)
+  local f = io.open(path, "rb")
+  if f then f:close() end
+  return f ~= nil
+end
+
+-- The tokenizer of a checkpoint folder: tokenizer.json when there is one
+-- (its ids are Hugging Face tokenizers'), else tokenizer.model through
+-- SentencePiece; the configs beside it give the special tokens and defaults.
+function tokenizers.from_pretrained(dir, options)
+  if type(dir) ~= "string" then
+    args.error("accel.tokenizers.from_pretrained: expected a folder path, got a " .. type(dir))
+  end
+  args.options("accel.tokenizers.from_pretrained", options, {})
+  dir = dir:gsub("/+$", "")
+  local config, config_floats = special_tokens.read_json(dir .. "/tokenizer_config.json")
+  local map = special_tokens.read_json(dir .. "/special_tokens_map.json")
+  local ok, specials = pcall(special_tokens.from_configs, config, map, dir)
+  if not ok then args.error("accel.tokenizers.from_pretrained: " .. specials) end
+  local json_path, model_path = dir .. "/tokenizer.json", dir .. "/tokenizer.model"
+  if exists(json_path) then
+    local handle, pad_token, pad_id = core.tokenizers.from_file(json_path)
+    return Tokenizer.wrap(handle, { kind = "tokenizer.json", file = json_path, config = config,
+                                    config_floats = config_floats, specials = specials,
+                                    file_pad_token = pad_token, file_pad_id = pad_id })
+  end
+  if exists(model_path) then
+    config = config or {}
+    local named = special_tokens.decoder_specials(config)
+    for _, name in ipairs(special_tokens.NAMES) do named[#named + 1] = specials[name] end
+    for _, content in ipairs(specials.additional_special_tokens) do named[#named + 1] = content end
+    local handle, model_specials = core.tokenizers.from_sentencepiece(model_path, {
+      add_bos_token = config.add_bos_token ~= false,
+      add_eos_token = config.add_eos_token == true,
+      special_tokens = named,
+    })
+    -- The model's own pieces for the tokens the configs leave out.
+    for name, piece in pairs(model_specials) do
+      if specials[name] == nil then specials[name] = piece end
+    end
+    return Tokenizer.wrap(handle, { kind = "tokenizer.model", file = model_path, config = config,
+                                    config_floats = config_floats, specials = specials })
+  end
+  args.error(string.format("accel.tokenizers.from_pretrained: '%s' has neither tokenizer.json nor tokenizer.model",
+                           dir))
+end
+
+-- A tokenizer.json by itself: no config, so no special token names beyond
+-- the file's (its added tokens are found in text and skipped by
+-- skip_special_tokens all the same).
+function tokenizers.from_file(path, options)
+  if type(path) ~= "string" then
+    args.error("accel.tokenizers.from_file: expected a tokenizer.json path, got a " .. type(path))
+  end
+  args.options("accel.tokenizers.from_file", options, {})
+  local handle, pad_token, pad_id = core.tokenizers.from_file(path)
+  return Tokenizer.wrap(handle, { kind = "tokenizer.json", file = path, file_pad_token = pad_token,
+                                  file_pad_id = pad_id })
+end
+
+return tokenizers
