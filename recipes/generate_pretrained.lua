@@ -10,7 +10,7 @@
 -- offloads the rest to disk, read around each offloaded layer's forward:
 -- a model bigger than memory generates.
 local usage = "usage: accel-run recipes/generate_pretrained.lua -- MODEL_DIR [MAX_MEMORY] [MAX_NEW_TOKENS]"
-local model_dir, max_memory = assert(arg[1], usage), arg[2]
+local model_dir, max_memory = assert(arg[1], usage), arg[2] ~= "" and arg[2] or nil
 local max_new_tokens = tonumber(arg[3] or "32")
 local prompts = {
   "The capital of France is",
@@ -31,6 +31,9 @@ if max_memory then
 end
 local model = accel.models.from_pretrained(model_dir, options)
 local tok = accel.tokenizers.from_pretrained(model_dir)
+-- A batch pads; a tokenizer without a pad token pads with eos, as is usual
+-- for decoder checkpoints (the attention mask hides it).
+if tok.pad_token_id == nil then tok.pad_token_id = tok.eos_token_id end
 
 local mine = acc:split_between_processes(prompts)
 local texts = {}
@@ -38,7 +41,7 @@ if #mine > 0 then
   local batch = tok(mine, { padding = true, padding_side = "left" })
   local out = model:generate(batch.input_ids, { attention_mask = batch.attention_mask,
                                                 max_new_tokens = max_new_tokens, do_sample = false,
-                                                pad_token_id = tok.pad_token_id or tok.eos_token_id })
+                                                pad_token_id = tok.pad_token_id })
   local prompt_length = batch.input_ids:size(2)
   for i = 1, #mine do
     local new = out[i]:narrow(1, prompt_length + 1, out:size(2) - prompt_length)

@@ -74,6 +74,16 @@ local function keep_top_p(scores, p)
   return scores:masked_fill(drop:scatter(-1, order, drop), -math.huge)
 end
 
+-- Where the ids go: the device of the first weight in memory (a model
+-- dispatched with a device map keeps its offloaded parts on the meta device
+-- and moves inputs to each part's device itself).
+local function input_device(model)
+  for _, p in ipairs(model:parameters()) do
+    if p.device ~= "meta" then return p.device end
+  end
+  return "cpu"
+end
+
 function generation.generate(model, input_ids, options)
   local where = model.__name .. ":generate"
   local o = args.options(where, options, option_defaults, option_types)
@@ -100,7 +110,7 @@ function generation.generate(model, input_ids, options)
   if not (top_p > 0 and top_p <= 1) then args.error(where .. ": top_p must be in (0, 1], got " .. top_p) end
   if not (penalty > 0) then args.error(where .. ": repetition_penalty must be positive, got " .. penalty) end
 
-  local device = model.lm_head and model.lm_head.weight.device or input_ids.device
+  local device = input_device(model)
   local ids = input_ids:long():to(device)
   local mask = o.attention_mask and o.attention_mask:long():to(device) or core.ones({ B, T }, { dtype = "int64", device = device })
   if mask:size(1) ~= B or mask:size(2) ~= T then
