@@ -20,9 +20,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 deps=$PWD/.gpu-deps
 prefix=/tmp/accel-gpu-deps
-# libreadline-dev and what it links with: `accel-run repl`.
+# libreadline-dev and what it links with: `accel-run repl`; PCRE2, ICU and
+# SentencePiece: the tokenizers (engine/tokenizers).
 packages=(libluajit-5.1-dev libluajit-5.1-2 libyaml-cpp-dev libyaml-cpp0.7 nlohmann-json3-dev catch2 libgloo-dev zlib1g-dev
-          libreadline-dev libreadline8 libncurses-dev libtinfo6 libncurses6 libncursesw6)
+          libreadline-dev libreadline8 libncurses-dev libtinfo6 libncurses6 libncursesw6
+          libpcre2-dev libpcre2-8-0 libicu-dev libicu72 libsentencepiece-dev libsentencepiece0)
 
 fetch() {
   mkdir -p "$deps"
