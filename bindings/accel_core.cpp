@@ -75,6 +75,9 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
   lua_newtable(L);
   open_amp(L, -1);
   lua_setfield(L, core, "amp");
+  lua_newtable(L);
+  open_autograd(L, -1);
+  lua_setfield(L, core, "autograd");
   open_distributed(L, options);
   lua_setfield(L, core, "dist");
   return 1;

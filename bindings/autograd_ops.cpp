@@ -1,5 +1,8 @@
-// Autograd from Lua: backward, detach, grad modes. Lua never runs inside
-// LibTorch's backward: no Lua hooks are registered on the graph.
+// Autograd from Lua: backward, detach, grad modes. Lua runs inside
+// LibTorch's backward only to recompute checkpointed blocks, on the state
+// backward lends (Note [Lua in backward], lua_in_backward.h); no Lua hooks
+// are registered on the graph.
+#include "bindings/lua_in_backward.h"
 #include "bindings/op_tables.h"
 #include "engine/comm/communicator.h"
 
@@ -29,12 +32,13 @@ int enable_grad(lua_State* L) { return call_with_grad_mode(L, true); }
 
 std::vector<Binding> autograd_method_bindings() {
   return {
-      bind("backward", [](T t, c10::optional<Tensor> gradient, c10::optional<bool> retain_graph) {
+      bind("backward", [](lua_State* L, T t, c10::optional<Tensor> gradient, c10::optional<bool> retain_graph) {
         TORCH_CHECK(gradient || t.numel() == 1,
                     "backward() without a gradient needs a one-element tensor, got shape ",
                     t.sizes());
         // The recipe line of this backward, for the gradient buckets it starts.
         PinnedCallSite site(current_call_site());
+        LentToBackward lent(L);
         t.backward(gradient.value_or(Tensor()), retain_graph);
       }),
       bind("detach", [](T t) { return t.detach(); }),

@@ -233,6 +233,16 @@ std::vector<Binding> reducer_methods() {
 
 }  // namespace
 
+const ProcessState& dist_process_state(lua_State* L) { return context(L).state; }
+
+const CommunicatorOptions& dist_communicator_options(lua_State* L) { return context(L).options; }
+
+void push_gradient_reducer(lua_State* L, std::shared_ptr<Communicator> comm, std::vector<at::Tensor> params,
+                           int64_t bucket_bytes) {
+  auto reducer = std::make_unique<GradientReducer>(*comm, std::move(params), bucket_bytes);
+  push_handle(L, kReducer, ReducerHandle{std::move(comm), std::move(reducer)});
+}
+
 std::shared_ptr<Communicator> shared_communicator(lua_State* L) {
   communicator(L);
   return context(L).comm;
@@ -263,6 +273,7 @@ void open_distributed(lua_State* L, const CommunicatorOptions& options) {
   lua_newtable(L);
   register_bindings(L, -1, "accel.dist.", dist_bindings());
   register_bindings(L, -1, "accel.dist.", sharding_bindings());
+  register_bindings(L, -1, "accel.dist.", process_group_bindings());
 }
 
 }  // namespace accel::lua

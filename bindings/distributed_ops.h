@@ -11,9 +11,14 @@ extern "C" {
 
 #include "bindings/registration.h"
 
+namespace at {
+class Tensor;
+}
+
 namespace accel {
 class Communicator;
 struct CommunicatorOptions;
+struct ProcessState;
 }
 
 namespace accel::lua {
@@ -37,5 +42,15 @@ int64_t kept_communicator_collectives();
 
 // accel.core.dist.ShardedModel (sharding_ops.cpp), installed in the same table.
 std::vector<Binding> sharding_bindings();
+
+// accel.core.dist.device_mesh and new_group (process_group_ops.cpp), in the
+// same table; the groups they make use these.
+std::vector<Binding> process_group_bindings();
+const ProcessState& dist_process_state(lua_State* L);
+const CommunicatorOptions& dist_communicator_options(lua_State* L);
+// Pushes a GradientReducer (the handle accel.core.dist.GradientReducer
+// returns) averaging over `comm`, which it keeps alive.
+void push_gradient_reducer(lua_State* L, std::shared_ptr<Communicator> comm, std::vector<at::Tensor> params,
+                           int64_t bucket_bytes);
 
 }  // namespace accel::lua

@@ -54,6 +54,9 @@ std::vector<Binding> profiler_bindings();
 
 // Fills the table at `table_index` with autocast and LossScaler.
 void open_amp(lua_State* L, int table_index);
+// Fills the table at `table_index` with checkpoint (accel.checkpoint's
+// engine half) and recomputations (activation_checkpoint_ops.cpp).
+void open_autograd(lua_State* L, int table_index);
 
 // no_grad(fn) and enable_grad(fn) call back into Lua, so they are written
 // by hand rather than bound.

@@ -81,11 +81,15 @@ struct GlooCommunicator::Impl {
 };
 
 GlooCommunicator::GlooCommunicator(const ProcessState& state, const CommunicatorOptions& options)
+    : GlooCommunicator(state, options, "gloo", state.rank, state.world_size) {}
+
+GlooCommunicator::GlooCommunicator(const ProcessState& state, const CommunicatorOptions& options,
+                                   const std::string& store_prefix, int group_rank, int group_size)
     : impl_(std::make_unique<Impl>()) {
   TORCH_CHECK(state.master_port > 0,
               "the gloo backend needs MASTER_PORT: start the run with accel-run");
   auto store = c10::make_intrusive<C10dStore>(state.store_address(), options.timeout);
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("gloo", store);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(store_prefix, store);
   auto gloo_options = c10d::ProcessGroupGloo::Options::create();
   gloo_options->timeout = options.timeout;
   // On one machine, loopback avoids a hostname that may not resolve.
@@ -93,10 +97,10 @@ GlooCommunicator::GlooCommunicator(const ProcessState& state, const Communicator
       is_loopback(state.master_addr)
           ? c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1")
           : c10d::ProcessGroupGloo::createDefaultDevice());
-  impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, state.rank,
-                                                             state.world_size, gloo_options);
-  impl_->rank = state.rank;
-  impl_->size = state.world_size;
+  impl_->group = c10::make_intrusive<c10d::ProcessGroupGloo>(prefixed, group_rank, group_size,
+                                                             gloo_options);
+  impl_->rank = group_rank;
+  impl_->size = group_size;
 }
 
 GlooCommunicator::~GlooCommunicator() = default;

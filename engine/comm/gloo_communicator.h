@@ -13,6 +13,12 @@ class GlooCommunicator final : public Communicator {
  public:
   // Blocks until every rank has joined or the timeout passes.
   GlooCommunicator(const ProcessState& state, const CommunicatorOptions& options);
+  // A group of some of the world's ranks (engine/comm/group_communicator.h):
+  // this process is `group_rank` of `group_size`, and the members rendezvous
+  // under the store keys starting with `store_prefix`, which no other group
+  // of the run uses. Only the members construct it.
+  GlooCommunicator(const ProcessState& state, const CommunicatorOptions& options,
+                   const std::string& store_prefix, int group_rank, int group_size);
   ~GlooCommunicator() override;
 
   int rank() const override;

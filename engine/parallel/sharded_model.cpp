@@ -11,6 +11,7 @@
 #include <map>
 #include <unordered_map>
 
+#include "engine/activation_checkpoint.h"
 #include "engine/caching_cpu_allocator.h"
 #include "engine/comm/communicator.h"
 #include "engine/grad_clipping.h"
@@ -206,6 +207,9 @@ void ShardedModel::before_forward(size_t unit) {
     forward_order_.push_back(unit);
   }
   gather_unit(unit);
+  // A checkpointed block recomputed in backward (engine/activation_checkpoint.h)
+  // runs its units' forwards again: the next unit is one backward has passed.
+  if (recomputing_activations()) return;
   const size_t next = static_cast<size_t>(position_[unit]) + 1;
   if (next < forward_order_.size()) prefetch_unit(forward_order_[next]);
 }
@@ -220,7 +224,9 @@ void ShardedModel::after_forward(size_t unit, const std::vector<at::Tensor>& out
       return grad;
     });
   }
-  if (!keep) release_unit(unit);
+  // Recomputed in backward, the unit is about to compute its gradients: it
+  // stays gathered until they are reduced (on_gradient releases it).
+  if (!keep && !recomputing_activations()) release_unit(unit);
 }
 
 void ShardedModel::before_backward(size_t unit) {

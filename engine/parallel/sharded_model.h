@@ -114,6 +114,9 @@ class ShardedModel : public GradientSync {
   // Stage 3: the unit's forward begins (gathers it, prefetches the next
   // one) or ends (hooks its outputs that need a gradient, so that backward
   // gathers it again, and releases it unless `keep`). Elsewhere no-ops.
+  // A forward that recomputes a checkpointed block in backward
+  // (engine/activation_checkpoint.h) prefetches nothing and keeps the unit
+  // gathered until its gradients are reduced.
   void before_forward(size_t unit);
   void after_forward(size_t unit, const std::vector<at::Tensor>& outputs, bool keep);
   // Stage 3: every unit gathered (to read or write the full parameters), or

@@ -22,6 +22,8 @@ local shard_model = require("accel.sharding.shard_model")
 local module_states = require("accel.sharding.module_states")
 local init_empty_weights = require("accel.big_modeling.init_empty_weights")
 local float8 = require("accel.float8")
+local ParallelismConfig = require("accel.parallelism_config")
+local accelerator_mesh = require("accel.parallel.accelerator_mesh")
 
 local dist = core.dist
 local args_error = require("accel.args").error
@@ -68,6 +70,7 @@ local defaults = {
   zero_stage = false,  -- 1, 2 or 3: sharded data parallel (sharding/settings.lua)
   fsdp_plugin = false,  -- accel.FullyShardedDataParallelPlugin: the same in FSDP's words
   cuda_graphs = false,  -- true or {warmup = n}: train_step captures and replays (cuda_graphs.lua)
+  parallelism_config = false,  -- accel.ParallelismConfig: acc.mesh (parallel/accelerator_mesh.lua)
 }
 
 local function fail(message)
@@ -89,6 +92,9 @@ local function check_options(options)
   end
   if options.project_config and not ProjectConfiguration.is(options.project_config) then
     fail("project_config must be made by accel.ProjectConfiguration{...}")
+  end
+  if options.parallelism_config and not ParallelismConfig.is(options.parallelism_config) then
+    fail("parallelism_config must be made by accel.ParallelismConfig{...}")
   end
   local plugin = options.gradient_accumulation_plugin
   if plugin and not GradientAccumulationPlugin.is(plugin) then
@@ -171,6 +177,9 @@ local function new(_, options)
   -- nil for plain data parallel, else what is sharded and how.
   self.sharding = sharding_settings.resolve("accel.Accelerator", options.zero_stage or nil, options.fsdp_plugin or nil)
   if self.sharding then self.distributed_type = self.sharding.name end
+  if options.parallelism_config then
+    self.mesh = accelerator_mesh.make(options.parallelism_config, self.sharding)
+  end
   -- As Accelerate: the configuration's own project_dir wins; the
   -- Accelerator's fills it in when it has none.
   if options.project_dir and not self.project_configuration.project_dir then
@@ -270,6 +279,10 @@ function Accelerator:prepare_model(model, optimizer)
     if entry.sharded:holds_gradient_slices() and self.num_processes > 1 then
       self.gradient_state._agree_overflow = function(found_inf) return overflow_anywhere(self, found_inf) end
     end
+  elseif self.mesh then
+    refuse_meta_weights(model)
+    if self.device ~= "cpu" then model:to(self.device) end
+    entry.sync = accelerator_mesh.prepare_model(self.mesh, model, self.bucket_bytes)
   else
     refuse_meta_weights(model)
     if self.device ~= "cpu" then model:to(self.device) end
@@ -317,7 +330,9 @@ end
 
 function Accelerator:prepare_data_loader(loader)
   loader.device = self.device
-  loader:shard(self.process_index, self.num_processes, {
+  -- Under a mesh the ranks of one dp group share their data (tp ranks see the same batches).
+  local dp = self.mesh and self.mesh.dp
+  loader:shard(dp and dp.rank or self.process_index, dp and dp.size or self.num_processes, {
     even_batches = self.even_batches,
     split_batches = self.split_batches,
     dispatch_batches = self.dispatch_batches,
@@ -467,6 +482,7 @@ end
 -- The model's parameters and buffers by name, full (gathered at ZeRO stage
 -- 3) and copied: Accelerate's get_state_dict. Call it on every rank.
 function Accelerator:get_state_dict(model)
+  if self.mesh and self.mesh.tp.size > 1 then return accelerator_mesh.full_state_dict(self.mesh, model) end
   return self:_with_full_parameters(model, function()
     local out = {}
     for name, t in pairs(model:state_dict()) do out[name] = t:clone() end
@@ -532,6 +548,7 @@ end
 -- Writes everything needed to resume exactly into `dir` (or, with
 -- automatic checkpoint naming, the next project checkpoint); returns the folder.
 function Accelerator:save_state(dir)
+  accelerator_mesh.refuse_checkpoint(self.mesh, "Accelerator:save_state")
   if dir == nil then self:_check_project_folder("Accelerator:save_state") end
   return checkpointing.save_state(self:_checkpoint_contents(), dir)
 end
@@ -539,6 +556,7 @@ end
 -- Restores what save_state wrote; without `dir`, the newest complete
 -- automatic checkpoint. Returns the folder loaded.
 function Accelerator:load_state(dir)
+  accelerator_mesh.refuse_checkpoint(self.mesh, "Accelerator:load_state")
   if dir == nil then self:_check_project_folder("Accelerator:load_state") end
   return checkpointing.load_state(self:_checkpoint_contents(), dir)
 end
@@ -551,12 +569,14 @@ end
 -- Weights for other tools: {safe_serialization = true, max_shard_size = "2GB"}.
 -- Full weights also when sharded: call it on every rank.
 function Accelerator:save_model(model, dir, options)
+  accelerator_mesh.refuse_checkpoint(self.mesh, "Accelerator:save_model")
   return self:_with_full_parameters(model, function()
     return checkpointing.save_model(self.state, model, dir, options)
   end)
 end
 
 function Accelerator:load_model(model, dir, options)
+  accelerator_mesh.refuse_checkpoint(self.mesh, "Accelerator:load_model")
   self:_with_full_parameters(model, function() checkpointing.load_model(model, dir, options) end, true)
 end
 

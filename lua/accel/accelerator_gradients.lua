@@ -10,6 +10,7 @@
 -- at the recipe's line.
 local core = require("accel.core")
 local args_error = require("accel.args").error
+local accelerator_mesh = require("accel.parallel.accelerator_mesh")
 
 return function(Accelerator, entry_of)
 
@@ -111,6 +112,13 @@ return function(Accelerator, entry_of)
     self:unscale_gradients()
     local sharded = slice_holder(self)
     if sharded then return sharded:clip_grad_norm(max_norm, norm_type) end
+    -- Under tensor parallelism the norm is the prepared models' (whatever
+    -- `params` lists): split gradients' squares are summed over the tp group.
+    if self.mesh and self.mesh.tp.size > 1 then
+      local models = {}
+      for _, entry in ipairs(self._models) do models[#models + 1] = entry.model end
+      return accelerator_mesh.clip_grad_norm(self.mesh, models, max_norm, norm_type)
+    end
     return core.clip_grad_norm(params, max_norm, norm_type)
   end
 

@@ -43,12 +43,15 @@ function accel.synchronize_rng_states()
 end
 
 accel.cuda = core.cuda
+accel.checkpoint = require("accel.activation_checkpoint")
 accel.nn = require("accel.nn")
 accel.optim = require("accel.optim")
 accel.data = require("accel.data")
 accel.PartialState = require("accel.partial_state")
 accel.GradientAccumulationPlugin = require("accel.gradient_accumulation_plugin")
 accel.FullyShardedDataParallelPlugin = require("accel.sharding.fsdp_plugin")
+accel.ParallelismConfig = require("accel.parallelism_config")
+accel.parallel = require("accel.parallel")
 accel.Accelerator = require("accel.accelerator")
 accel.ProjectConfiguration = require("accel.project_configuration")
 accel.find_executable_batch_size = require("accel.batch_size_finder")

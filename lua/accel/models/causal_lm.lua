@@ -20,7 +20,7 @@ function causal_lm.loss(logits, labels)
 end
 
 local known_inputs = { input_ids = true, attention_mask = true, labels = true, position_ids = true,
-                       past_key_values = true }
+                       past_key_values = true, logits_to_keep = true }
 
 -- The inputs table of a model call: known keys only, input_ids an integer
 -- (B, T) tensor of token ids (0-based, as the checkpoint's files count
@@ -32,8 +32,8 @@ function causal_lm.check_inputs(inputs, where)
   end
   for key in pairs(inputs) do
     if not known_inputs[key] then
-      args.error(string.format("%s: unknown input '%s' (known: attention_mask, input_ids, labels, past_key_values, "
-                               .. "position_ids)", where, tostring(key)))
+      args.error(string.format("%s: unknown input '%s' (known: attention_mask, input_ids, labels, logits_to_keep, "
+                               .. "past_key_values, position_ids)", where, tostring(key)))
     end
   end
   local ids = inputs.input_ids
@@ -57,6 +57,21 @@ function causal_lm.check_inputs(inputs, where)
                                or type(mask)))
     end
   end
+end
+
+-- The hidden states lm_head turns into logits: all, or with
+-- inputs.logits_to_keep = k the last k positions, as transformers'
+-- logits_to_keep (generate asks for 1: the vocabulary projection of every
+-- prompt position is most of a prefill's work otherwise).
+function causal_lm.kept_positions(h, inputs, where)
+  local k = inputs.logits_to_keep
+  if k == nil then return h end
+  local T = h:size(2)
+  if type(k) ~= "number" or k % 1 ~= 0 or k < 1 then
+    args.error(string.format("%s: logits_to_keep must be a positive whole number, got %s", where, tostring(k)))
+  end
+  if inputs.labels ~= nil then args.error(where .. ": logits_to_keep and labels together: the loss needs every position") end
+  return k >= T and h or h:narrow(2, T - k + 1, k)
 end
 
 -- The embeddings of token ids through `embedding` (an nn.Embedding with

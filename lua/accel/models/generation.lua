@@ -125,8 +125,9 @@ function generation.generate(model, input_ids, options)
   local ok, result = pcall(core.no_grad, function()
     local step_ids, positions = ids, attention_mask.positions(mask)
     for step = 1, max_new do
-      local out = model{ input_ids = step_ids, attention_mask = mask, position_ids = positions, past_key_values = cache }
-      local scores = out.logits:select(2, out.logits:size(2)):float()
+      local out = model{ input_ids = step_ids, attention_mask = mask, position_ids = positions, past_key_values = cache,
+                         logits_to_keep = 1 }
+      local scores = out.logits:select(2, 1):float()
       if penalty ~= 1 then scores = penalize(scores, ids, penalty) end
       if eos_ids and step <= min_new then
         scores = scores:index_fill(2, eos_ids + 1, -math.huge)

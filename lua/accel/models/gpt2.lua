@@ -227,7 +227,7 @@ end
 -- -> {logits, loss (with labels), past_key_values}
 function GPT2LMHeadModel:forward(inputs)
   causal_lm.check_inputs(inputs, self.__name)
-  local logits = self.lm_head(self.transformer(inputs))
+  local logits = self.lm_head(causal_lm.kept_positions(self.transformer(inputs), inputs, self.__name))
   local out = { logits = logits, past_key_values = inputs.past_key_values }
   if inputs.labels ~= nil then out.loss = causal_lm.loss(logits, inputs.labels) end
   return out

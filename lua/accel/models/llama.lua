@@ -71,8 +71,6 @@ function LlamaAttention:init(s, layer_idx)
   self.v_proj = nn.Linear(s.hidden, s.kv_heads * s.head_dim, s.qkv_bias)
   self.o_proj = nn.Linear(s.heads * s.head_dim, s.hidden, s.o_bias)
   rawset(self, "layer_idx", layer_idx)
-  rawset(self, "heads", s.heads)
-  rawset(self, "kv_heads", s.kv_heads)
   rawset(self, "head_dim", s.head_dim)
   rawset(self, "dropout", s.attention_dropout)
 end
@@ -81,18 +79,23 @@ end
 -- nil); cache a KVCache (or nil).
 function LlamaAttention:forward(x, cos, sin, mask, cache)
   local B, T, d = x:size(1), x:size(2), self.head_dim
-  local q = self.q_proj(x):view(B, T, self.heads, d):transpose(2, 3)
-  local k = self.k_proj(x):view(B, T, self.kv_heads, d):transpose(2, 3)
-  local v = self.v_proj(x):view(B, T, self.kv_heads, d):transpose(2, 3)
+  -- The head counts come from the projections' output widths, not the
+  -- config: under tensor parallelism (accel.parallel.tensor_parallel,
+  -- llama.tp_plan) q/k/v are column-parallel and give this rank's heads only.
+  local q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+  local heads, kv_heads = q:size(3) / d, k:size(3) / d
+  q = q:view(B, T, heads, d):transpose(2, 3)
+  k = k:view(B, T, kv_heads, d):transpose(2, 3)
+  v = v:view(B, T, kv_heads, d):transpose(2, 3)
   q, k = nn.RotaryEmbedding.apply(q, k, cos, sin)
   if cache then k, v = cache:update(self.layer_idx + 1, k, v) end
   local out = F.scaled_dot_product_attention(q, k, v, {
     attn_mask = mask,
-    enable_gqa = self.heads ~= self.kv_heads,
+    enable_gqa = heads ~= kv_heads,
     scale = d ^ -0.5,
     dropout_p = self.training and self.dropout or 0,
   })
-  return self.o_proj(out:transpose(2, 3):reshape(B, T, self.heads * d))
+  return self.o_proj(out:transpose(2, 3):reshape(B, T, heads * d))
 end
 
 ---------------------------------------------------------------------------
@@ -196,7 +199,7 @@ function llama.causal_lm_class(name, settings, make_mlp)
   function cls:forward(inputs)
     causal_lm.check_inputs(inputs, name)
     local h = self.model(inputs)
-    local logits = self.lm_head(h)
+    local logits = self.lm_head(causal_lm.kept_positions(h, inputs, name))
     local out = { logits = logits, past_key_values = inputs.past_key_values }
     if inputs.labels ~= nil then out.loss = causal_lm.loss(logits, inputs.labels) end
     return out
@@ -206,5 +209,24 @@ function llama.causal_lm_class(name, settings, make_mlp)
 end
 
 llama.LlamaForCausalLM = llama.causal_lm_class("LlamaForCausalLM", llama.settings)
+
+-- How accel.parallel.tensor_parallel splits this model over a mesh's tp dim,
+-- as transformers' LlamaForCausalLM tp plan: heads and the MLP's hidden units
+-- split (q/k/v, gate/up column-parallel; o/down row-parallel), the embedding
+-- split over the vocabulary, lm_head column-parallel with its logits gathered
+-- (so model{labels} stays right); a recipe that wants no rank to hold full
+-- logits gives lm_head = "colwise" and accel.parallel.vocab_parallel_cross_entropy.
+llama.tp_plan = {
+  embed_tokens = "vocab_embedding",
+  ["layers.*.self_attn.q_proj"] = "colwise",
+  ["layers.*.self_attn.k_proj"] = "colwise",
+  ["layers.*.self_attn.v_proj"] = "colwise",
+  ["layers.*.self_attn.o_proj"] = "rowwise",
+  ["layers.*.mlp.gate_proj"] = "colwise",
+  ["layers.*.mlp.up_proj"] = "colwise",
+  ["layers.*.mlp.down_proj"] = "rowwise",
+  lm_head = "colwise_gather",
+}
+llama.LlamaForCausalLM.tp_plan = llama.tp_plan
 
 return llama

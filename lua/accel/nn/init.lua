@@ -26,6 +26,11 @@ for _, family in ipairs({ "activations", "conv", "pooling", "batch_norm", "dropo
   end
 end
 
+-- model:gradient_checkpointing_enable() / _disable() on every module.
+local gradient_checkpointing = require("accel.nn.gradient_checkpointing")
+nn.Module.gradient_checkpointing_enable = gradient_checkpointing.enable
+nn.Module.gradient_checkpointing_disable = gradient_checkpointing.disable
+
 nn.init = require("accel.nn.initialization")
 nn.functional = core.functional
 

@@ -1,0 +1,160 @@
+// accel.core.dist.device_mesh and new_group: the device mesh's arithmetic
+// (engine/parallel/device_mesh.h) and the collectives of a group of ranks
+// (engine/comm/group_communicator.h) as the handle accel.ProcessGroup, with
+// tensor parallelism's autograd operators over it
+// (engine/parallel/tensor_parallel_ops.h). lua/accel/parallel/ builds
+// acc.mesh and the tensor-parallel layers on them.
+#include <ATen/ATen.h>
+
+#include <memory>
+#include <optional>
+
+#include "bindings/distributed_ops.h"
+#include "bindings/lua_support.h"
+#include "bindings/typed_userdata.h"
+#include "engine/comm/communicator.h"
+#include "engine/comm/group_communicator.h"
+#include "engine/comm/reduce_op.h"
+#include "engine/parallel/device_mesh.h"
+#include "engine/parallel/gradient_reducer.h"
+#include "engine/parallel/tensor_parallel_ops.h"
+#include "engine/process_state.h"
+
+namespace accel::lua {
+namespace {
+
+struct GroupHandle {
+  std::shared_ptr<Communicator> comm;
+  std::vector<int> ranks;  // global ranks, ascending
+};
+
+std::vector<Binding> group_methods();
+const HandleType kGroup{"accel.ProcessGroup", "ProcessGroup:", group_methods};
+
+GroupHandle& group_at(lua_State* L) {
+  auto* handle = test_handle<GroupHandle>(L, 1, kGroup);
+  if (!handle) throw ArgError("expected a ProcessGroup as argument 1 (use g:method(...))");
+  return *handle;
+}
+
+ReduceOp reduce_op(const c10::optional<std::string>& name) {
+  if (std::optional<ReduceOp> op = reduce_op_from_name(name.value_or("sum"))) return *op;
+  throw ArgError("reduce op must be 'sum', 'mean', 'max' or 'min', got '" + *name + "'");
+}
+
+void push_int_list(lua_State* L, const std::vector<int>& values) {
+  lua_createtable(L, static_cast<int>(values.size()), 0);
+  for (size_t i = 0; i < values.size(); ++i) {
+    lua_pushinteger(L, values[i]);
+    lua_rawseti(L, -2, static_cast<int>(i + 1));
+  }
+}
+
+// {size, rank, ranks} of this rank's group over `dims`.
+void push_mesh_dim(lua_State* L, const DeviceMesh& mesh, const std::vector<int>& dims) {
+  const std::vector<int> ranks = mesh.group_ranks(dims);
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, static_cast<lua_Integer>(ranks.size()));
+  lua_setfield(L, -2, "size");
+  lua_pushinteger(L, mesh.local_rank(dims));
+  lua_setfield(L, -2, "rank");
+  push_int_list(L, ranks);
+  lua_setfield(L, -2, "ranks");
+}
+
+std::vector<Binding> group_methods() {
+  return {
+      bind("rank", [](lua_State* L, Receiver) { return static_cast<int64_t>(group_at(L).comm->rank()); }),
+      bind("size", [](lua_State* L, Receiver) { return static_cast<int64_t>(group_at(L).comm->size()); }),
+      bind("ranks", [](lua_State* L, Receiver) {
+        push_int_list(L, group_at(L).ranks);
+        return Pushed{1};
+      }),
+      // In place, over the group's ranks; returns `t`.
+      bind("all_reduce", [](lua_State* L, Receiver, at::Tensor t, c10::optional<std::string> op) {
+        TORCH_CHECK(t.is_contiguous(), "all_reduce needs a contiguous tensor; call :contiguous() first");
+        at::NoGradGuard no_grad;
+        group_at(L).comm->all_reduce(t, reduce_op(op));
+        return t;
+      }),
+      // Every group rank's `t`, in group rank order.
+      bind("all_gather", [](lua_State* L, Receiver, const at::Tensor& t) {
+        return group_at(L).comm->all_gather(t.contiguous());
+      }),
+      // reduce_scatter(output, input[, op]), flat as Communicator::reduce_scatter; returns `output`.
+      bind("reduce_scatter", [](lua_State* L, Receiver, at::Tensor output, at::Tensor input,
+                                c10::optional<std::string> op) {
+        at::NoGradGuard no_grad;
+        group_at(L).comm->reduce_scatter(output, input, reduce_op(op));
+        return output;
+      }),
+      // broadcast(t, root): root is a rank of the group (0-based), not a global rank.
+      bind("broadcast", [](lua_State* L, Receiver, at::Tensor t, int64_t root) {
+        TORCH_CHECK(t.is_contiguous(), "broadcast needs a contiguous tensor");
+        at::NoGradGuard no_grad;
+        group_at(L).comm->broadcast(t, static_cast<int>(root));
+        t.unsafeGetTensorImpl()->bump_version();
+        return t;
+      }),
+      bind("barrier", [](lua_State* L, Receiver) { group_at(L).comm->barrier(); }),
+      // {all_reduce, all_reduce_shared_memory, ...}: the group's collectives so far.
+      bind("counts", [](lua_State* L, Receiver) {
+        const CollectiveCounts c = group_at(L).comm->counts();
+        lua_createtable(L, 0, 6);
+        set_number_fields(L, {{"all_reduce", static_cast<double>(c.all_reduce)},
+                              {"all_reduce_shared_memory", static_cast<double>(c.all_reduce_shared_memory)},
+                              {"broadcast", static_cast<double>(c.broadcast)},
+                              {"all_gather", static_cast<double>(c.all_gather)},
+                              {"barrier", static_cast<double>(c.barrier)},
+                              {"reduce_scatter", static_cast<double>(c.reduce_scatter)}});
+        return Pushed{1};
+      }),
+      bind("copy_to", [](lua_State* L, Receiver, const at::Tensor& x) { return copy_to_group(x, group_at(L).comm); }),
+      bind("reduce_from", [](lua_State* L, Receiver, const at::Tensor& x) {
+        return reduce_from_group(x, group_at(L).comm);
+      }),
+      bind("gather_from", [](lua_State* L, Receiver, const at::Tensor& x) {
+        return gather_from_group(x, group_at(L).comm);
+      }),
+      // GradientReducer(params[, bucket_bytes]): averages these gradients over the group's ranks.
+      bind("GradientReducer", [](lua_State* L, Receiver, TensorList params, c10::optional<int64_t> bucket_bytes) {
+        push_gradient_reducer(L, group_at(L).comm, params.value,
+                              bucket_bytes.value_or(GradientReducer::kDefaultBucketBytes));
+        return Pushed{1};
+      }),
+  };
+}
+
+}  // namespace
+
+std::vector<Binding> process_group_bindings() {
+  return {
+      // device_mesh(dp_replicate, dp_shard, cp, tp) -> {dp_replicate = {size,
+      // rank, ranks}, dp_shard = ..., cp = ..., tp = ..., dp = ...}: this rank's
+      // place along each dim ("dp": dp_replicate x dp_shard flattened).
+      bind("device_mesh", [](lua_State* L, int64_t dp_replicate, int64_t dp_shard, int64_t cp, int64_t tp) {
+        const ProcessState& state = dist_process_state(L);
+        const ParallelDims dims{static_cast<int>(dp_replicate), static_cast<int>(dp_shard), static_cast<int>(cp),
+                                static_cast<int>(tp)};
+        const DeviceMesh mesh(dims, state.world_size, state.rank);
+        lua_createtable(L, 0, DeviceMesh::kDims + 1);
+        for (int d = 0; d < DeviceMesh::kDims; ++d) {
+          push_mesh_dim(L, mesh, {d});
+          lua_setfield(L, -2, DeviceMesh::dim_names()[d]);
+        }
+        push_mesh_dim(L, mesh, {DeviceMesh::dim_index("dp_replicate"), DeviceMesh::dim_index("dp_shard")});
+        lua_setfield(L, -2, "dp");
+        return Pushed{1};
+      }),
+      // new_group(name, ranks): the collectives of these global ranks (0-based,
+      // ascending, this rank among them); only members call it.
+      bind("new_group", [](lua_State* L, std::string name, IntList ranks) {
+        std::vector<int> members(ranks.value.begin(), ranks.value.end());
+        auto comm = make_group_communicator(dist_process_state(L), dist_communicator_options(L), name, members);
+        push_handle(L, kGroup, GroupHandle{std::shared_ptr<Communicator>(std::move(comm)), members});
+        return Pushed{1};
+      }),
+  };
+}
+
+}  // namespace accel::lua

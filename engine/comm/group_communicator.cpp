@@ -1,0 +1,77 @@
+#include "engine/comm/group_communicator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include "engine/comm/gloo_communicator.h"
+#include "engine/comm/shared_memory_communicator.h"
+#include "engine/comm/single_process_communicator.h"
+#include "engine/process_state.h"
+#include "engine/protocol/accel_variables.h"
+
+namespace accel {
+namespace {
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  for (int r : ranks) out += (out.empty() ? "" : ", ") + std::to_string(r);
+  return "[" + out + "]";
+}
+
+void check_ranks(const ProcessState& state, const std::string& name, const std::vector<int>& ranks) {
+  const std::string where = "group '" + name + "' of ranks " + rank_list(ranks);
+  if (ranks.empty()) throw std::invalid_argument(where + ": a group needs at least one rank");
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= state.world_size) {
+      throw std::invalid_argument(where + ": rank " + std::to_string(ranks[i]) + " is not in a world of " +
+                                  std::to_string(state.world_size) + " ranks");
+    }
+    if (i > 0 && ranks[i] <= ranks[i - 1]) {
+      throw std::invalid_argument(where + ": ranks must be ascending without repeats");
+    }
+  }
+  if (std::find(ranks.begin(), ranks.end(), state.rank) == ranks.end()) {
+    throw std::invalid_argument(where + ": this process (rank " + std::to_string(state.rank) +
+                                ") is not a member; only members make a group");
+  }
+}
+
+// The store prefix of this process's n-th making of `name`: the members run
+// the same recipe, so they count alike, and a remade group never meets the
+// keys of an earlier one.
+std::string next_store_prefix(const std::string& name, const std::vector<int>& ranks) {
+  static std::mutex mutex;
+  static std::map<std::string, int> made;
+  const std::string key = "group/" + name + "/" + rank_list(ranks);
+  std::lock_guard<std::mutex> lock(mutex);
+  return key + "/" + std::to_string(made[key]++);
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_group_communicator(const ProcessState& state,
+                                                      const CommunicatorOptions& options,
+                                                      const std::string& name,
+                                                      const std::vector<int>& ranks) {
+  check_ranks(state, name, ranks);
+  if (ranks.size() == 1) return std::make_unique<SingleProcessCommunicator>();
+  if (options.backend != "gloo") {
+    throw std::invalid_argument("group '" + name + "': collectives over a subset of ranks are implemented over "
+                                "gloo only so far, and this run's backend is " + options.backend);
+  }
+  const int group_rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), state.rank) - ranks.begin());
+  const int group_size = static_cast<int>(ranks.size());
+  std::unique_ptr<Communicator> comm = std::make_unique<GlooCommunicator>(
+      state, options, next_store_prefix(name, ranks), group_rank, group_size);
+  const char* shared_memory = std::getenv(variables::kSharedMemory);
+  const bool shm_allowed = options.shared_memory && !(shared_memory && std::string(shared_memory) == "0");
+  if (shm_allowed && state.local_world_size == state.world_size) {
+    comm = std::make_unique<SharedMemoryCommunicator>(std::move(comm), options.timeout, options.shm_prefix);
+  }
+  return comm;
+}
+
+}  // namespace accel

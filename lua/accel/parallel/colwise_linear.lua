@@ -1,0 +1,44 @@
+-- A column-parallel linear (Megatron-LM's ColumnParallelLinear): this rank
+-- holds the rows [r * out/tp, (r+1) * out/tp) of the weight (and bias), so
+-- it computes that slice of the outputs from the whole input. The input
+-- goes through the tp group's copy_to (identity forward, all-reduce of the
+-- input's gradient backward, Megatron's f). With gather_output the slices
+-- are joined on the last dim (transformers' "colwise_rep"); without, the
+-- output stays split (heads of attention, the MLP's hidden units, or the
+-- vocabulary before accel.parallel.vocab_parallel_cross_entropy).
+-- weight, bias and out_features are this rank's: a module reading its
+-- output width off them (LlamaAttention's local heads) sees its share.
+local core = require("accel.core")
+local Module = require("accel.nn.module")
+local shard = require("accel.parallel.shard")
+
+local ColwiseLinear = Module:extend("ColwiseLinear")
+
+-- linear: an nn.Linear (or anything with weight (out, in) and bias); tp:
+-- the mesh dim it splits over; name: its module name, for errors.
+function ColwiseLinear:init(linear, tp, name, gather_output)
+  self.weight = shard.slice(linear.weight, 1, tp, name .. ".weight")
+  if linear.bias then self.bias = shard.slice(linear.bias, 1, tp, name .. ".bias") end
+  self.in_features, self.out_features = linear.weight:size(2), self.weight:size(1)
+  rawset(self, "tp", tp)
+  rawset(self, "gather_output", gather_output or false)
+end
+
+function ColwiseLinear:forward(x)
+  local y = core.functional.linear(self.tp.group:copy_to(x), self.weight, self.bias)
+  if self.gather_output then return self.tp.group:gather_from(y) end
+  return y
+end
+
+-- Which of its parameters are split over tp (the rest are replicated), and
+-- along which dim: for gradient norms and for gathering full weights.
+function ColwiseLinear:tp_split_dims()
+  return { weight = 1, bias = 1 }
+end
+
+function ColwiseLinear:__tostring()
+  return string.format("ColwiseLinear(%d -> %d of %d, tp rank %d%s)", self.in_features, self.out_features,
+                       self.out_features * self.tp.size, self.tp.rank, self.gather_output and ", gathered" or "")
+end
+
+return ColwiseLinear

@@ -1,0 +1,124 @@
+-- accel.parallel.tensor_parallel(model, mesh, plan): splits a model's layers
+-- over the mesh's tp dim, Megatron-LM's way, as a plan says, the way
+-- transformers' base_model_tp_plan does:
+--   { ["layers.*.self_attn.q_proj"] = "colwise", ["layers.*.self_attn.o_proj"] = "rowwise",
+--     embed_tokens = "vocab_embedding", lm_head = "colwise_gather", ... }
+-- A key matches a module whose dotted name is the key or ends with "." ..
+-- key, "*" standing for one name part (a layer number). Kinds:
+--   colwise          ColwiseLinear, output split on the last dim
+--   colwise_gather   ColwiseLinear, output gathered (transformers' colwise_rep)
+--   rowwise          RowwiseLinear, input split on the last dim, output summed
+--   vocab_embedding  VocabParallelEmbedding (transformers' "rowwise" on an Embedding)
+-- The plan defaults to the model's own (model.tp_plan; the pretrained llama
+-- carries one). Every rank must have built the same model (same seed or
+-- weights): each keeps its slice of them. Modules are replaced in place;
+-- returns the model. A module with `head_dim` whose colwise children would
+-- split a head across ranks is refused, naming the heads and tp_size.
+-- Not yet: sequence parallel, tied weights split together (tie_word_embeddings
+-- is refused), loading a checkpoint of another tp size (docs/api/parallelism.md).
+local args = require("accel.args")
+local Module = require("accel.nn.module")
+local ColwiseLinear = require("accel.parallel.colwise_linear")
+local RowwiseLinear = require("accel.parallel.rowwise_linear")
+local VocabParallelEmbedding = require("accel.parallel.vocab_parallel_embedding")
+
+local where = "accel.parallel.tensor_parallel"
+
+local kinds = {
+  colwise = function(m, tp, name) return ColwiseLinear(m, tp, name, false) end,
+  colwise_gather = function(m, tp, name) return ColwiseLinear(m, tp, name, true) end,
+  rowwise = function(m, tp, name) return RowwiseLinear(m, tp, name) end,
+  vocab_embedding = function(m, tp, name) return VocabParallelEmbedding(m, tp, name) end,
+}
+
+local function kind_names()
+  local names = {}
+  for k in pairs(kinds) do names[#names + 1] = k end
+  table.sort(names)
+  return table.concat(names, ", ")
+end
+
+-- "layers.*.mlp.up_proj" -> a Lua pattern for the whole name or a dotted suffix.
+local function matcher(key)
+  local body = key:gsub("[%^%$%(%)%%%.%[%]%+%-%?]", "%%%0"):gsub("%*", "[^.]+")
+  local whole, suffix = "^" .. body .. "$", "%." .. body .. "$"
+  return function(name) return name:find(whole) ~= nil or name:find(suffix) ~= nil end
+end
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
+local function check_heads(model)
+  for _, pair in ipairs(model:named_modules()) do
+    local m = pair[2]
+    local head_dim = rawget(m, "head_dim")
+    if head_dim then
+      for _, child in ipairs(m:named_children()) do
+        local c = child[2]
+        if getmetatable(c) == ColwiseLinear and not c.gather_output and c.out_features % head_dim ~= 0 then
+          args.error(string.format("%s: %s.%s has %d heads of %d over tp_size %d: heads must split evenly "
+                                   .. "across the tp ranks", where, pair[1], child[1],
+                                   c.out_features * c.tp.size / head_dim, head_dim, c.tp.size))
+        end
+      end
+    end
+  end
+end
+
+return function(model, mesh, plan)
+  if not Module.is_module(model) then args.error(where .. ": expected a model (an nn.Module) as argument 1") end
+  local tp = mesh and mesh.tp
+  if not tp then args.error(where .. ": expected acc.mesh (a device mesh with a tp dim) as argument 2") end
+  plan = plan or model.tp_plan
+  if type(plan) ~= "table" then
+    args.error(string.format("%s: %s has no tp_plan; give a plan {module pattern = kind} (kinds: %s)", where,
+                             model.__name or "the model", kind_names()))
+  end
+  for _, key in ipairs(sorted_keys(plan)) do
+    if type(key) ~= "string" or not kinds[plan[key]] then
+      args.error(string.format("%s: plan entry %s = %s: the kind must be one of %s", where, tostring(key),
+                               tostring(plan[key]), kind_names()))
+    end
+  end
+  local config = rawget(model, "config")
+  if type(config) == "table" and config.tie_word_embeddings then
+    args.error(where .. ": tied input and output embeddings (tie_word_embeddings) are not supported under "
+               .. "tensor parallelism yet")
+  end
+  -- Match on the names as built, then replace: a replaced module's own
+  -- children are not visited again.
+  local modules, by_name = model:named_modules(), {}
+  for _, pair in ipairs(modules) do by_name[pair[1]] = pair[2] end
+  local replacements, matched = {}, {}
+  for _, pair in ipairs(modules) do
+    for _, key in ipairs(sorted_keys(plan)) do
+      if pair[1] ~= "" and matcher(key)(pair[1]) then
+        if replacements[#replacements] and replacements[#replacements].name == pair[1] then
+          args.error(string.format("%s: %s matches more than one plan entry", where, pair[1]))
+        end
+        replacements[#replacements + 1] = { name = pair[1], kind = plan[key] }
+        matched[key] = true
+      end
+    end
+  end
+  for _, key in ipairs(sorted_keys(plan)) do
+    if not matched[key] then
+      args.error(string.format("%s: plan entry '%s' matches no module of %s", where, key,
+                               model.__name or "the model"))
+    end
+  end
+  if tp.size == 1 then return model end
+  for _, r in ipairs(replacements) do
+    local parent_name, field = r.name:match("^(.*)%.([^.]+)$")
+    local parent = by_name[parent_name or ""]
+    field = field or r.name
+    parent[field] = kinds[r.kind](by_name[r.name], tp, r.name)
+  end
+  check_heads(model)
+  rawset(model, "tp_dim", tp)
+  return model
+end

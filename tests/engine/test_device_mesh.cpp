@@ -1,0 +1,90 @@
+// The device mesh's arithmetic (engine/parallel/device_mesh.h): sizes
+// checked once with errors naming every size and the world size, tp
+// innermost, and the groups along one dim or several flattened.
+#include <catch2/catch.hpp>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/parallel/device_mesh.h"
+
+using accel::DeviceMesh;
+using accel::ParallelDims;
+
+namespace {
+
+std::string error_of(const ParallelDims& dims, int world_size) {
+  try {
+    dims.check(world_size);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const int kTp = DeviceMesh::dim_index("tp");
+const int kCp = DeviceMesh::dim_index("cp");
+const int kShard = DeviceMesh::dim_index("dp_shard");
+const int kReplicate = DeviceMesh::dim_index("dp_replicate");
+
+}  // namespace
+
+TEST_CASE("ParallelDims refuses sizes whose product is not the world, naming them") {
+  const std::string message = error_of(ParallelDims{2, 1, 1, 2}, 8);
+  CHECK(message.find("multiply to 4") != std::string::npos);
+  CHECK(message.find("dp_replicate_size = 2, dp_shard_size = 1, cp_size = 1, tp_size = 2") != std::string::npos);
+  CHECK(message.find("world has 8 ranks") != std::string::npos);
+  CHECK(error_of(ParallelDims{2, 2, 1, 2}, 8).empty());
+}
+
+TEST_CASE("ParallelDims refuses sizes below one") {
+  const std::string message = error_of(ParallelDims{1, 1, 0, 4}, 4);
+  CHECK(message.find("positive integer") != std::string::npos);
+  CHECK(message.find("cp_size = 0") != std::string::npos);
+  // Two negative sizes multiply to the world: still refused.
+  CHECK(error_of(ParallelDims{-1, 1, 1, -4}, 4).find("positive integer") != std::string::npos);
+}
+
+TEST_CASE("DeviceMesh puts tp innermost, then cp, dp_shard, dp_replicate") {
+  // 16 ranks: dp_replicate 2 x dp_shard 2 x cp 2 x tp 2. Rank 13 = 1101b.
+  const DeviceMesh mesh(ParallelDims{2, 2, 2, 2}, 16, 13);
+  CHECK(mesh.coordinate(kReplicate) == 1);
+  CHECK(mesh.coordinate(kShard) == 1);
+  CHECK(mesh.coordinate(kCp) == 0);
+  CHECK(mesh.coordinate(kTp) == 1);
+  CHECK(mesh.group_ranks({kTp}) == std::vector<int>{12, 13});
+  CHECK(mesh.group_ranks({kCp}) == std::vector<int>{13, 15});
+  CHECK(mesh.group_ranks({kShard}) == std::vector<int>{9, 13});
+  CHECK(mesh.group_ranks({kReplicate}) == std::vector<int>{5, 13});
+  CHECK(mesh.local_rank({kTp}) == 1);
+  CHECK(mesh.local_rank({kReplicate}) == 1);
+  // Flattened: the data-parallel ranks (dp_replicate x dp_shard), and dp_shard x cp.
+  CHECK(mesh.group_ranks({kReplicate, kShard}) == std::vector<int>{1, 5, 9, 13});
+  CHECK(mesh.local_rank({kReplicate, kShard}) == 3);
+  CHECK(mesh.group_ranks({kShard, kCp}) == std::vector<int>{9, 11, 13, 15});
+}
+
+TEST_CASE("DeviceMesh groups partition the world along each dim") {
+  const ParallelDims dims{1, 3, 1, 2};
+  for (int dim = 0; dim < DeviceMesh::kDims; ++dim) {
+    std::vector<int> seen(6, 0);
+    for (int rank = 0; rank < 6; ++rank) {
+      const DeviceMesh mesh(dims, 6, rank);
+      const std::vector<int> group = mesh.group_ranks({dim});
+      CHECK(static_cast<int>(group.size()) == mesh.size(dim));
+      CHECK(group[mesh.local_rank({dim})] == rank);
+      if (mesh.local_rank({dim}) == 0) {
+        for (int r : group) ++seen[r];
+      }
+    }
+    CHECK(seen == std::vector<int>(6, 1));
+  }
+}
+
+TEST_CASE("DeviceMesh names unknown dims and ranks outside the world") {
+  CHECK_THROWS_WITH(DeviceMesh::dim_index("pp"), Catch::Contains("no dim 'pp'") && Catch::Contains("tp"));
+  CHECK_THROWS_WITH(DeviceMesh(ParallelDims{1, 1, 1, 2}, 2, 2), Catch::Contains("rank 2 is not in a world of 2"));
+  const DeviceMesh mesh(ParallelDims{1, 1, 1, 2}, 2, 0);
+  CHECK_THROWS_WITH(mesh.group_ranks({kTp, kCp}), Catch::Contains("outermost first"));
+}
