@@ -51,7 +51,6 @@ accel.PartialState = require("accel.partial_state")
 accel.GradientAccumulationPlugin = require("accel.gradient_accumulation_plugin")
 accel.FullyShardedDataParallelPlugin = require("accel.sharding.fsdp_plugin")
 accel.ParallelismConfig = require("accel.parallelism_config")
-accel.parallel = require("accel.parallel")
 accel.Accelerator = require("accel.accelerator")
 accel.ProjectConfiguration = require("accel.project_configuration")
 accel.find_executable_batch_size = require("accel.batch_size_finder")
@@ -62,8 +61,18 @@ accel.init_empty_weights = require("accel.big_modeling.init_empty_weights")
 accel.compute_module_sizes = require("accel.big_modeling.module_sizes").compute
 accel.infer_auto_device_map = require("accel.big_modeling.infer_auto_device_map")
 accel.load_checkpoint_and_dispatch = require("accel.big_modeling.load_checkpoint_and_dispatch")
-accel.models = require("accel.models")
-accel.tokenizers = require("accel.tokenizers")
-accel.peft = require("accel.peft")
+
+-- Loaded on first use: a recipe that never touches them does not carry
+-- their modules in its Lua heap, whose size sets how much garbage (tensor
+-- handles among it) builds up between collections.
+local on_first_use = { models = "accel.models", tokenizers = "accel.tokenizers", peft = "accel.peft",
+                       parallel = "accel.parallel" }
+setmetatable(accel, { __index = function(t, key)
+  local name = on_first_use[key]
+  if not name then return nil end
+  local module = require(name)
+  rawset(t, key, module)
+  return module
+end })
 
 return accel
