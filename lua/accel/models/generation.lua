@@ -102,7 +102,6 @@ function generation.generate(model, input_ids, options)
   local penalty = setting(o, model, "repetition_penalty", 1)
   local eos = id_list(setting(o, model, "eos_token_id", nil))
   local pad = setting(o, model, "pad_token_id", nil) or eos[1]
-  if #eos > 0 and pad == nil then pad = eos[1] end
   for key, v in pairs({ max_new_tokens = max_new, min_new_tokens = min_new }) do
     if v % 1 ~= 0 or v < 0 then args.error(string.format("%s: %s must be a whole number >= 0, got %s", where, key, v)) end
   end
