@@ -181,17 +181,7 @@ std::vector<Binding> dist_bindings() {
         const std::shared_ptr<Communicator>& comm = context(L).comm;
         if (comm && comm->size() > 1) comm->finish();
       }),
-      bind("counts", [](lua_State* L) {
-        const CollectiveCounts& c = communicator(L).counts();
-        lua_createtable(L, 0, 6);
-        set_number_fields(L, {{"all_reduce", static_cast<double>(c.all_reduce)},
-                              {"all_reduce_shared_memory", static_cast<double>(c.all_reduce_shared_memory)},
-                              {"broadcast", static_cast<double>(c.broadcast)},
-                              {"all_gather", static_cast<double>(c.all_gather)},
-                              {"barrier", static_cast<double>(c.barrier)},
-                              {"reduce_scatter", static_cast<double>(c.reduce_scatter)}});
-        return Pushed{1};
-      }),
+      bind("counts", [](lua_State* L) { return push_collective_counts(L, communicator(L).counts()); }),
       // GradientReducer(params[, bucket_bytes[, overlap]]): reduces these
       // parameters' gradients during backward (see engine/parallel/gradient_reducer.h).
       bind("GradientReducer", [](lua_State* L, TensorList params, c10::optional<int64_t> bucket_bytes,
@@ -254,6 +244,17 @@ int64_t kept_communicator_collectives() {
   if (!g_kept_communicator) return 0;
   const CollectiveCounts c = g_kept_communicator->counts();
   return c.all_reduce + c.broadcast + c.all_gather + c.barrier + c.reduce_scatter;
+}
+
+Pushed push_collective_counts(lua_State* L, const CollectiveCounts& c) {
+  lua_createtable(L, 0, 6);
+  set_number_fields(L, {{"all_reduce", static_cast<double>(c.all_reduce)},
+                        {"all_reduce_shared_memory", static_cast<double>(c.all_reduce_shared_memory)},
+                        {"broadcast", static_cast<double>(c.broadcast)},
+                        {"all_gather", static_cast<double>(c.all_gather)},
+                        {"barrier", static_cast<double>(c.barrier)},
+                        {"reduce_scatter", static_cast<double>(c.reduce_scatter)}});
+  return Pushed{1};
 }
 
 void open_distributed(lua_State* L, const CommunicatorOptions& options) {

@@ -17,6 +17,7 @@ class Tensor;
 
 namespace accel {
 class Communicator;
+struct CollectiveCounts;
 struct CommunicatorOptions;
 struct ProcessState;
 }
@@ -46,6 +47,8 @@ std::vector<Binding> sharding_bindings();
 // accel.core.dist.device_mesh and new_group (process_group_ops.cpp), in the
 // same table; the groups they make use these.
 std::vector<Binding> process_group_bindings();
+// Pushes a communicator's (or a group's) collective counts as a table.
+Pushed push_collective_counts(lua_State* L, const CollectiveCounts& c);
 const ProcessState& dist_process_state(lua_State* L);
 const CommunicatorOptions& dist_communicator_options(lua_State* L);
 // Pushes a GradientReducer (the handle accel.core.dist.GradientReducer

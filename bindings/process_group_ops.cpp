@@ -98,17 +98,7 @@ std::vector<Binding> group_methods() {
       }),
       bind("barrier", [](lua_State* L, Receiver) { group_at(L).comm->barrier(); }),
       // {all_reduce, all_reduce_shared_memory, ...}: the group's collectives so far.
-      bind("counts", [](lua_State* L, Receiver) {
-        const CollectiveCounts c = group_at(L).comm->counts();
-        lua_createtable(L, 0, 6);
-        set_number_fields(L, {{"all_reduce", static_cast<double>(c.all_reduce)},
-                              {"all_reduce_shared_memory", static_cast<double>(c.all_reduce_shared_memory)},
-                              {"broadcast", static_cast<double>(c.broadcast)},
-                              {"all_gather", static_cast<double>(c.all_gather)},
-                              {"barrier", static_cast<double>(c.barrier)},
-                              {"reduce_scatter", static_cast<double>(c.reduce_scatter)}});
-        return Pushed{1};
-      }),
+      bind("counts", [](lua_State* L, Receiver) { return push_collective_counts(L, group_at(L).comm->counts()); }),
       bind("copy_to", [](lua_State* L, Receiver, const at::Tensor& x) { return copy_to_group(x, group_at(L).comm); }),
       bind("reduce_from", [](lua_State* L, Receiver, const at::Tensor& x) {
         return reduce_from_group(x, group_at(L).comm);

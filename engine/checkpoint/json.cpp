@@ -9,19 +9,8 @@ namespace {
 
 using nlohmann::json;
 
-const char* type_name(const json& value) {
-  if (value.is_number_unsigned()) return "a non-negative integer";
-  if (value.is_number_integer()) return "a negative integer";
-  if (value.is_number_float()) return "a number with a fraction";
-  if (value.is_string()) return "a string";
-  if (value.is_object()) return "an object";
-  if (value.is_array()) return "a list";
-  if (value.is_boolean()) return "a boolean";
-  return "null";
-}
-
 [[noreturn]] void wrong_type(const json& value, const std::string& where, const char* wanted) {
-  throw CheckpointError(where + " is " + type_name(value) + ", expected " + wanted);
+  throw CheckpointError(where + " is " + json_type_name(value) + ", expected " + wanted);
 }
 
 // Builds the document from nlohmann's parser events, as its own DOM
@@ -114,6 +103,17 @@ const std::string& json_utf8(const std::string& text, const std::string& what) {
     throw CheckpointError(what + " is not valid UTF-8, which JSON files cannot hold");
   }
   return text;
+}
+
+const char* json_type_name(const json& value) {
+  if (value.is_number_unsigned()) return "a non-negative integer";
+  if (value.is_number_integer()) return "a negative integer";
+  if (value.is_number_float()) return "a number with a fraction";
+  if (value.is_string()) return "a string";
+  if (value.is_object()) return "an object";
+  if (value.is_array()) return "a list";
+  if (value.is_boolean()) return "a boolean";
+  return "null";
 }
 
 json parse_json(const std::string& text, const std::string& source, uint64_t max_bytes) {

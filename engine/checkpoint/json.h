@@ -21,6 +21,9 @@ constexpr int kMaxJsonDepth = 16;
 // goes into a JSON value, whose dump would refuse it without that name.
 const std::string& json_utf8(const std::string& text, const std::string& what);
 
+// What a value is, for errors: "a string", "a negative integer", "null"...
+const char* json_type_name(const nlohmann::json& value);
+
 // Parses `text` (from `source`, a file name) as one JSON object.
 nlohmann::json parse_json(const std::string& text, const std::string& source, uint64_t max_bytes);
 

@@ -1,22 +1,9 @@
 #include "engine/tokenizers/json_node.h"
 
+#include "engine/checkpoint/json.h"
 #include "engine/tokenizers/tokenizer_error.h"
 
 namespace accel::tokenizers {
-namespace {
-
-const char* type_name(const nlohmann::json& value) {
-  if (value.is_number_unsigned()) return "a non-negative integer";
-  if (value.is_number_integer()) return "a negative integer";
-  if (value.is_number_float()) return "a number with a fraction";
-  if (value.is_string()) return "a string";
-  if (value.is_object()) return "an object";
-  if (value.is_array()) return "a list";
-  if (value.is_boolean()) return "a boolean";
-  return "null";
-}
-
-}  // namespace
 
 std::string JsonNode::where() const {
   return "'" + file_ + "'" + (path_.empty() ? "" : ": " + path_);
@@ -25,7 +12,7 @@ std::string JsonNode::where() const {
 void JsonNode::fail(const std::string& what) const { throw TokenizerError(where() + " " + what); }
 
 void JsonNode::wrong_type(const char* wanted) const {
-  fail(std::string("is ") + type_name(*value_) + ", expected " + wanted);
+  fail(std::string("is ") + checkpoint::json_type_name(*value_) + ", expected " + wanted);
 }
 
 bool JsonNode::has(const char* key) const {
