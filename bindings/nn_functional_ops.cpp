@@ -5,6 +5,7 @@
 // index in the Lua API.
 #include "bindings/op_tables.h"
 #include "engine/nn/float8_linear.h"
+#include "engine/nn/linear.h"
 
 namespace accel::lua {
 namespace {
@@ -108,20 +109,8 @@ c10::optional<at::ScalarType> softmax_dtype(lua_State* L, const Options& o) {
 
 std::vector<Binding> nn_functional_bindings() {
   return {
-      // One row on the CPU (a decoding step's token) goes through a
-      // matrix-vector product: OpenBLAS runs a one-row matrix product
-      // through its full path, repacking the weight on every call, several
-      // times slower than gemv (bench/RESULTS.md, "models").
-      bind("linear", [](T x, T weight, c10::optional<Tensor> bias) {
-        if (x.is_cpu() && weight.dim() == 2 && x.dim() >= 1 && x.numel() == weight.size(1) &&
-            x.scalar_type() == weight.scalar_type()) {
-          std::vector<int64_t> shape = x.sizes().vec();
-          shape.back() = weight.size(0);
-          const Tensor row = x.reshape({-1});
-          return (bias ? at::addmv(*bias, weight, row) : at::mv(weight, row)).view(shape);
-        }
-        return at::linear(x, weight, bias);
-      }),
+      // engine/nn/linear.h: CPU float32 products through oneDNN.
+      bind("linear", [](T x, T weight, c10::optional<Tensor> bias) { return nn::linear(x, weight, bias); }),
       // float8_linear(x, weight[, bias]): mixed precision "fp8"'s linear
       // (engine/nn/float8_linear.h), bfloat16 out.
       bind("float8_linear", [](T x, T weight, c10::optional<Tensor> bias) {

@@ -18,6 +18,7 @@ packages=(
   tmux                              # the REPL's test drives it through a real terminal
   catch2                            # C++ tests
   libopenblas0-openmp               # fast BLAS for LibTorch (the reference one is ~18x slower)
+  libdnnl-dev                       # oneDNN's sgemm for CPU linears (LibTorch links its library)
   python3-sklearn                   # ships the digits data set recipes/digits.lua reads
   python3-torch                     # the interop test and bench/ compare with Python PyTorch
   libjemalloc2 libtcmalloc-minimal4 # bench/run.sh --allocators compares the CPU allocator with them

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/compat.h"
+#include "engine/nn/linear.h"
 #include "engine/tensor_description.h"
 
 namespace accel::nn {
@@ -25,6 +26,29 @@ Tensor either(const Tensor& a, const Tensor& b) {
   if (!a.defined()) return b;
   return b.defined() ? at::logical_or(a, b) : a;
 }
+
+#if !ACCEL_TORCH_AT_LEAST(2, 0)
+// A mask for (..., H, L, S) scores laid out for grouped queries,
+// (..., H / G, G * L, S): a mask shared by every head is repeated G times
+// along the length, a per-head one regrouped.
+Tensor fold_mask(Tensor mask, int64_t groups, int64_t length) {
+  if (!mask.defined()) return mask;
+  while (mask.dim() < 3) mask = mask.unsqueeze(0);
+  std::vector<int64_t> sizes = mask.sizes().vec();
+  const int64_t heads = sizes.end()[-3];
+  if (heads == 1 && sizes.end()[-2] == 1) return mask;  // broadcasts over heads and length alike
+  sizes.end()[-2] = length;
+  mask = mask.expand(sizes);
+  if (heads == 1) {
+    std::vector<int64_t> repeated = sizes;
+    repeated.insert(repeated.end() - 2, groups);
+    mask = mask.unsqueeze(-3).expand(repeated);
+  }
+  sizes.end()[-3] = heads == 1 ? 1 : heads / groups;
+  sizes.end()[-2] = groups * length;
+  return mask.reshape(sizes);
+}
+#endif
 
 // LibTorch 2's fused attention (flash, memory-efficient or cuDNN kernels on
 // a GPU, a flash kernel on the CPU) keeps no L x S matrix for backward, where
@@ -87,6 +111,7 @@ at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
     bias = *mask;
   }
   const double scale = options.scale.value_or(1.0 / std::sqrt(static_cast<double>(q.size(-1))));
+  int64_t groups = 1;  // query heads per key/value head
   if (options.enable_gqa) {
     TORCH_CHECK(q.dim() >= 3 && k.dim() == q.dim() && v.dim() == q.dim(),
                 "grouped-query attention needs q, k and v of shape (..., heads, L, E), got shapes ",
@@ -94,18 +119,33 @@ at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
     const int64_t heads = q.size(-3), kv_heads = k.size(-3);
     TORCH_CHECK(kv_heads > 0 && heads % kv_heads == 0 && v.size(-3) == kv_heads, "grouped-query attention: q's ",
                 heads, " heads must be a multiple of k's and v's (", kv_heads, " and ", v.size(-3), ")");
-    if (heads != kv_heads) {
-      AttentionOptions plain = options;
-      plain.enable_gqa = false;
-      return scaled_dot_product_attention(q, k.repeat_interleave(heads / kv_heads, -3),
-                                          v.repeat_interleave(heads / kv_heads, -3), plain);
-    }
+    groups = heads / kv_heads;
   }
 #if ACCEL_TORCH_AT_LEAST(2, 0)
+  // The fused kernels take their causal flag only for q's own layout: the
+  // key/value heads are repeated for them.
+  if (groups > 1) {
+    return fused(q, k.repeat_interleave(groups, -3), v.repeat_interleave(groups, -3), bias, blocked,
+                 options.is_causal, options.dropout_p, scale);
+  }
   return fused(q, k, v, bias, blocked, options.is_causal, options.dropout_p, scale);
 #else
   if (options.is_causal) blocked = causal_mask(q.size(-2), k.size(-2), q.options());
-  return std::get<0>(attend(q, k, v, bias, blocked, options.dropout_p, scale));
+  if (groups == 1) return std::get<0>(attend(q, k, v, bias, blocked, options.dropout_p, scale));
+  // The query heads that share a key/value head are laid end to end along
+  // the length, (..., H, L, E) -> (..., H / G, G * L, E), so each key/value
+  // head meets all of its queries in one product and k and v are never
+  // repeated (a copy of the whole cache at every decoding step otherwise).
+  // The element order is the repeated form's, dropout's draws included.
+  std::vector<int64_t> folded = q.sizes().vec();
+  const int64_t length = folded.end()[-2];
+  folded.end()[-3] /= groups;
+  folded.end()[-2] *= groups;
+  const Tensor out = std::get<0>(attend(q.reshape(folded), k, v, fold_mask(bias, groups, length),
+                                        fold_mask(blocked, groups, length), options.dropout_p, scale));
+  std::vector<int64_t> shape = q.sizes().vec();
+  shape.back() = v.size(-1);
+  return out.reshape(shape);
 #endif
 }
 
@@ -143,9 +183,9 @@ std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Te
     TORCH_CHECK(wk && wv, "q_proj_weight needs k_proj_weight and v_proj_weight");
     std::vector<Tensor> b(3);
     if (in_proj_bias) b = in_proj_bias->chunk(3);
-    q = at::linear(query, *wq, in_proj_bias ? OptTensor(b[0]) : c10::nullopt);
-    k = at::linear(key, *wk, in_proj_bias ? OptTensor(b[1]) : c10::nullopt);
-    v = at::linear(value, *wv, in_proj_bias ? OptTensor(b[2]) : c10::nullopt);
+    q = nn::linear(query, *wq, in_proj_bias ? OptTensor(b[0]) : c10::nullopt);
+    k = nn::linear(key, *wk, in_proj_bias ? OptTensor(b[1]) : c10::nullopt);
+    v = nn::linear(value, *wv, in_proj_bias ? OptTensor(b[2]) : c10::nullopt);
   } else {
     TORCH_CHECK(in_proj_weight && in_proj_weight->dim() == 2 && in_proj_weight->size(0) == 3 * embed &&
                     in_proj_weight->size(1) == embed,
@@ -155,15 +195,15 @@ std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Te
                 "key and value must have embed_dim ", embed, " features, got shapes ",
                 shape_text(key.sizes()), ", ", shape_text(value.sizes()));
     if (self_attention) {  // one projection serves q, k and v
-      auto parts = at::linear(query, *in_proj_weight, in_proj_bias).chunk(3, -1);
+      auto parts = nn::linear(query, *in_proj_weight, in_proj_bias).chunk(3, -1);
       q = parts[0], k = parts[1], v = parts[2];
     } else {
       auto w = in_proj_weight->chunk(3);
       std::vector<Tensor> b(3);
       if (in_proj_bias) b = in_proj_bias->chunk(3);
-      q = at::linear(query, w[0], in_proj_bias ? OptTensor(b[0]) : c10::nullopt);
-      k = at::linear(key, w[1], in_proj_bias ? OptTensor(b[1]) : c10::nullopt);
-      v = at::linear(value, w[2], in_proj_bias ? OptTensor(b[2]) : c10::nullopt);
+      q = nn::linear(query, w[0], in_proj_bias ? OptTensor(b[0]) : c10::nullopt);
+      k = nn::linear(key, w[1], in_proj_bias ? OptTensor(b[1]) : c10::nullopt);
+      v = nn::linear(value, w[2], in_proj_bias ? OptTensor(b[2]) : c10::nullopt);
     }
   }
   // (N, L, H * D) -> (N, H, L, D)
@@ -215,7 +255,7 @@ std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Te
   if (fuse) attended = fused(q, k, v, bias, blocked, causal_only, options.dropout_p, scale);
 #endif
   if (!fuse) std::tie(attended, attention) = attend(q, k, v, bias, blocked, options.dropout_p, scale);
-  Tensor out = at::linear(attended.transpose(1, 2).reshape({n, tgt, embed}), weights.out_proj_weight,
+  Tensor out = nn::linear(attended.transpose(1, 2).reshape({n, tgt, embed}), weights.out_proj_weight,
                           weights.out_proj_bias);
   if (!batched) out = out.squeeze(0);
   if (!options.need_weights) return {out, Tensor()};

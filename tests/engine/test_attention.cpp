@@ -10,6 +10,8 @@
 #include <limits>
 #include <vector>
 
+#include <torch/autograd.h>
+
 #include "engine/nn/attention.h"
 
 namespace {
@@ -111,4 +113,67 @@ TEST_CASE("one-head attention with identity projections is scaled dot-product at
   REQUIRE(at::allclose(out, accel::nn::scaled_dot_product_attention(x, memory, memory, {})));
   REQUIRE(attention.sizes() == at::IntArrayRef({2, 4, 5}));
   REQUIRE(at::allclose(attention.sum(-1), at::ones({2, 4}, at::kDouble)));
+}
+
+// Grouped-query attention folds the query heads that share a key/value head
+// along the length instead of repeating k and v: the same numbers, gradients
+// and dropout draws as attention over the repeated heads, under every mask
+// layout the models give (shared by all heads, per head, per key only).
+TEST_CASE("grouped-query attention equals attention over repeated key/value heads") {
+  at::manual_seed(5);
+  const int64_t batch = 2, heads = 6, kv_heads = 2, l = 3, s = 4, e = 5;
+  const at::Tensor q = at::randn({batch, heads, l, e}, at::kDouble).requires_grad_(),
+                   k = at::randn({batch, kv_heads, s, e}, at::kDouble).requires_grad_(),
+                   v = at::randn({batch, kv_heads, s, e}, at::kDouble).requires_grad_();
+  const auto compare = [&](accel::nn::AttentionOptions options) {
+    accel::nn::AttentionOptions grouped = options;
+    grouped.enable_gqa = true;
+    at::manual_seed(1);
+    const at::Tensor out = accel::nn::scaled_dot_product_attention(q, k, v, grouped);
+    const auto grads = torch::autograd::grad({out.pow(2).sum()}, {q, k, v});
+    at::manual_seed(1);
+    const at::Tensor expected = accel::nn::scaled_dot_product_attention(
+        q, k.repeat_interleave(heads / kv_heads, 1), v.repeat_interleave(heads / kv_heads, 1), options);
+    const auto expected_grads = torch::autograd::grad({expected.pow(2).sum()}, {q, k, v});
+    REQUIRE(out.sizes() == expected.sizes());
+    REQUIRE(at::allclose(out, expected, 1e-12, 1e-12));
+    for (size_t i = 0; i < grads.size(); ++i) REQUIRE(at::allclose(grads[i], expected_grads[i], 1e-12, 1e-12));
+  };
+  SECTION("no mask") { compare({}); }
+  SECTION("causal") {
+    accel::nn::AttentionOptions options;
+    options.is_causal = true;
+    compare(options);
+  }
+  SECTION("a boolean mask per batch row, shared by the heads") {
+    accel::nn::AttentionOptions options;
+    at::Tensor mask = at::rand({batch, 1, l, s}).gt(0.3);
+    mask.select(-1, 0).fill_(true);
+    options.attn_mask = mask;
+    compare(options);
+  }
+  SECTION("a boolean mask of (L, S)") {
+    accel::nn::AttentionOptions options;
+    options.attn_mask = at::ones({l, s}, at::kBool).tril(1);
+    compare(options);
+  }
+  SECTION("a boolean mask per head") {
+    accel::nn::AttentionOptions options;
+    at::Tensor mask = at::rand({batch, heads, l, s}).gt(0.3);
+    mask.select(-1, 0).fill_(true);
+    options.attn_mask = mask;
+    compare(options);
+  }
+  SECTION("a float mask over keys only (padding), and one per head and key") {
+    accel::nn::AttentionOptions options;
+    options.attn_mask = at::randn({batch, 1, 1, s}, at::kDouble);
+    compare(options);
+    options.attn_mask = at::randn({batch, heads, 1, s}, at::kDouble);
+    compare(options);
+  }
+  SECTION("dropout draws the same mask") {
+    accel::nn::AttentionOptions options;
+    options.dropout_p = 0.3;
+    compare(options);
+  }
 }
