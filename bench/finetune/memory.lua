@@ -1,7 +1,7 @@
 -- Activation memory and step time of a 12-layer Llama-architecture model
 -- (accel.models.from_config, fresh weights) with and without
 -- model:gradient_checkpointing_enable(), on one process, CPU.
---   build/accel-run bench/finetune_memory.lua --threads 2 [-- steps [hidden [seq]]]
+--   build/accel-run bench/finetune/memory.lua --threads 2 [-- steps [hidden [seq]]]
 -- For each setting, after a warm-up step whose gradients stay allocated
 -- (zeroed in place), each timed step is measured from a collected Lua heap:
 --   kept after forward  bytes the forward leaves allocated once Lua's
