@@ -47,6 +47,9 @@ std::vector<Binding> sharding_bindings();
 // accel.core.dist.device_mesh and new_group (process_group_ops.cpp), in the
 // same table; the groups they make use these.
 std::vector<Binding> process_group_bindings();
+// The communicator of the accel.ProcessGroup at stack index `idx`; throws
+// an ArgError naming `what` for anything else.
+std::shared_ptr<Communicator> group_communicator_arg(lua_State* L, int idx, const char* what);
 // Pushes a communicator's (or a group's) collective counts as a table.
 Pushed push_collective_counts(lua_State* L, const CollectiveCounts& c);
 const ProcessState& dist_process_state(lua_State* L);

@@ -55,6 +55,16 @@ void push_launch_settings(lua_State* L, const LaunchOptions& options) {
     set_flag(L, "cpu_ram_efficient_loading", f.cpu_ram_efficient_loading);
     lua_setfield(L, -2, "fsdp");
   }
+  // The mesh's sizes the launch gives: the Accelerator's default ParallelismConfig.
+  if (options.parallelism.given()) {
+    const ParallelismSizes& p = options.parallelism;
+    lua_createtable(L, 0, 4);
+    for (const auto& [key, size] : {std::pair<const char*, int>{"dp_replicate_size", p.dp_replicate},
+                                    {"dp_shard_size", p.dp_shard}, {"cp_size", p.cp}, {"tp_size", p.tp}}) {
+      if (size > 0) set_number(L, key, size);
+    }
+    lua_setfield(L, -2, "parallelism_config");
+  }
 }
 
 }  // namespace accel::lua

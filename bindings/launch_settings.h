@@ -22,7 +22,8 @@ namespace accel::lua {
 // (sharding_strategy, auto_wrap_policy, transformer_layer_cls (a string of
 // names), min_num_params (a number), cpu_offload, state_dict_type,
 // sync_module_states, cpu_ram_efficient_loading (booleans)), present when
-// the launch asks for FSDP.
+// the launch asks for FSDP; parallelism_config, the mesh's sizes the
+// launch gave (dp_replicate_size, dp_shard_size, cp_size, tp_size).
 void push_launch_settings(lua_State* L, const LaunchOptions& options);
 
 }  // namespace accel::lua

@@ -2,8 +2,9 @@
 // (engine/parallel/device_mesh.h) and the collectives of a group of ranks
 // (engine/comm/group_communicator.h) as the handle accel.ProcessGroup, with
 // tensor parallelism's autograd operators over it
-// (engine/parallel/tensor_parallel_ops.h). lua/accel/parallel/ builds
-// acc.mesh and the tensor-parallel layers on them.
+// (engine/parallel/tensor_parallel_ops.h) and context parallelism's ring
+// (engine/parallel/ring_attention.h). lua/accel/parallel/ builds acc.mesh
+// and the tensor- and context-parallel layers on them.
 #include <ATen/ATen.h>
 
 #include <memory>
@@ -11,12 +12,15 @@
 
 #include "bindings/distributed_ops.h"
 #include "bindings/lua_support.h"
+#include "bindings/option_table.h"
 #include "bindings/typed_userdata.h"
 #include "engine/comm/communicator.h"
 #include "engine/comm/group_communicator.h"
 #include "engine/comm/reduce_op.h"
 #include "engine/parallel/device_mesh.h"
 #include "engine/parallel/gradient_reducer.h"
+#include "engine/parallel/ring_attention.h"
+#include "engine/parallel/ring_shift.h"
 #include "engine/parallel/tensor_parallel_ops.h"
 #include "engine/process_state.h"
 
@@ -106,6 +110,26 @@ std::vector<Binding> group_methods() {
       bind("gather_from", [](lua_State* L, Receiver, const at::Tensor& x) {
         return gather_from_group(x, group_at(L).comm);
       }),
+      // Sequence parallelism's pair: x gathered along dim from every group rank (backward
+      // reduce-scatter), and the group's sum of x, this rank's part along dim (backward all-gather).
+      bind("gather_sequence", [](lua_State* L, Receiver, const at::Tensor& x, Dim dim) {
+        return gather_sequence(x, dim.value, group_at(L).comm);
+      }),
+      bind("reduce_scatter_sequence", [](lua_State* L, Receiver, const at::Tensor& x, Dim dim) {
+        return reduce_scatter_sequence(x, dim.value, group_at(L).comm);
+      }),
+      // ring_shift(x): the previous group rank's x; its gradient goes back (engine/parallel/ring_shift.h).
+      bind("ring_shift", [](lua_State* L, Receiver, const at::Tensor& x) { return ring_shift(x, group_at(L).comm); }),
+      // ring_attention(q, k, v[, {causal = true, scale}]): attention over the sequence the group's ranks
+      // hold between them, causal in the load-balanced layout (engine/parallel/ring_attention.h).
+      bind("ring_attention", [](lua_State* L, Receiver, const at::Tensor& q, const at::Tensor& k,
+                                const at::Tensor& v, Options o) {
+        check_option_names(L, o, {"causal", "scale"});
+        RingAttentionOptions options;
+        options.causal = option_boolean(L, o, "causal", true);
+        if (option_present(L, o, "scale")) options.scale = option_number(L, o, "scale", 0.0);
+        return ring_attention(q, k, v, group_at(L).comm, options);
+      }),
       // GradientReducer(params[, bucket_bytes]): averages these gradients over the group's ranks.
       bind("GradientReducer", [](lua_State* L, Receiver, TensorList params, c10::optional<int64_t> bucket_bytes) {
         push_gradient_reducer(L, group_at(L).comm, params.value,
@@ -117,11 +141,18 @@ std::vector<Binding> group_methods() {
 
 }  // namespace
 
+std::shared_ptr<Communicator> group_communicator_arg(lua_State* L, int idx, const char* what) {
+  auto* handle = test_handle<GroupHandle>(L, idx, kGroup);
+  if (!handle) throw ArgError(std::string(what) + ": expected a ProcessGroup (a mesh dim's .group)");
+  return handle->comm;
+}
+
 std::vector<Binding> process_group_bindings() {
   return {
       // device_mesh(dp_replicate, dp_shard, cp, tp) -> {dp_replicate = {size,
-      // rank, ranks}, dp_shard = ..., cp = ..., tp = ..., dp = ...}: this rank's
-      // place along each dim ("dp": dp_replicate x dp_shard flattened).
+      // rank, ranks}, dp_shard = ..., cp = ..., tp = ..., dp = ..., dp_cp = ...}: this
+      // rank's place along each dim ("dp": dp_replicate x dp_shard flattened,
+      // "dp_cp": dp x cp, the ranks a model's gradients are averaged over).
       bind("device_mesh", [](lua_State* L, int64_t dp_replicate, int64_t dp_shard, int64_t cp, int64_t tp) {
         const ProcessState& state = dist_process_state(L);
         const ParallelDims dims{static_cast<int>(dp_replicate), static_cast<int>(dp_shard), static_cast<int>(cp),
@@ -134,6 +165,9 @@ std::vector<Binding> process_group_bindings() {
         }
         push_mesh_dim(L, mesh, {DeviceMesh::dim_index("dp_replicate"), DeviceMesh::dim_index("dp_shard")});
         lua_setfield(L, -2, "dp");
+        push_mesh_dim(L, mesh, {DeviceMesh::dim_index("dp_replicate"), DeviceMesh::dim_index("dp_shard"),
+                                DeviceMesh::dim_index("cp")});
+        lua_setfield(L, -2, "dp_cp");
         return Pushed{1};
       }),
       // new_group(name, ranks): the collectives of these global ranks (0-based,

@@ -14,9 +14,11 @@
 namespace accel::lua {
 namespace {
 
-// A sharded model keeps its communicator alive, as a reducer does.
+// A sharded model keeps its communicators alive, as a reducer does: the
+// shard group's, and on a mesh the groups around it (MeshGroups).
 struct ShardedHandle {
   std::shared_ptr<Communicator> comm;
+  std::vector<std::shared_ptr<Communicator>> mesh_groups;
   std::unique_ptr<ShardedModel> model;
 };
 
@@ -65,10 +67,13 @@ void push_integers(lua_State* L, at::IntArrayRef shape) {
 }
 
 // The flat layout, for sharded checkpoints, with the optimizer's indices:
-// {flats = {{shard = t, numel = n, shard_numel = s, optimizer_index = i, params = {
+// {flats = {{shard = t, numel = n, shard_numel = s, shard_rank = r, shards = g,
+//             split_over_tp = b, optimizer_index = i, params = {
 //              {unit = u, position = j, offset = o, shape = {...}, optimizer_index = i}, ...}}, ...},
 //  group_sizes = {n, ...}}  (the optimizer's groups before sharding)
 // Units and positions count from 1 (the lists given to ShardedModel);
+// shard_rank is this rank's place in the shard group (from 0) and shards
+// the group's size (on a mesh, dp_shard's; else the world's);
 // offsets and optimizer indices from 0, as the flat buffer and the
 // optimizer's state keys do; -1: not held by the optimizer.
 Pushed flat_parameters(lua_State* L) {
@@ -85,6 +90,10 @@ Pushed flat_parameters(lua_State* L) {
     lua_setfield(L, -2, "shard");
     set_number(L, "numel", flat.numel());
     set_number(L, "shard_numel", flat.shard_numel());
+    set_number(L, "shard_rank", flat.rank());
+    set_number(L, "shards", flat.world_size());
+    lua_pushboolean(L, model.split_over_tp(k));
+    lua_setfield(L, -2, "split_over_tp");
     set_number(L, "optimizer_index", indices[k].shard);
     lua_createtable(L, static_cast<int>(flat.params().size()), 0);
     for (size_t i = 0; i < flat.params().size(); ++i) {
@@ -105,6 +114,41 @@ Pushed flat_parameters(lua_State* L) {
 }
 
 GradientSync& sharded_sync(lua_State* L) { return self(L); }
+
+// The optional mesh table {shard = group, replicate = group, tp = group,
+// tp_split = {p, ...}} at `idx`: the shard group (nil: the world), and the
+// groups around it, which `keep` holds.
+std::shared_ptr<Communicator> read_mesh(lua_State* L, int idx, MeshGroups& mesh,
+                                        std::vector<std::shared_ptr<Communicator>>& keep) {
+  if (lua_isnoneornil(L, idx)) return shared_communicator(L);
+  if (lua_type(L, idx) != LUA_TTABLE) throw ArgError("argument 6: expected the mesh's groups as a table");
+  auto group = [&](const char* key) -> std::shared_ptr<Communicator> {
+    lua_getfield(L, idx, key);
+    std::shared_ptr<Communicator> comm;
+    if (!lua_isnil(L, -1)) comm = group_communicator_arg(L, lua_gettop(L), (std::string("mesh.") + key).c_str());
+    lua_pop(L, 1);
+    return comm;
+  };
+  std::shared_ptr<Communicator> shard = group("shard");
+  if (!shard) throw ArgError("argument 6: mesh.shard, the shard group, is missing");
+  for (const char* key : {"replicate", "tp"}) {
+    if (std::shared_ptr<Communicator> comm = group(key)) {
+      (std::string(key) == "tp" ? mesh.tp : mesh.replicate) = comm.get();
+      keep.push_back(std::move(comm));
+    }
+  }
+  lua_getfield(L, idx, "tp_split");
+  const size_t n = lua_type(L, -1) == LUA_TTABLE ? lua_objlen(L, -1) : 0;
+  for (size_t i = 1; i <= n; ++i) {
+    lua_rawgeti(L, -1, static_cast<int>(i));
+    at::Tensor* t = to_tensor(L, -1);
+    if (!t) throw ArgError("mesh.tp_split[" + std::to_string(i) + "] is not a tensor");
+    mesh.tp_split.push_back(*t);
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  return shard;
+}
 
 std::vector<Binding> sharded_methods() {
   std::vector<Binding> methods = gradient_sync_methods<sharded_sync>();
@@ -164,15 +208,18 @@ std::vector<Binding> sharded_methods() {
 
 std::vector<Binding> sharding_bindings() {
   return {
-      // ShardedModel(stage, units, optimizer[, bucket_bytes[, device]]): the
-      // flat buffers on `device` (default "cpu").
+      // ShardedModel(stage, units, optimizer[, bucket_bytes[, device[, mesh]]]):
+      // the flat buffers on `device` (default "cpu"), sharded over the world
+      // or, on a device mesh, over mesh.shard (read_mesh above).
       bind("ShardedModel", [](lua_State* L, int64_t stage) {
-        std::shared_ptr<Communicator> comm = shared_communicator(L);
+        MeshGroups mesh;
+        std::vector<std::shared_ptr<Communicator>> keep;
+        std::shared_ptr<Communicator> comm = read_mesh(L, 6, mesh, keep);
         const int64_t bucket_bytes = lua_isnoneornil(L, 4) ? 25 * 1024 * 1024 : luaL_checkinteger(L, 4);
         const at::Device device(lua_isnoneornil(L, 5) ? std::string("cpu") : std::string(luaL_checkstring(L, 5)));
         auto model = std::make_unique<ShardedModel>(*comm, static_cast<int>(stage), read_units(L, 2),
-                                                    optimizer_arg(L, 3), bucket_bytes, device);
-        push_handle(L, kSharded, ShardedHandle{std::move(comm), std::move(model)});
+                                                    optimizer_arg(L, 3), bucket_bytes, device, std::move(mesh));
+        push_handle(L, kSharded, ShardedHandle{std::move(comm), std::move(keep), std::move(model)});
         return Pushed{1};
       }),
   };

@@ -94,6 +94,9 @@ std::vector<Binding> tensor_conversion_bindings() {
       bind("int", [](T t) { return t.to(at::kInt); }),
       bind("bool", [](T t) { return t.to(at::kBool); }),
       bind("is_contiguous", [](T t) { return t.is_contiguous(); }),
+      // PyTorch's: the same memory (storage, offset, sizes, strides), e.g. an
+      // optimizer's parameter and a model's.
+      bind("is_set_to", [](T t, T other) { return t.is_set_to(other); }),
       bind("is_floating_point", [](T t) { return t.is_floating_point(); }),
       bind("element_size", [](T t) { return static_cast<int64_t>(t.element_size()); }),
       bind("stride", [](lua_State* L, T t, c10::optional<Dim> dim) {

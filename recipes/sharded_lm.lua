@@ -16,19 +16,9 @@
 local optim, data, F = accel.optim, accel.data, accel.nn.functional
 local args = require("accel.args")
 
-local o = { steps = 30, layers = 14, width = 768, heads = 12, seq = 64, batch = 4, every = 5,
-            text = "/usr/share/common-licenses/GPL-3" }
-for i = 1, #arg do
-  local key, value = arg[i]:match("^([%w_]+)=(.*)$")
-  if not key or o[key] == nil then
-    local known = {}
-    for k in pairs(o) do known[#known + 1] = k end
-    table.sort(known)
-    args.error(string.format("sharded_lm.lua: expected key=value with a key among %s, got '%s'",
-                             table.concat(known, ", "), arg[i]))
-  end
-  o[key] = key == "text" and value or args.positive_integer("sharded_lm.lua", key, tonumber(value) or value)
-end
+local o = args.key_values("sharded_lm.lua", arg, { steps = 30, layers = 14, width = 768, heads = 12, seq = 64,
+                                                    batch = 4, every = 5, text = "/usr/share/common-licenses/GPL-3" },
+                          { text = "string" })
 
 -- Sharding by FSDP's plugin: every Block is gathered and released as a unit;
 -- with cpu_ram_efficient_loading, acc:build_model builds the model empty

@@ -208,4 +208,26 @@ void GlooCommunicator::barrier() {
   wait_for(impl_->group->barrier(), "barrier");
 }
 
+// Gloo moves the bytes as they are, whatever the dtype; c10d waits for them
+// within the group's timeout. Each pair of ranks has one exchange in flight
+// at a time, so one tag serves them all.
+void GlooCommunicator::send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) {
+  TORCH_CHECK(to >= 0 && to < impl_->size && from >= 0 && from < impl_->size, "send_recv to rank ", to,
+              " and from rank ", from, " in a group of ", impl_->size, " ranks");
+  TORCH_CHECK(recv.is_contiguous(), "send_recv receives into a contiguous tensor");
+  if (send.is_cuda() || recv.is_cuda()) {
+    at::Tensor host = recv.cpu();
+    send_recv(send.cpu(), to, host, from);
+    recv.copy_(host);
+    return;
+  }
+  constexpr int kTag = 0;
+  std::vector<at::Tensor> outgoing{send.contiguous()};
+  std::vector<at::Tensor> incoming{recv};
+  Work sent = impl_->group->send(outgoing, to, kTag);
+  Work received = impl_->group->recv(incoming, from, kTag);
+  wait_for(sent, "send");
+  wait_for(received, "recv");
+}
+
 }  // namespace accel

@@ -6,10 +6,11 @@
 #include <memory>
 
 #include "engine/comm/communicator.h"
+#include "engine/comm/point_to_point.h"
 
 namespace accel {
 
-class GlooCommunicator final : public Communicator {
+class GlooCommunicator final : public Communicator, public PointToPoint {
  public:
   // Blocks until every rank has joined or the timeout passes.
   GlooCommunicator(const ProcessState& state, const CommunicatorOptions& options);
@@ -32,6 +33,8 @@ class GlooCommunicator final : public Communicator {
   void all_gather_into(at::Tensor& output, const at::Tensor& input) override;
   std::unique_ptr<PendingOp> all_gather_into_async(at::Tensor& output, const at::Tensor& input) override;
   void barrier() override;
+  // c10d's send and recv, both posted before either is waited on.
+  void send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) override;
 
  private:
   struct Impl;

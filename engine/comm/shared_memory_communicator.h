@@ -10,11 +10,12 @@
 #include <memory>
 
 #include "engine/comm/communicator.h"
+#include "engine/comm/point_to_point.h"
 #include "engine/comm/shared_memory_all_reduce.h"
 
 namespace accel {
 
-class SharedMemoryCommunicator final : public Communicator {
+class SharedMemoryCommunicator final : public Communicator, public PointToPoint {
  public:
   // Joins the segment over the inner communicator's collectives: every rank
   // gets it or none does (then everything goes to `inner`). A rank that
@@ -38,6 +39,10 @@ class SharedMemoryCommunicator final : public Communicator {
   std::unique_ptr<PendingOp> all_gather_into_async(at::Tensor& output, const at::Tensor& input) override;
   void barrier() override { inner_->barrier(); }
   void finish() override { inner_->finish(); }
+  // The inner one's: the segment carries collectives only.
+  void send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) override {
+    point_to_point(*inner_).send_recv(send, to, recv, from);
+  }
   // The inner one's, less the collectives of joining the segment, plus the
   // collectives the segment carried.
   CollectiveCounts counts() const override;

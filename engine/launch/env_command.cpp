@@ -13,22 +13,55 @@
 namespace accel {
 namespace {
 
-// The worker library's "name\tvalue" lines, or the reason it gave none.
-bool worker_facts(const std::string& library, std::string& facts) {
+// The worker library's exported function `name`, or nullptr and why not in `why`.
+void* worker_function(const std::string& library, const char* name, std::string& why) {
   // RTLD_GLOBAL as in a worker, so LibTorch resolves its BLAS the same way.
   void* handle = ::dlopen(library.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (!handle) {
-    facts = std::string("cannot load the worker library: ") + ::dlerror();
-    return false;
+    why = std::string("cannot load the worker library: ") + ::dlerror();
+    return nullptr;
   }
+  void* function = ::dlsym(handle, name);
+  if (!function) why = library + " has no " + name + ": it belongs to another accel version";
+  return function;
+}
+
+// The worker library's "name\tvalue" lines, or the reason it gave none.
+bool worker_facts(const std::string& library, std::string& facts) {
   using Facts = const char* (*)();
-  auto get = reinterpret_cast<Facts>(::dlsym(handle, "accel_worker_facts"));
-  if (!get) {
-    facts = library + " has no accel_worker_facts: it belongs to another accel version";
-    return false;
-  }
+  auto get = reinterpret_cast<Facts>(worker_function(library, "accel_worker_facts", facts));
+  if (!get) return false;
   facts = get();
   return true;
+}
+
+// The device mesh of the launch's sizes (1 where not given) over its
+// processes: each dim's groups, as the workers' Accelerator will make them
+// (bindings/mesh_facts.cpp), or why there is none.
+void print_mesh(const LaunchOptions& options, const std::string& library, std::ostream& out) {
+  const int world = options.nproc * options.nnodes;
+  const ParallelismSizes& p = options.parallelism;
+  if (!p.given()) {
+    out << "mesh: none (no parallelism_config sizes: plain data parallel over " << world << " rank(s))\n";
+    return;
+  }
+  auto size = [](int given) { return given > 0 ? given : 1; };
+  out << "mesh over " << world << " rank(s): dp_replicate " << size(p.dp_replicate) << " x dp_shard "
+      << size(p.dp_shard) << " x cp " << size(p.cp) << " x tp " << size(p.tp) << '\n';
+  std::string why;
+  using Facts = const char* (*)(int, int, int, int, int);
+  auto get = reinterpret_cast<Facts>(worker_function(library, "accel_mesh_facts", why));
+  if (!get) {
+    out << "  groups: " << why << '\n';
+    return;
+  }
+  std::istringstream lines(get(size(p.dp_replicate), size(p.dp_shard), size(p.cp), size(p.tp), world));
+  for (std::string line; std::getline(lines, line);) {
+    size_t tab = line.find('\t');
+    if (tab == std::string::npos) continue;
+    std::string name = line.substr(0, tab);
+    out << "  " << (name == "error" ? "" : name + " groups: ") << line.substr(tab + 1) << '\n';
+  }
 }
 
 }  // namespace
@@ -72,6 +105,7 @@ int run_env_command(const std::vector<std::string>& args, const EnvContext& cont
   out << "config in force:\n";
   std::istringstream settings(describe_settings(options));
   for (std::string line; std::getline(settings, line);) out << "  " << line << '\n';
+  print_mesh(options, context.worker_library, out);
   return loaded ? 0 : 1;
 }
 

@@ -1,11 +1,13 @@
 // `accel-run env`: what a bug report needs to know about this installation,
 // as lines to paste: versions (accel, LibTorch, LuaJIT, MPI, NCCL), the
 // backends compiled in, cores and threads, which BLAS libblas.so.3 resolves
-// to (with a warning for the slow reference BLAS), and the config in force.
+// to (with a warning for the slow reference BLAS), the config in force, and
+// the device mesh its parallelism_config sizes make (each dim's groups).
 //
 // The launcher has no LibTorch, so it loads the worker library and asks it
-// (its exported `accel_worker_facts`, see bindings/worker_facts.cpp): the
-// facts are those of the very libraries a worker runs with.
+// (its exported `accel_worker_facts`, see bindings/worker_facts.cpp, and
+// `accel_mesh_facts`, bindings/mesh_facts.cpp): the facts are those of the
+// very libraries and mesh arithmetic a worker runs with.
 #pragma once
 #include <iosfwd>
 #include <string>

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "engine/activation_checkpoint.h"
 #include "engine/caching_cpu_allocator.h"
@@ -45,11 +47,17 @@ ImplMap groups_of(const optim::Optimizer& optimizer) {
 }  // namespace
 
 ShardedModel::ShardedModel(Communicator& comm, int stage, const std::vector<std::vector<at::Tensor>>& units,
-                           const optim::Optimizer& optimizer, int64_t bucket_bytes, at::Device device)
-    : comm_(comm), stage_(stage) {
+                           const optim::Optimizer& optimizer, int64_t bucket_bytes, at::Device device,
+                           MeshGroups mesh)
+    : comm_(comm), mesh_(std::move(mesh)), stage_(stage) {
   TORCH_CHECK(stage >= 1 && stage <= 3, "zero_stage must be 1, 2 or 3, got ", stage);
   TORCH_CHECK(bucket_bytes > 0, "bucket size must be positive, got ", bucket_bytes);
+  // Stage 1's reducer would average over the shard group alone.
+  TORCH_CHECK(stage >= 2 || !mesh_.replicate, "sharding with replicas (HSDP) needs stage 2 or 3, got ", stage);
   const ImplMap group_of = groups_of(optimizer);
+  std::unordered_set<const c10::TensorImpl*> split;
+  for (const at::Tensor& p : mesh_.tp_split) split.insert(p.unsafeGetTensorImpl());
+  mesh_.tp_split.clear();
   const size_t unheld = optimizer.param_groups().size();
   for (const std::vector<at::Tensor>& unit_params : units) {
     Unit unit;
@@ -61,10 +69,11 @@ ShardedModel::ShardedModel(Communicator& comm, int stage, const std::vector<std:
       std::vector<Origin> origins;
       int64_t bytes = 0;
     };
-    std::map<std::pair<size_t, int>, Open> open;
-    auto close = [&](Open& flat) {
+    std::map<std::tuple<size_t, int, bool>, Open> open;
+    auto close = [&](Open& flat, bool split_over_tp) {
       if (flat.params.empty()) return;
       const size_t k = flats_.size();
+      flat_split_.push_back(split_over_tp);
       unit.flats.push_back(k);
       flats_.push_back(std::make_unique<FlatParameter>(comm_, flat.params, stage_ == 3, device));
       origins_.push_back(std::move(flat.origins));
@@ -93,14 +102,16 @@ ShardedModel::ShardedModel(Communicator& comm, int stage, const std::vector<std:
       TORCH_CHECK(p.is_leaf() && p.requires_grad(), "sharding: parameter ", j + 1,
                   " is not a leaf tensor that requires grad");
       auto found = group_of.find(p.unsafeGetTensorImpl());
-      Open& flat = open[{found == group_of.end() ? unheld : found->second, static_cast<int>(p.scalar_type())}];
+      const bool split_over_tp = split.count(p.unsafeGetTensorImpl()) > 0;
+      Open& flat = open[{found == group_of.end() ? unheld : found->second, static_cast<int>(p.scalar_type()),
+                         split_over_tp}];
       const int64_t p_bytes = p.numel() * static_cast<int64_t>(p.element_size());
-      if (stage_ < 3 && !flat.params.empty() && flat.bytes + p_bytes > bucket_bytes) close(flat);
+      if (stage_ < 3 && !flat.params.empty() && flat.bytes + p_bytes > bucket_bytes) close(flat, split_over_tp);
       flat.params.push_back(p);
       flat.origins.push_back(Origin{units_.size(), position});
       flat.bytes += p_bytes;
     }
-    for (auto& [key, flat] : open) close(flat);
+    for (auto& [key, flat] : open) close(flat, std::get<2>(key));
     units_.push_back(std::move(unit));
   }
   position_.assign(units_.size(), -1);
@@ -293,13 +304,29 @@ void ShardedModel::end_backward() {
 void ShardedModel::finalize(int64_t num_items) {
   if (reducer_) return reducer_->finalize(num_items);
   at::NoGradGuard no_grad;
+  // The data-parallel ranks: the shard group, times its replicas (HSDP).
+  std::vector<Communicator*> groups{&comm_};
+  if (mesh_.replicate && mesh_.replicate->size() > 1) groups.push_back(mesh_.replicate);
   double items = static_cast<double>(num_items);
-  if (comm_.size() > 1) {
+  double ranks = 1;
+  for (Communicator* group : groups) {
+    ranks *= group->size();
+    if (group->size() == 1) continue;
     at::Tensor count = at::full({1}, items, at::TensorOptions().dtype(at::kDouble));
-    comm_.all_reduce(count, ReduceOp::Sum);
+    group->all_reduce(count, ReduceOp::Sum);
     items = count.item<double>();
   }
-  const double divisor = items > 0 ? items : static_cast<double>(comm_.size());
+  if (groups.size() > 1) {
+    // Each replica's slices hold its own ranks' sum (the reduce-scatters):
+    // summed over the replicas, every rank's slice is the sum over all.
+    std::vector<std::unique_ptr<PendingOp>> pending;
+    for (auto& flat : flats_) {
+      at::Tensor& grad = flat->shard().mutable_grad();
+      if (grad.defined()) pending.push_back(mesh_.replicate->all_reduce_async(grad, ReduceOp::Sum));
+    }
+    for (auto& op : pending) op->wait();
+  }
+  const double divisor = items > 0 ? items : ranks;
   if (divisor == 1) return;
   for (auto& flat : flats_) {
     at::Tensor& grad = flat->shard().mutable_grad();
@@ -322,25 +349,28 @@ at::Tensor ShardedModel::clip_grad_norm(double max_norm, double norm_type) {
   const bool largest = std::isinf(norm_type) && norm_type > 0;
   const bool smallest = std::isinf(norm_type) && norm_type < 0;
   const bool power = !std::isinf(norm_type) && norm_type != 0;
-  // On the gradients' device: the parts join it there, and the collective reads it there.
-  at::Tensor local = at::full({1}, smallest ? std::numeric_limits<double>::infinity() : 0.0,
+  const ReduceOp op = largest ? ReduceOp::Max : smallest ? ReduceOp::Min : ReduceOp::Sum;
+  auto combine = [&](const at::Tensor& a, const at::Tensor& b) {
+    return largest ? at::maximum(a, b) : smallest ? at::minimum(a, b) : a + b;
+  };
+  // Two parts on the gradients' device (the parts join it there, and the
+  // collective reads it there): the parameters whole on every tp rank, and
+  // those split over tp (MeshGroups), whose parts differ between tp ranks.
+  at::Tensor local = at::full({2}, smallest ? std::numeric_limits<double>::infinity() : 0.0,
                               at::TensorOptions().dtype(at::kDouble).device(params.front().device()));
   for (size_t k = 0; k < flats_.size(); ++k) {
     const at::Tensor& grad = params[k].grad();
     const int64_t content = flats_[k]->shard_content_numel();
     if (!grad.defined() || content == 0) continue;  // padding is no gradient's
     at::Tensor part = grad.narrow(0, 0, content).norm(norm_type).to(at::kDouble).reshape({1});
-    if (largest) {
-      local = at::maximum(local, part);
-    } else if (smallest) {
-      local = at::minimum(local, part);
-    } else {
-      local = local + (power ? part.pow(norm_type) : part);
-    }
+    at::Tensor slot = local.narrow(0, flat_split_[k] ? 1 : 0, 1);
+    slot.copy_(combine(slot, power ? part.pow(norm_type) : part));
   }
-  if (comm_.size() > 1) {
-    comm_.all_reduce(local, largest ? ReduceOp::Max : smallest ? ReduceOp::Min : ReduceOp::Sum);
-  }
+  if (comm_.size() > 1) comm_.all_reduce(local, op);
+  // Replicas (HSDP) hold equal slices after finalize: counted once.
+  at::Tensor split = local.narrow(0, 1, 1).clone();
+  if (mesh_.tp && mesh_.tp->size() > 1) mesh_.tp->all_reduce(split, op);
+  local = combine(local.narrow(0, 0, 1), split);
   at::Tensor total = (power ? local.pow(1.0 / norm_type) : local).reshape({}).to(params.front().scalar_type());
   scale_to_max_norm(params, total, max_norm);
   return total;

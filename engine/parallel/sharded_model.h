@@ -32,6 +32,22 @@
 // A parameter unused in a backward on every rank takes part with zeros; the
 // ranks must run the same graph (the reduce-scatters happen in the order
 // gradients become ready).
+//
+// On a device mesh (docs/api/parallelism.md) `comm` is the shard group (the
+// mesh's dp_shard), not the world, and MeshGroups says what lies around it:
+//   replicate (HSDP, the mesh's dp_replicate): each shard has a replica in
+//     every group rank; a synchronised backward's gradient slices are
+//     all-reduced over it in finalize (once per optimizer step, not per
+//     micro-step: they add up in the slices meanwhile), and the divisor is
+//     the data-parallel degree, shard size x replicate size.
+//   tp (tensor parallel, applied before sharding): the model holds this tp
+//     rank's slices; `tp_split` names the parameters split over tp, which
+//     go into flat parameters of their own, so that the gradient norm sums
+//     their parts over tp and counts the others (equal on every tp rank)
+//     once.
+// Context parallelism joins by making `comm` the dp_shard x cp group
+// flattened (torchtitan's dp_shard_cp): the shards, the divisor and the
+// norm follow from the group's size with no change here.
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -54,14 +70,23 @@ namespace optim {
 class Optimizer;
 }
 
+// The groups around the shard group on a device mesh (above); none off a mesh.
+struct MeshGroups {
+  Communicator* replicate = nullptr;
+  Communicator* tp = nullptr;
+  std::vector<at::Tensor> tp_split;
+};
+
 class ShardedModel : public GradientSync {
  public:
   // `units[0]` holds the root's parameters (every parameter at stages 1 and
   // 2), `units[k]` those of the k-th wrapped module; `optimizer` says which
   // group each parameter is in (parameters it does not hold form a group of
-  // their own). Flat buffers are made on `device`.
+  // their own). Flat buffers are made on `device`. `comm` (and `mesh`'s
+  // groups) must outlive this. A replicate group needs stage 2 or 3.
   ShardedModel(Communicator& comm, int stage, const std::vector<std::vector<at::Tensor>>& units,
-               const optim::Optimizer& optimizer, int64_t bucket_bytes, at::Device device);
+               const optim::Optimizer& optimizer, int64_t bucket_bytes, at::Device device,
+               MeshGroups mesh = {});
   ~ShardedModel() override;
   ShardedModel(const ShardedModel&) = delete;
   ShardedModel& operator=(const ShardedModel&) = delete;
@@ -140,8 +165,15 @@ class ShardedModel : public GradientSync {
   void end_backward() override;
   void finalize(int64_t num_items) override;
 
+  // The shard group (the world off a mesh): a flat parameter's shards are
+  // its ranks'. Checkpoints under a mesh read shards through it.
+  Communicator& shard_group() const { return comm_; }
+  // Whether flat parameter `flat` holds parameters split over tp (MeshGroups).
+  bool split_over_tp(size_t flat) const { return flat_split_[flat]; }
+
   // The gradient norm over every rank's slices and clipping to `max_norm`
-  // (stages 2 and 3, where no rank holds the full gradients).
+  // (stages 2 and 3, where no rank holds the full gradients); on a mesh,
+  // the model's whole norm (MeshGroups).
   at::Tensor clip_grad_norm(double max_norm, double norm_type);
   void clip_grad_value(double clip_value);
   // The shards (their .grad the gradient slices), e.g. for the fp16 loss
@@ -160,8 +192,10 @@ class ShardedModel : public GradientSync {
     std::vector<size_t> flats;
   };
   Communicator& comm_;
+  MeshGroups mesh_;
   int stage_;
   std::vector<std::unique_ptr<FlatParameter>> flats_;
+  std::vector<bool> flat_split_;  // per flat parameter: its parameters are split over tp
   std::vector<std::vector<Origin>> origins_;  // per flat parameter
   std::vector<Unit> units_;
   std::vector<at::Tensor> params_;  // every parameter, for stage 1's reducer

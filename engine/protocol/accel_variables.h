@@ -28,6 +28,11 @@ inline constexpr const char* kFsdpCpuOffload = "ACCEL_FSDP_CPU_OFFLOAD";
 inline constexpr const char* kFsdpStateDictType = "ACCEL_FSDP_STATE_DICT_TYPE";
 inline constexpr const char* kFsdpSyncModuleStates = "ACCEL_FSDP_SYNC_MODULE_STATES";
 inline constexpr const char* kFsdpCpuRamEfficientLoading = "ACCEL_FSDP_CPU_RAM_EFFICIENT_LOADING";
+// The mesh's sizes (Accelerate's PARALLELISM_CONFIG_*_SIZE), each only when the launch gives it.
+inline constexpr const char* kParallelismDpReplicateSize = "ACCEL_PARALLELISM_CONFIG_DP_REPLICATE_SIZE";
+inline constexpr const char* kParallelismDpShardSize = "ACCEL_PARALLELISM_CONFIG_DP_SHARD_SIZE";
+inline constexpr const char* kParallelismCpSize = "ACCEL_PARALLELISM_CONFIG_CP_SIZE";
+inline constexpr const char* kParallelismTpSize = "ACCEL_PARALLELISM_CONFIG_TP_SIZE";
 inline constexpr const char* kRestartCount = "ACCEL_RESTART_COUNT";  // 0, then k after the k-th restart
 inline constexpr const char* kMaxRestarts = "ACCEL_MAX_RESTARTS";
 inline constexpr const char* kRdzvToken = "ACCEL_RDZV_TOKEN";     // the store's secret (store_protocol.h)

@@ -27,6 +27,16 @@ std::string show_fsdp(const LaunchOptions& o) {
   return o.fsdp.*setting;
 }
 
+// The apply and show of a row whose value is one of the mesh's sizes ("" where not given).
+template <int ParallelismSizes::*size>
+void set_size(LaunchOptions& o, const Value& v) {
+  o.parallelism.*size = static_cast<int>(v.integer);
+}
+template <int ParallelismSizes::*size>
+std::string show_size(const LaunchOptions& o) {
+  return o.parallelism.*size > 0 ? std::to_string(o.parallelism.*size) : "";
+}
+
 // Every option accel-run knows. A new option is a new row. A config key
 // "section.key" is `key` in the file's mapping `section` (kShardingMethods).
 const OptionRow kOptions[] = {
@@ -121,6 +131,23 @@ const OptionRow kOptions[] = {
      "fsdp_config.fsdp_cpu_ram_efficient_loading",
      "acc:build_model builds the model empty on ranks other than the main process",
      set_fsdp<&FsdpSettings::cpu_ram_efficient_loading>, show_fsdp<&FsdpSettings::cpu_ram_efficient_loading>},
+    // The mesh's sizes, in the file below parallelism_config: (kSettingsSections).
+    {"--parallelism-config-dp-replicate-size", nullptr, ValueKind::integer, "N", 1, 1 << 20, nullptr,
+     "parallelism_config.parallelism_config_dp_replicate_size",
+     "the Accelerator's default mesh: ranks that replicate the model (data parallel)",
+     set_size<&ParallelismSizes::dp_replicate>, show_size<&ParallelismSizes::dp_replicate>},
+    {"--parallelism-config-dp-shard-size", nullptr, ValueKind::integer, "N", 1, 1 << 20, nullptr,
+     "parallelism_config.parallelism_config_dp_shard_size",
+     "the Accelerator's default mesh: ranks that shard the model (FSDP)",
+     set_size<&ParallelismSizes::dp_shard>, show_size<&ParallelismSizes::dp_shard>},
+    {"--parallelism-config-tp-size", nullptr, ValueKind::integer, "N", 1, 1 << 20, nullptr,
+     "parallelism_config.parallelism_config_tp_size",
+     "the Accelerator's default mesh: ranks that split each layer (tensor parallel)",
+     set_size<&ParallelismSizes::tp>, show_size<&ParallelismSizes::tp>},
+    {"--parallelism-config-cp-size", nullptr, ValueKind::integer, "N", 1, 1 << 20, nullptr,
+     "parallelism_config.parallelism_config_cp_size",
+     "the Accelerator's default mesh: ranks that split each sequence (context parallel)",
+     set_size<&ParallelismSizes::cp>, show_size<&ParallelismSizes::cp>},
     {"--debug", nullptr, ValueKind::none, nullptr, 0, 0, nullptr, "debug",
      "check before every collective that all ranks call the same one with the same shapes",
      [](LaunchOptions& o, const Value& v) { o.debug = v.integer != 0; },
@@ -186,11 +213,17 @@ const ShardingMethod kShardingMethods[] = {
      "fsdp_forward_prefetch fsdp_ignored_modules fsdp_use_orig_params fsdp_version"},
 };
 
+const SettingsSection kSettingsSections[] = {
+    {"parallelism_config", "the device mesh"},
+};
+
 }  // namespace
 
 Rows<OptionRow> option_rows() { return {std::begin(kOptions), std::end(kOptions)}; }
 
 Rows<ShardingMethod> sharding_methods() { return {std::begin(kShardingMethods), std::end(kShardingMethods)}; }
+
+Rows<SettingsSection> settings_sections() { return {std::begin(kSettingsSections), std::end(kSettingsSections)}; }
 
 const OptionRow* find_option(const std::string& name) {
   for (const OptionRow& row : kOptions) {

@@ -57,6 +57,13 @@ struct ShardingMethod {
   const char* accelerate_only;
 };
 
+// A mapping of the file whose keys are settings that no distributed_type
+// picks: Accelerate's parallelism_config, the mesh's sizes.
+struct SettingsSection {
+  const char* section;  // its key in the file
+  const char* title;    // how messages name it
+};
+
 // The rows of a table, for range-for.
 template <typename Row>
 struct Rows {
@@ -70,6 +77,8 @@ struct Rows {
 Rows<OptionRow> option_rows();
 // DeepSpeed ZeRO and FSDP.
 Rows<ShardingMethod> sharding_methods();
+// parallelism_config.
+Rows<SettingsSection> settings_sections();
 
 constexpr const char* kDistributedTypeKey = "distributed_type";
 // Accelerate's own default when DeepSpeed is picked without a stage.

@@ -28,6 +28,8 @@ using options::option_rows;
 using options::quoted;
 using options::OptionRow;
 using options::row_named;
+using options::SettingsSection;
+using options::settings_sections;
 using options::ShardingMethod;
 using options::sharding_methods;
 using options::switched_on;
@@ -139,11 +141,19 @@ const ShardingMethod* method_with_section(const std::string& key) {
   return nullptr;
 }
 
-// Whether `row` is a setting in the method's section of the file.
-bool in_section(const OptionRow& row, const ShardingMethod& method) {
-  std::string prefix = std::string(method.section) + ".";
+const SettingsSection* settings_section_named(const std::string& key) {
+  for (const SettingsSection& section : settings_sections()) {
+    if (key == section.section) return &section;
+  }
+  return nullptr;
+}
+
+// Whether `row` is a setting in the file's mapping `section`.
+bool in_section(const OptionRow& row, const char* section) {
+  std::string prefix = std::string(section) + ".";
   return row.config_key && std::string(row.config_key).rfind(prefix, 0) == 0;
 }
+bool in_section(const OptionRow& row, const ShardingMethod& method) { return in_section(row, method.section); }
 
 // The row's key within its section: "zero_stage" for "deepspeed_config.zero_stage".
 std::string key_in_section(const OptionRow& row) {
@@ -168,28 +178,29 @@ const ShardingMethod* method_named(const ConfigEntry& entry, const std::string& 
                     "shard nothing, got " + held(entry) + hint);
 }
 
-// Checks the settings of the method's section and applies them when
-// `applies` (not when the command line picks another method).
-void apply_section(LaunchOptions& options, const ShardingMethod& method, const ConfigEntry& section,
-                   const std::string& path, bool applies) {
+// Checks the settings of the file's mapping `name` (a sharding method's,
+// titled `title`; keys of `accelerate_only` are accepted and ignored) and
+// applies them when `applies` (not when the command line picks another method).
+void apply_section(LaunchOptions& options, const char* name, const std::string& title, const char* accelerate_only,
+                   const ConfigEntry& section, const std::string& path, bool applies) {
   if (section.shape == ConfigEntry::Shape::empty) return;
   if (section.shape != ConfigEntry::Shape::mapping) {
     throw ConfigError(file_line(path, section.line) + ": key '" + section.key + "' expects " +
-                      method.title + "'s settings, indented below it as key: value lines, got " +
+                      title + "'s settings, indented below it as key: value lines, got " +
                       held(section));
   }
   std::vector<std::string> known;
   for (const OptionRow& row : option_rows()) {
-    if (in_section(row, method)) known.push_back(key_in_section(row));
+    if (in_section(row, name)) known.push_back(key_in_section(row));
   }
   for (ConfigEntry setting : section.entries) {
-    std::string key = std::string(method.section) + "." + setting.key;
+    std::string key = std::string(name) + "." + setting.key;
     const OptionRow* row = find_config_key(key);
     if (!row) {
-      if (contains_word(method.accelerate_only, setting.key)) continue;
+      if (contains_word(accelerate_only, setting.key)) continue;
       auto near = nearest_name(setting.key, known);
       throw ConfigError(file_line(path, setting.line) + ": unknown key '" + key + "'" +
-                        (near ? " (did you mean '" + std::string(method.section) + "." + *near + "'?)" : ""));
+                        (near ? " (did you mean '" + std::string(name) + "." + *near + "'?)" : ""));
     }
     setting.key = key;
     Value value = convert_entry(*row, setting, path);
@@ -211,7 +222,12 @@ void apply_config(LaunchOptions& options, const std::string& path, const Shardin
       continue;
     }
     if (const ShardingMethod* method = method_with_section(entry.key)) {
-      apply_section(options, *method, entry, path, !picked || picked == method);
+      apply_section(options, method->section, method->title, method->accelerate_only, entry, path,
+                    !picked || picked == method);
+      continue;
+    }
+    if (const SettingsSection* section = settings_section_named(entry.key)) {
+      apply_section(options, section->section, section->title, "", entry, path, true);
       continue;
     }
     // A key of a section's row stands only in its section.
@@ -280,6 +296,32 @@ void settle_sharding(LaunchOptions& options) {
                              " is TRANSFORMER_BASED_WRAP, which needs the classes of the modules "
                              "to wrap: give --fsdp-transformer-layer-cls-to-wrap NAMES "
                              "(fsdp_transformer_layer_cls_to_wrap in fsdp_config), e.g. Block");
+  }
+}
+
+// The mesh's sizes the launch gives must multiply to its processes (a size
+// not given counts 1), so that a wrong mesh stops before any rank starts.
+void settle_parallelism(const LaunchOptions& options) {
+  const ParallelismSizes& sizes = options.parallelism;
+  if (!sizes.given()) return;
+  const std::pair<const char*, int> given[] = {{"--parallelism-config-dp-replicate-size", sizes.dp_replicate},
+                                               {"--parallelism-config-dp-shard-size", sizes.dp_shard},
+                                               {"--parallelism-config-cp-size", sizes.cp},
+                                               {"--parallelism-config-tp-size", sizes.tp}};
+  long long product = 1;
+  std::string named_sizes;
+  for (const auto& [option, size] : given) {
+    if (size == 0) continue;
+    product *= size;
+    named_sizes += (named_sizes.empty() ? "" : ", ") + named(options, option) + " " + std::to_string(size);
+  }
+  const long long processes = 1LL * options.nproc * options.nnodes;
+  if (product != processes) {
+    throw LaunchOptionsError("the mesh's sizes multiply to " + std::to_string(product) + " (" + named_sizes +
+                             ") but the run has " + std::to_string(processes) + " process(es) (" +
+                             named(options, "--nproc") + " " + std::to_string(options.nproc) + " x " +
+                             named(options, "--nnodes") + " " + std::to_string(options.nnodes) +
+                             "); their product must be the number of processes");
   }
 }
 
@@ -353,6 +395,7 @@ void settle(LaunchOptions& options, int cpu_cores, RecipeRule rule) {
   }
   if (options.threads == 0) options.threads = std::max(1, cpu_cores / options.nproc);
   settle_sharding(options);
+  settle_parallelism(options);
 }
 
 // The sharding method the command line picks, or nullptr; picking two is refused.
@@ -427,21 +470,24 @@ std::string describe_settings(const LaunchOptions& options) {
     }
     out << row.config_key << ": " << row.show(options) << "  # " << from << '\n';
   }
+  // A section holds the settings the launch gives, as the file would.
+  auto section_lines = [&](const char* section) {
+    std::string settings;
+    for (const OptionRow& row : option_rows()) {
+      std::string value = in_section(row, section) ? row.show(options) : "";
+      if (value.empty()) continue;
+      settings += "  " + key_in_section(row) + ": " + value + "  # " + origin_of(row.name) + "\n";
+    }
+    return settings.empty() ? std::string(" {}\n") : "\n" + settings;
+  };
   const ShardingMethod* used = method_in_use(options);
   if (!used) {
     out << kDistributedTypeKey << ": 'NO'  # default: no sharding\n";
-    return out.str();
+  } else {
+    out << kDistributedTypeKey << ": " << used->distributed_type << "  # " << origin_of(used->option) << '\n';
+    out << used->section << ":" << section_lines(used->section);
   }
-  // The method's section holds the settings the launch gives, as the file would.
-  out << kDistributedTypeKey << ": " << used->distributed_type << "  # " << origin_of(used->option)
-      << '\n';
-  std::string settings;
-  for (const OptionRow& row : option_rows()) {
-    std::string value = in_section(row, *used) ? row.show(options) : "";
-    if (value.empty()) continue;
-    settings += "  " + key_in_section(row) + ": " + value + "  # " + origin_of(row.name) + "\n";
-  }
-  out << used->section << ":" << (settings.empty() ? " {}\n" : "\n" + settings);
+  for (const SettingsSection& section : settings_sections()) out << section.section << ":" << section_lines(section.section);
   return out.str();
 }
 
@@ -452,6 +498,7 @@ std::vector<std::string> config_keys() {
   }
   keys.emplace_back(kDistributedTypeKey);
   for (const ShardingMethod& method : sharding_methods()) keys.emplace_back(method.section);
+  for (const SettingsSection& section : settings_sections()) keys.emplace_back(section.section);
   return keys;
 }
 

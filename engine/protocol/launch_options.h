@@ -31,6 +31,17 @@ struct FsdpSettings {
   std::string cpu_ram_efficient_loading;  // true or false
 };
 
+// The device mesh's sizes, the Accelerator's default ParallelismConfig
+// (Accelerate's parallelism_config_*_size): 0 where the launch does not say,
+// leaving the recipe's (or 1).
+struct ParallelismSizes {
+  int dp_replicate = 0;
+  int dp_shard = 0;
+  int cp = 0;
+  int tp = 0;
+  bool given() const { return dp_replicate > 0 || dp_shard > 0 || cp > 0 || tp > 0; }
+};
+
 struct LaunchOptions {
   std::string recipe;                    // the Lua file to run
   std::vector<std::string> recipe_args;  // what follows `--`
@@ -62,6 +73,7 @@ struct LaunchOptions {
   std::string zero3_init_flag;           // true or false; "" where the launch does not say
   bool use_fsdp = false;
   FsdpSettings fsdp;
+  ParallelismSizes parallelism;
   std::string config;                    // --config FILE
   std::string config_in_force;           // the file the options were read over; "" if none
   bool help = false;                     // -h/--help: print usage_text() and run nothing

@@ -50,6 +50,14 @@ const std::pair<const char*, std::string FsdpSettings::*> kFsdpVariables[] = {
     {variables::kFsdpCpuRamEfficientLoading, &FsdpSettings::cpu_ram_efficient_loading},
 };
 
+// The mesh's sizes, each in its variable when the launch gives it.
+const std::pair<const char*, int ParallelismSizes::*> kParallelismVariables[] = {
+    {variables::kParallelismDpReplicateSize, &ParallelismSizes::dp_replicate},
+    {variables::kParallelismDpShardSize, &ParallelismSizes::dp_shard},
+    {variables::kParallelismCpSize, &ParallelismSizes::cp},
+    {variables::kParallelismTpSize, &ParallelismSizes::tp},
+};
+
 }  // namespace
 
 std::vector<std::string> worker_variables(const LaunchOptions& options) {
@@ -77,6 +85,9 @@ std::vector<std::string> worker_variables(const LaunchOptions& options) {
   for (const auto& [name, setting] : kFsdpVariables) {
     const std::string& value = options.fsdp.*setting;
     if (!value.empty()) vars.push_back(std::string(name) + "=" + value);
+  }
+  for (const auto& [name, size] : kParallelismVariables) {
+    if (options.parallelism.*size > 0) vars.push_back(std::string(name) + "=" + std::to_string(options.parallelism.*size));
   }
   return vars;
 }
@@ -113,6 +124,9 @@ bool is_worker_variable(const std::string& name) {
     if (name == known) return true;
   }
   for (const auto& [known, setting] : kFsdpVariables) {
+    if (name == known) return true;
+  }
+  for (const auto& [known, size] : kParallelismVariables) {
     if (name == known) return true;
   }
   return false;
@@ -156,6 +170,9 @@ void read_worker_variables(LaunchOptions& options) {
   if (const char* fsdp = std::getenv(variables::kUseFsdp)) options.use_fsdp = std::string(fsdp) == "1";
   for (const auto& [name, setting] : kFsdpVariables) {
     if (const char* value = std::getenv(name)) options.fsdp.*setting = value;
+  }
+  for (const auto& [name, size] : kParallelismVariables) {
+    if (const char* value = std::getenv(name)) options.parallelism.*size = whole_number(name, value);
   }
   if (const char* restarts = std::getenv(variables::kMaxRestarts)) {
     options.max_restarts = whole_number(variables::kMaxRestarts, restarts);

@@ -24,6 +24,7 @@ local init_empty_weights = require("accel.big_modeling.init_empty_weights")
 local float8 = require("accel.float8")
 local ParallelismConfig = require("accel.parallelism_config")
 local accelerator_mesh = require("accel.parallel.accelerator_mesh")
+local mesh_sharding = require("accel.parallel.mesh_sharding")
 
 local dist = core.dist
 local args_error = require("accel.args").error
@@ -177,8 +178,14 @@ local function new(_, options)
   -- nil for plain data parallel, else what is sharded and how.
   self.sharding = sharding_settings.resolve("accel.Accelerator", options.zero_stage or nil, options.fsdp_plugin or nil)
   if self.sharding then self.distributed_type = self.sharding.name end
-  if options.parallelism_config then
-    self.mesh = accelerator_mesh.make(options.parallelism_config, self.sharding)
+  -- The recipe's parallelism_config, else the launch's sizes (--parallelism-config-*).
+  local parallelism_config = options.parallelism_config or ParallelismConfig.from_launch()
+  if parallelism_config then
+    self.mesh, self._mesh_state_dict_type = accelerator_mesh.make(parallelism_config, self.sharding)
+    -- FSDP over dp_shard when dp_shard_size > 1; an fsdp_plugin over a
+    -- dp_shard of 1 shards nothing (accelerator_mesh.make).
+    self.sharding = mesh_sharding.settings(parallelism_config, self.sharding, options.fsdp_plugin or nil)
+    if self.sharding then self.distributed_type = self.sharding.name end
   end
   -- As Accelerate: the configuration's own project_dir wins; the
   -- Accelerator's fills it in when it has none.
@@ -269,11 +276,17 @@ function Accelerator:prepare_model(model, optimizer)
     if self.sharding.cpu_offload and self.device ~= "cpu" then
       args_error("Accelerator:prepare: cpu_offload on a GPU is not supported yet (docs/api/sharding.md)")
     end
-    -- Every rank takes the main process's weights, so the others may have
-    -- built the model on the meta device (module_states.lua).
-    module_states.check(self._world, model, "Accelerator:prepare")
-    module_states.sync_buffers(model, self.device, self.num_processes)
-    entry.sharded, entry.param_names = shard_model(model, optimizer, self.sharding, self.bucket_bytes, self.device)
+    if self.mesh then  -- over the mesh's dp_shard (parallel/mesh_sharding.lua)
+      refuse_meta_weights(model)
+      entry.sharded, entry.param_names = mesh_sharding.shard_model(self.mesh, model, optimizer, self.sharding,
+                                                                   self.bucket_bytes, self.device)
+    else
+      -- Every rank takes the main process's weights, so the others may have
+      -- built the model on the meta device (module_states.lua).
+      module_states.check(self._world, model, "Accelerator:prepare")
+      module_states.sync_buffers(model, self.device, self.num_processes)
+      entry.sharded, entry.param_names = shard_model(model, optimizer, self.sharding, self.bucket_bytes, self.device)
+    end
     entry.optimizer = optimizer
     entry.sync = entry.sharded
     if entry.sharded:holds_gradient_slices() and self.num_processes > 1 then
@@ -482,7 +495,9 @@ end
 -- The model's parameters and buffers by name, full (gathered at ZeRO stage
 -- 3) and copied: Accelerate's get_state_dict. Call it on every rank.
 function Accelerator:get_state_dict(model)
-  if self.mesh and self.mesh.tp.size > 1 then return accelerator_mesh.full_state_dict(self.mesh, model) end
+  if self.mesh and self.mesh.tp.size > 1 then
+    return self:_with_full_parameters(model, function() return accelerator_mesh.full_state_dict(self.mesh, model) end)
+  end
   return self:_with_full_parameters(model, function()
     local out = {}
     for name, t in pairs(model:state_dict()) do out[name] = t:clone() end
@@ -532,7 +547,9 @@ function Accelerator:_checkpoint_contents()
   return {
     sharded_models = sharded,
     shard_layouts = layouts,
-    sharded_state_dict = self.sharding ~= nil and self.sharding.state_dict_type == "SHARDED_STATE_DICT",
+    sharded_state_dict = (self.sharding or {}).state_dict_type == "SHARDED_STATE_DICT"
+      or self._mesh_state_dict_type == "SHARDED_STATE_DICT",
+    mesh = self.mesh,
     with_full_parameters = function(model, fn, written) return self:_with_full_parameters(model, fn, written) end,
     state = self.state,
     project_configuration = self.project_configuration,
@@ -548,7 +565,6 @@ end
 -- Writes everything needed to resume exactly into `dir` (or, with
 -- automatic checkpoint naming, the next project checkpoint); returns the folder.
 function Accelerator:save_state(dir)
-  accelerator_mesh.refuse_checkpoint(self.mesh, "Accelerator:save_state")
   if dir == nil then self:_check_project_folder("Accelerator:save_state") end
   return checkpointing.save_state(self:_checkpoint_contents(), dir)
 end
@@ -556,7 +572,6 @@ end
 -- Restores what save_state wrote; without `dir`, the newest complete
 -- automatic checkpoint. Returns the folder loaded.
 function Accelerator:load_state(dir)
-  accelerator_mesh.refuse_checkpoint(self.mesh, "Accelerator:load_state")
   if dir == nil then self:_check_project_folder("Accelerator:load_state") end
   return checkpointing.load_state(self:_checkpoint_contents(), dir)
 end
@@ -569,14 +584,23 @@ end
 -- Weights for other tools: {safe_serialization = true, max_shard_size = "2GB"}.
 -- Full weights also when sharded: call it on every rank.
 function Accelerator:save_model(model, dir, options)
-  accelerator_mesh.refuse_checkpoint(self.mesh, "Accelerator:save_model")
+  if self.mesh then  -- the full weights, gathered over dp_shard (FSDP), then over tp
+    local full = self:_with_full_parameters(model, function() return accelerator_mesh.full_state_dict(self.mesh, model) end)
+    return checkpointing.save_model(self.state, model, dir, options, full)
+  end
   return self:_with_full_parameters(model, function()
     return checkpointing.save_model(self.state, model, dir, options)
   end)
 end
 
 function Accelerator:load_model(model, dir, options)
-  accelerator_mesh.refuse_checkpoint(self.mesh, "Accelerator:load_model")
+  if self.mesh then  -- full weights, each tp rank keeping its slice (and each dp_shard rank its shards)
+    return self:_with_full_parameters(model, function()
+      checkpointing.load_model(model, dir, options, function(weights)
+        return accelerator_mesh.slice_state_dict(self.mesh, model, weights, dir)
+      end)
+    end, true)
+  end
   self:_with_full_parameters(model, function() checkpointing.load_model(model, dir, options) end, true)
 end
 

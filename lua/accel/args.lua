@@ -77,6 +77,34 @@ function args.positive_integer(where, name, value)
   return value
 end
 
+-- A recipe's `key=value` arguments (`list`, its arg table) over
+-- `defaults` (every key with its default): a value is a positive integer
+-- unless `kinds` says "string" or "number" for its key. An unknown key is
+-- refused naming the known ones.
+function args.key_values(where, list, defaults, kinds)
+  local out = {}
+  for k, v in pairs(defaults) do out[k] = v end
+  for i = 1, #list do
+    local key, value = list[i]:match("^([%w_]+)=(.*)$")
+    if not key or defaults[key] == nil then
+      local known = {}
+      for k in pairs(defaults) do known[#known + 1] = k end
+      table.sort(known)
+      args.error(string.format("%s: expected key=value with a key among %s, got '%s'", where,
+                               table.concat(known, ", "), list[i]))
+    end
+    local kind = (kinds or {})[key]
+    if kind == "string" then
+      out[key] = value
+    elseif kind == "number" then
+      out[key] = tonumber(value) or args.error(string.format("%s: %s must be a number, got '%s'", where, key, value))
+    else
+      out[key] = args.positive_integer(where, key, tonumber(value) or value)
+    end
+  end
+  return out
+end
+
 function args.probability(where, name, value)
   if type(value) ~= "number" or value < 0 or value > 1 then
     args.error(string.format("%s: %s must be between 0 and 1, got %s", where, name, tostring(value)))

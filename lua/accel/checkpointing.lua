@@ -73,21 +73,35 @@ end
 
 -- Weights for other tools ----------------------------------------------------
 
--- `state`: the PartialState; its main process writes.
-function checkpointing.save_model(state, model, dir, options)
+-- `state`: the PartialState; its main process writes; `full`: the full
+-- weights by name where the model holds slices (under a mesh).
+function checkpointing.save_model(state, model, dir, options, full)
   local o = args.options("Accelerator:save_model", options,
                          { safe_serialization = true, max_shard_size = "2GB" })
   if type(dir) ~= "string" then args.error("Accelerator:save_model: the folder must be a string, got a " .. type(dir)) end
   local files
-  if state.is_main_process then files = ck.save_weights(dir, layout.ordered_state(model), o) end
+  if state.is_main_process then
+    local ordered = layout.ordered_state(model)
+    if full then
+      for _, pair in ipairs(ordered) do pair[2] = full[pair[1]] end
+    end
+    files = ck.save_weights(dir, ordered, o)
+  end
   state:wait_for_everyone()
   return files
 end
 
-function checkpointing.load_model(model, dir, options)
+-- `fit(weights)`, when given, makes what was read fit the model (this tp
+-- rank's slices of full weights).
+function checkpointing.load_model(model, dir, options, fit)
   local o = args.options("Accelerator:load_model", options, { strict = true })
   if type(dir) ~= "string" then args.error("Accelerator:load_model: the folder must be a string, got a " .. type(dir)) end
   local weights = ck.load_weights(dir)
+  if fit then
+    local ok, fitted = pcall(fit, weights)
+    if not ok then args.error("Accelerator:load_model: " .. tostring(fitted)) end
+    weights = fitted
+  end
   local ok, err = pcall(load.apply, dir, model.load_state_dict, model, weights, o.strict)
   if not ok then args.error("Accelerator:load_model: " .. err) end
 end

@@ -1,12 +1,15 @@
 -- accel.ParallelismConfig: how the ranks split the work, in Accelerate's
 -- (and torchtitan's) words, passed as Accelerator{parallelism_config = ...}.
 --   accel.ParallelismConfig{ dp_replicate_size = 1, dp_shard_size = 1, tp_size = 2, cp_size = 1 }
--- Each size defaults to 1. The sizes are checked against the world once,
+-- A size left out takes the launch's (accel-run's
+-- --parallelism-config-tp-size and the config file's parallelism_config
+-- keys, accel.core.launch.parallelism_config), else 1, as Accelerate's
+-- ParallelismConfig reads PARALLELISM_CONFIG_*_SIZE. The sizes are checked against the world once,
 -- when the Accelerator makes its mesh (engine/parallel/device_mesh.h): each a
 -- positive integer, their product the number of processes.
--- This slice trains dp_replicate x tp; dp_shard (FSDP) and cp (context
--- parallel) above 1 are refused by the Accelerator as not implemented yet
--- (docs/api/parallelism.md).
+-- dp_shard_size > 1 is FSDP over dp_shard (parallel/mesh_sharding.lua);
+-- docs/api/parallelism.md says which layouts are implemented.
+local core = require("accel.core")
 local args = require("accel.args")
 
 local ParallelismConfig = {}
@@ -18,12 +21,21 @@ local types = { dp_replicate_size = "number", dp_shard_size = "number", tp_size 
 
 function ParallelismConfig.new(options)
   local o = args.options(where, options, defaults, types)
+  local launch = (core.launch or {}).parallelism_config or {}
   for key in pairs(defaults) do
+    if (options or {})[key] == nil and launch[key] then o[key] = launch[key] end
     if o[key] % 1 ~= 0 then
       args.error(string.format("%s: %s must be a whole number, got %s", where, key, tostring(o[key])))
     end
   end
   return setmetatable(o, ParallelismConfig)
+end
+
+-- The Accelerator's default when the recipe gives none: the launch's
+-- sizes, or nil when the launch gives none (no mesh).
+function ParallelismConfig.from_launch()
+  if (core.launch or {}).parallelism_config then return ParallelismConfig.new({}) end
+  return nil
 end
 
 function ParallelismConfig.is(value)

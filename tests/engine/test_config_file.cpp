@@ -437,6 +437,52 @@ TEST_CASE("describe_settings shows the sharding in use as its section, with the 
                       "  zero_stage: 2  # default\n"));
 }
 
+TEST_CASE("the mesh's sizes: Accelerate's parallelism_config keys and options, checked against the processes",
+          "[config]") {
+  Scratch scratch;
+  std::string config = scratch.write("mesh.yaml",
+                                     "num_processes: 4\n"
+                                     "parallelism_config:\n"
+                                     "  parallelism_config_dp_replicate_size: 2\n"
+                                     "  parallelism_config_tp_size: 2\n");
+  LaunchOptions options = resolve({"t.lua"}, config);
+  CHECK(options.parallelism.dp_replicate == 2);
+  CHECK(options.parallelism.tp == 2);
+  CHECK(options.parallelism.dp_shard == 0);  // not given: the recipe's, else 1
+  CHECK_THAT(accel::describe_settings(options),
+             Contains("parallelism_config:\n"
+                      "  parallelism_config_dp_replicate_size: 2  # " + config + ":3\n"
+                      "  parallelism_config_tp_size: 2  # " + config + ":4\n"));
+  // The command line wins, key by key.
+  LaunchOptions both = resolve({"t.lua", "--parallelism-config-tp-size", "4", "--parallelism-config-dp-replicate-size",
+                                "1"}, config);
+  CHECK(both.parallelism.tp == 4);
+  CHECK(both.parallelism.dp_replicate == 1);
+  CHECK(accel::describe_settings(resolve({"t.lua"}, "")).find("parallelism_config: {}\n") != std::string::npos);
+
+  // Sizes that do not multiply to the processes are refused, naming each.
+  CHECK(error_of({"t.lua", "--nproc", "2", "--parallelism-config-tp-size", "4"}, "") ==
+        "the mesh's sizes multiply to 4 (--parallelism-config-tp-size 4) but the run has 2 process(es) "
+        "(--nproc 2 x --nnodes 1); their product must be the number of processes");
+  CHECK(error_of({"t.lua", "--nproc", "2"}, config) ==
+        "the mesh's sizes multiply to 4 (key 'parallelism_config.parallelism_config_dp_replicate_size' (" + config +
+            ":3) 2, key 'parallelism_config.parallelism_config_tp_size' (" + config +
+            ":4) 2) but the run has 2 process(es) (--nproc 2 x --nnodes 1); their product must be the number of "
+            "processes");
+  auto error_for = [&](const std::string& text) { return error_of({"t.lua"}, scratch.write("bad.yaml", text)); };
+  std::string bad = scratch.path("bad.yaml");
+  CHECK(error_for("parallelism_config:\n  parallelism_config_tp_sise: 2\n") ==
+        bad + ":2: unknown key 'parallelism_config.parallelism_config_tp_sise' (did you mean "
+              "'parallelism_config.parallelism_config_tp_size'?)");
+  CHECK(error_for("parallelism_config:\n  parallelism_config_tp_size: 0\n") ==
+        bad + ":2: key 'parallelism_config.parallelism_config_tp_size' expects an integer from 1 to 1048576, got '0'");
+  CHECK(error_for("parallelism_config: 2\n") ==
+        bad + ":1: key 'parallelism_config' expects the device mesh's settings, indented below it as key: value "
+              "lines, got '2'");
+  CHECK_THAT(error_of({"t.lua", "--parallelism_config_tp_size", "2"}, ""),
+             Contains("did you mean '--parallelism-config-tp-size'?"));
+}
+
 TEST_CASE("config_value_problem checks an answer as the file would", "[config]") {
   CHECK(accel::config_value_problem("num_processes", "4").empty());
   CHECK(accel::config_value_problem("debug", "yes").empty());

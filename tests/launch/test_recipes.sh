@@ -1,4 +1,4 @@
-# The example recipes train to their promised accuracy on 2 ranks.
+# The example recipes train to their promised accuracy on 2 ranks (parallel_lm, a mesh of 4).
 source "$(dirname "$0")/lib.sh"
 
 accuracy_at_least() {  # accuracy_at_least PATTERN MINIMUM: the number after PATTERN in stdout
@@ -21,5 +21,16 @@ expect "digits logs its loss and accuracy to metrics.jsonl" grep -q '"test_accur
 run_accel "$source_root/recipes/cnn.lua" --nproc 2
 expect "cnn on 2 ranks exits 0" [ "$status" -eq 0 ]
 expect "cnn on 2 ranks reaches 95% test accuracy" accuracy_at_least "test accuracy" 0.95
+
+# A small Llama under TP 2 x FSDP 2 on 4 ranks: the loss falls, and the
+# checkpoint and the full model are written.
+run_accel "$source_root/recipes/parallel_lm.lua" --nproc 4 --threads 1 -- steps=30 every=10 out="$work/parallel_lm"
+expect "parallel_lm on 4 ranks exits 0" [ "$status" -eq 0 ]
+expect "parallel_lm runs on the mesh tp 2 x dp_shard 2" contains "$out" "dp_shard 2 x tp 2"
+losses=$(awk '/^step / { print $4 }' <<<"$out")
+expect "parallel_lm's loss falls" awk -v first="$(head -n 1 <<<"$losses")" -v last="$(tail -n 1 <<<"$losses")" \
+  'BEGIN { exit !(first > 0 && last < first - 0.5) }'
+expect "parallel_lm saves a checkpoint and the full model" \
+  [ -f "$work/parallel_lm/checkpoint/manifest.json" -a -f "$work/parallel_lm/model/model.safetensors" ]
 
 finish

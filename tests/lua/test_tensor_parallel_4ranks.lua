@@ -4,12 +4,14 @@
 -- neighbours {0,1} {2,3}, dp groups {0,2} {1,3}; each group's collectives
 -- reach its members only; and 10 AdamW steps with clipping of a small Llama
 -- (vocabulary-parallel loss, the loader sharded over dp) equal one process's
--- within 1e-5, also accumulating each step over 2 micro-steps. ctest runs it
+-- within 1e-5, also accumulating each step over 2 micro-steps, and with
+-- sequence parallelism (llama's sp_plan) accumulating. ctest runs it
 -- again with shared memory off (the groups over Gloo's TCP path).
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local tp_check = dofile(arg[0]:match("(.*/)") .. "helpers/tensor_parallel_check.lua")
 
 tp_check.run(check, { dp_replicate = 2, tp = 2, plan = "vocab_parallel", accumulation = 2 })
+tp_check.run(check, { dp_replicate = 2, tp = 2, plan = "default", sequence_parallel = true, accumulation = 2 })
 local acc = tp_check.run(check, { dp_replicate = 2, tp = 2, plan = "vocab_parallel" })
 local mesh, rank = acc.mesh, acc.process_index
 local tp_first, dp_first = 2 * math.floor(rank / 2), rank % 2

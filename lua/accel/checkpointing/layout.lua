@@ -3,6 +3,8 @@
 -- which a model's tensors and gradients are written, and where automatic
 -- checkpoints go.
 local core = require("accel.core")
+local sharded_state = require("accel.sharding.sharded_state")
+local mesh_checkpoint = require("accel.parallel.mesh_checkpoint")
 
 local ck = core.checkpoint
 
@@ -24,6 +26,7 @@ layout.names = {
   model_slices = function(i, rank) return layout.indexed("model", i) .. "_rank_" .. rank .. ".safetensors" end,
   optimizer_slices = function(j, rank) return layout.indexed("optimizer", j) .. "_rank_" .. rank .. ".safetensors" end,
   sharding = function(i) return layout.indexed("model", i) .. "_sharding.lua" end,
+  mesh = "mesh_layout.lua",
   scaler = "scaler.lua",
   accelerator = "accelerator_state.lua",
 }
@@ -74,6 +77,41 @@ function layout.numbered_checkpoints(config)
   end
   table.sort(out, function(a, b) return a[1] < b[1] end)
   return out
+end
+
+-- How many ranks a sharded model's flat parameters are cut over: the
+-- world, or under a mesh its dp_shard group (each tp rank shards its own
+-- slices, each dp_replicate rank holds a replica of a shard).
+function layout.shard_count(c)
+  return c.mesh and c.mesh.dp_shard.size or c.state.num_processes
+end
+
+-- The number, among c.optimizers, of the optimizer stepping `model`'s shards.
+function layout.optimizer_of(c, model)
+  local engine = c.shard_layouts[model].optimizer
+  for j, opt in ipairs(c.optimizers) do
+    if opt.optimizer == engine then return j end
+  end
+  error("the optimizer of a sharded model was not prepared with it", 0)
+end
+
+-- The flat layout of sharded model `model` (sharded_state.lua).
+function layout.flat_layout(c, model)
+  local info = c.shard_layouts[model]
+  return sharded_state.layout(c.sharded_models[model], info.optimizer, info.param_names, layout.shard_count(c))
+end
+
+-- Under a mesh: how c's models and optimizers are split over tp
+-- (mesh_checkpoint.splits), an optimizer of a sharded model by its flat
+-- layout's names.
+function layout.mesh_splits(c)
+  local sharded = {}
+  for i, model in ipairs(c.models) do
+    if c.sharded_models[model] then
+      sharded[layout.optimizer_of(c, model)] = { model = i, layout = layout.flat_layout(c, model) }
+    end
+  end
+  return mesh_checkpoint.splits(c.models, c.optimizers, sharded)
 end
 
 -- name -> tensor whose .grad holds this rank's accumulated gradient: the

@@ -6,6 +6,7 @@ local serialize = require("accel.serialize")
 local gathering = require("accel.gathering")
 local args = require("accel.args")
 local sharded_state = require("accel.sharding.sharded_state")
+local mesh_checkpoint = require("accel.parallel.mesh_checkpoint")
 local layout = require("accel.checkpointing.layout")
 local agreement = require("accel.checkpointing.agreement")
 local state_fields = require("accel.state_fields")
@@ -72,6 +73,114 @@ local function check_count(what, saved, now, folder)
   end
 end
 
+-- A model saved under a mesh as flat shards (FSDP over dp_shard) with
+-- SHARDED_STATE_DICT: `flats` is its flat layout (the same on every tp rank:
+-- each holds slices of the same shapes). On the mesh saved on, this rank
+-- takes its own files (s.own); elsewhere each tp rank's state is rebuilt
+-- from the shards of its first dp_shard group (ranks shard x cp x tp + tp
+-- rank: tp is innermost) and the tp ranks' states are joined into the full
+-- state, as the flat shards of one process (sharded_state.lua) are.
+local function read_mesh_shards(c, s, i, model, flats, flats_path, read_tensors)
+  local saved, path = s.mesh_layout, s.mesh_layout_path
+  local j = flats.optimizer
+  local sharded = c.sharded_models[model]
+  if s.mesh_own and sharded and sharded_state.same_layout(flats, layout.flat_layout(c, model)) then
+    local rank = c.state.process_index
+    s.own[i] = { sharded = sharded, optimizer = c.shard_layouts[model].optimizer,
+                 tensors = read_tensors(layout.names.model_slices(i, rank)),
+                 optimizer_state = read_tensors(layout.names.optimizer_slices(j, rank)) }
+    s.own_optimizers[j] = true
+    return
+  end
+  local stride = saved.mesh.cp * saved.mesh.tp
+  local models, optimizers = {}, {}
+  for t = 0, saved.mesh.tp - 1 do
+    local model_files, optimizer_files = {}, {}
+    for shard = 0, saved.mesh.dp_shard - 1 do
+      model_files[shard + 1] = read_tensors(layout.names.model_slices(i, shard * stride + t))
+      optimizer_files[shard + 1] = read_tensors(layout.names.optimizer_slices(j, shard * stride + t))
+    end
+    models[t + 1] = sharded_state.full_model(flats, model_files, flats_path)
+    optimizers[t + 1] = sharded_state.full_optimizer(flats, optimizer_files, flats_path)
+  end
+  s.models[i] = mesh_checkpoint.join("model", models, saved.splits.models[i], path)
+  s.model_files[i] = layout.names.sharding(i)
+  s.optimizers[j] = mesh_checkpoint.join("optimizer", optimizers, saved.splits.optimizers[j], path)
+  if s.mesh_own and c.mesh.tp.size > 1 then
+    -- The mesh saved on, cut into other flat parameters (another wrap
+    -- policy): fit_to_mesh leaves the mesh's own files as they are, so
+    -- these full states take this tp rank's slices here.
+    local splits = layout.mesh_splits(c)
+    s.models[i] = mesh_checkpoint.slice("model", s.models[i], splits.models[i], c.mesh.tp, flats_path)
+    s.optimizers[j] = mesh_checkpoint.slice("optimizer", s.optimizers[j], splits.optimizers[j], c.mesh.tp, flats_path)
+  end
+end
+
+-- A checkpoint saved under a mesh lists its layout (mesh_checkpoint.lua):
+-- s.mesh_layout. With SHARDED_STATE_DICT this fills s.models and
+-- s.optimizers (or s.own, for flat shards) with this rank's own files when
+-- the mesh in force is the one saved on (s.mesh_own), else with the full
+-- states joined from the files of the first tp group's ranks (0 to tp - 1:
+-- tp is the innermost dim), or of its first dp_shard groups' for flat shards.
+local function read_mesh_slices(c, s, listed, folder, read_value, read_tensors)
+  if not listed[layout.names.mesh] then return end
+  local path = folder .. "/" .. layout.names.mesh
+  local saved = mesh_checkpoint.check_layout(read_value(layout.names.mesh), path)
+  s.mesh_layout, s.mesh_layout_path = saved, path
+  for _, part in ipairs({ { "models", #c.models }, { "optimizers", #c.optimizers } }) do
+    if #saved[part[1]] ~= part[2] then
+      error(string.format("'%s' lists the splits of %d %s for %d", path, #saved[part[1]], part[1], part[2]), 0)
+    end
+  end
+  if saved.state_dict_type ~= "SHARDED_STATE_DICT" then return end
+  s.mesh_own = mesh_checkpoint.same_mesh(saved, c.mesh)
+  local function state(kind, name_of, dims)
+    if s.mesh_own then return read_tensors(name_of(c.state.process_index)) end
+    local files = {}
+    for r = 0, saved.mesh.tp - 1 do files[r + 1] = read_tensors(name_of(r)) end
+    return mesh_checkpoint.join(kind, files, dims, path)
+  end
+  for i, model in ipairs(c.models) do
+    if listed[layout.names.sharding(i)] then
+      local flats_path = folder .. "/" .. layout.names.sharding(i)
+      local flats = sharded_state.check_layout(read_value(layout.names.sharding(i)), flats_path)
+      if flats.world_size ~= saved.mesh.dp_shard then
+        error(string.format("'%s' cuts flat parameters over %d rank(s) but '%s' says dp_shard %d", flats_path,
+                            flats.world_size, path, saved.mesh.dp_shard), 0)
+      end
+      read_mesh_shards(c, s, i, model, flats, flats_path, read_tensors)
+    else
+      s.models[i] = state("model", function(r) return layout.names.model_slices(i, r) end, saved.splits.models[i])
+      s.model_files[i] = layout.names.model_slices(i, c.state.process_index)
+    end
+  end
+  for j = 1, #c.optimizers do
+    if not s.optimizers[j] and not s.own_optimizers[j] then
+      s.optimizers[j] = state("optimizer", function(r) return layout.names.optimizer_slices(j, r) end,
+                              saved.splits.optimizers[j])
+    end
+  end
+end
+
+-- The full states read are sliced for the mesh in force (its tp rank's
+-- share of each split tensor); s.same_mesh tells whether the checkpoint
+-- was saved on the mesh in force (or both without one), so that per-rank
+-- state such as accumulated gradients still fits.
+local function fit_to_mesh(c, s, folder)
+  local saved = s.mesh_layout
+  s.same_mesh = (saved == nil and c.mesh == nil) or (saved ~= nil and mesh_checkpoint.same_mesh(saved, c.mesh))
+  if not c.mesh or c.mesh.tp.size == 1 or s.mesh_own then return end
+  local splits = layout.mesh_splits(c)
+  for i in pairs(s.models) do
+    local path = folder .. "/" .. (s.model_files[i] or layout.names.model(i))
+    s.models[i] = mesh_checkpoint.slice("model", s.models[i], splits.models[i], c.mesh.tp, path)
+  end
+  for j in pairs(s.optimizers) do
+    local path = folder .. "/" .. (s.mesh_layout and layout.names.mesh or layout.names.optimizer(j))
+    s.optimizers[j] = mesh_checkpoint.slice("optimizer", s.optimizers[j], splits.optimizers[j], c.mesh.tp, path)
+  end
+end
+
 -- Applies `fn` to a state, naming the file when it refuses it.
 function load.apply(path, fn, ...)
   local ok, err = pcall(fn, ...)
@@ -116,13 +225,16 @@ local function read_checkpoint(c, folder)
   -- the layout is the one it has now, else the full state from every rank's.
   s.own, s.own_optimizers, s.model_files = {}, {}, {}
   local rank = c.state.process_index
+  read_mesh_slices(c, s, listed, folder, read_value, read_tensors)
   for i, model in ipairs(c.models) do
-    if listed[layout.names.sharding(i)] then
+    if s.models[i] or s.own[i] then  -- read from a mesh's files
+    elseif listed[layout.names.sharding(i)] then
       local layout_path = folder .. "/" .. layout.names.sharding(i)
       local saved = sharded_state.check_layout(read_value(layout.names.sharding(i)), layout_path)
       local j = saved.optimizer
       local sharded, info = c.sharded_models[model], c.shard_layouts[model]
-      local current = sharded and sharded_state.layout(sharded, info.optimizer, info.param_names, c.state.num_processes)
+      -- Saved without a mesh: a mesh's ranks cut their flat parameters otherwise.
+      local current = sharded and not c.mesh and layout.flat_layout(c, model)
       if current and sharded_state.same_layout(saved, current) then
         s.own[i] = { sharded = sharded, optimizer = info.optimizer, tensors = read_tensors(layout.names.model_slices(i, rank)),
                      optimizer_state = read_tensors(layout.names.optimizer_slices(j, rank)) }
@@ -154,6 +266,7 @@ local function read_checkpoint(c, folder)
     end
   end
   s.same_world = manifest.world_size == c.state.num_processes
+  fit_to_mesh(c, s, folder)
   -- On another world size every rank continues from rank 0's position,
   -- which the loader re-shards over the current ranks.
   s.loader_rank = s.same_world and c.state.process_index or 0
@@ -165,7 +278,7 @@ local function read_checkpoint(c, folder)
   -- Accumulated gradients are this rank's partial sums: they mean nothing
   -- on another world size.
   s.gradients = {}
-  if s.same_world then
+  if s.same_world and s.same_mesh then
     for i, model in ipairs(c.models) do
       local name = layout.names.gradients(i, rank)
       s.gradients[i] = listed[name] and read_tensors(name)
@@ -252,6 +365,14 @@ function load.load_state(c, dir)
       "accel: '%s' was saved on %d process(es) and is loaded on %d: models, optimizers and schedulers are "
         .. "restored as saved, data loaders continue their epoch re-sharded over %d process(es)%s",
       folder, manifest.world_size, world, world, notes))
+  end
+  if not s.same_mesh then
+    local saved = s.mesh_layout and mesh_checkpoint.describe(s.mesh_layout.mesh) or "no mesh"
+    local now = c.mesh and mesh_checkpoint.describe(mesh_checkpoint.sizes(c.mesh)) or "no mesh"
+    c.state:print(string.format("accel: '%s' was saved on %s and is loaded on %s: models and optimizers are "
+                                .. "split for this mesh%s", folder, saved, now,
+                                (s.saved.sync_gradients or not s.same_world) and ""
+                                  or ", gradients accumulated before the save are dropped"))
   end
   -- The next automatic save follows the one loaded.
   local config = layout.automatic(c)

@@ -7,6 +7,7 @@ local serialize = require("accel.serialize")
 local gathering = require("accel.gathering")
 local args = require("accel.args")
 local sharded_state = require("accel.sharding.sharded_state")
+local mesh_checkpoint = require("accel.parallel.mesh_checkpoint")
 local layout = require("accel.checkpointing.layout")
 local agreement = require("accel.checkpointing.agreement")
 
@@ -41,15 +42,6 @@ local function prune(config)
   end
 end
 
--- The number, among c.optimizers, of the optimizer stepping `model`'s shards.
-local function optimizer_of(c, model)
-  local engine = c.shard_layouts[model].optimizer
-  for j, opt in ipairs(c.optimizers) do
-    if opt.optimizer == engine then return j end
-  end
-  error("the optimizer of a sharded model was not prepared with it", 0)
-end
-
 -- Models whose ranks write their own slices: i -> {model, sharded, j (its
 -- optimizer's number), layout}.
 local function per_rank_models(c)
@@ -58,12 +50,32 @@ local function per_rank_models(c)
   for i, model in ipairs(c.models) do
     local sharded = c.sharded_models[model]
     if sharded then
-      local info = c.shard_layouts[model]
-      local layout = sharded_state.layout(sharded, info.optimizer, info.param_names, c.state.num_processes)
-      local j = optimizer_of(c, model)
-      layout.optimizer = j
-      out[i] = { model = model, sharded = sharded, optimizer = info.optimizer, j = j, layout = layout }
+      local flats = layout.flat_layout(c, model)
+      local j = layout.optimizer_of(c, model)
+      flats.optimizer = j
+      out[i] = { model = model, sharded = sharded, optimizer = c.shard_layouts[model].optimizer, j = j, layout = flats }
     end
+  end
+  return out
+end
+
+-- Under a mesh: how its tensors are split (out.splits), and with
+-- FULL_STATE_DICT every model's and optimizer's full state, gathered over
+-- dp_shard (a sharded model's flat parameters; its optimizer's state_dict)
+-- then over tp (collectives, on every rank, in the same order).
+local function full_mesh_states(c, out)
+  out.splits = layout.mesh_splits(c)
+  if c.sharded_state_dict then return out end
+  for i, model in ipairs(c.models) do
+    local own = c.with_full_parameters(model, function()
+      local state = {}
+      for name, t in pairs(model:state_dict()) do state[name] = t:clone() end
+      return state
+    end)
+    out.models[i] = mesh_checkpoint.gather("model", own, out.splits.models[i], c.mesh.tp)
+  end
+  for j, opt in ipairs(c.optimizers) do
+    out.optimizers[j] = mesh_checkpoint.gather("optimizer", opt:state_dict(), out.splits.optimizers[j], c.mesh.tp)
   end
   return out
 end
@@ -72,6 +84,7 @@ end
 -- every rank (collectives) before any rank writes.
 local function full_states(c)
   local out = { models = {}, optimizers = {} }
+  if c.mesh then return full_mesh_states(c, out) end
   if c.sharded_state_dict then return out end
   for i, model in ipairs(c.models) do
     if c.sharded_models[model] then
@@ -121,6 +134,21 @@ local function write_files(c, tmp, full)
     tensors_file(layout.names.optimizer_slices(m.j, rank), layout.sorted_pairs(m.optimizer:state_dict()))
     own_optimizers[m.j] = true
   end
+  -- Under a mesh with SHARDED_STATE_DICT every rank writes its own tp
+  -- slices of every model and optimizer not sharded over dp_shard (whose
+  -- flat shards it wrote above; the mesh layout says how they split).
+  local mesh_slices = c.mesh ~= nil and c.sharded_state_dict
+  if mesh_slices then
+    for i, model in ipairs(c.models) do
+      if not own[i] then tensors_file(layout.names.model_slices(i, rank), layout.sorted_pairs(model:state_dict())) end
+    end
+    for j, opt in ipairs(c.optimizers) do
+      if not own_optimizers[j] then
+        tensors_file(layout.names.optimizer_slices(j, rank), layout.sorted_pairs(opt:state_dict()))
+        own_optimizers[j] = true
+      end
+    end
+  end
   if not progress.sync_gradients then
     -- Between micro-steps the gradients summed so far are part of the next update.
     for i, model in ipairs(c.models) do
@@ -131,10 +159,14 @@ local function write_files(c, tmp, full)
   end
   if not c.state.is_main_process then return entries end
 
+  if c.mesh then
+    lua_file(layout.names.mesh, mesh_checkpoint.layout(c.mesh, full.splits, c.state.num_processes,
+                                                       c.sharded_state_dict and "SHARDED_STATE_DICT" or "FULL_STATE_DICT"))
+  end
   for i, model in ipairs(c.models) do
     if own[i] then
       lua_file(layout.names.sharding(i), own[i].layout)
-    else
+    elseif not mesh_slices then
       tensors_file(layout.names.model(i), layout.sorted_pairs(full.models[i] or model:state_dict()))
     end
   end

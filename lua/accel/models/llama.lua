@@ -89,7 +89,11 @@ function LlamaAttention:forward(x, cos, sin, mask, cache)
   v = v:view(B, T, kv_heads, d):transpose(2, 3)
   q, k = nn.RotaryEmbedding.apply(q, k, cos, sin)
   if cache then k, v = cache:update(self.layer_idx + 1, k, v) end
-  local out = F.scaled_dot_product_attention(q, k, v, {
+  -- Under context parallelism (accel.parallel.context_parallel) this rank
+  -- holds part of the sequence, and attention goes around the cp group's ring.
+  local ring = rawget(self, "context_parallel")
+  local out = ring and ring:ring_attention(q, k, v, { scale = d ^ -0.5 })
+      or F.scaled_dot_product_attention(q, k, v, {
     attn_mask = mask,
     enable_gqa = heads ~= kv_heads,
     scale = d ^ -0.5,
@@ -228,5 +232,26 @@ llama.tp_plan = {
   lm_head = "colwise_gather",
 }
 llama.LlamaForCausalLM.tp_plan = llama.tp_plan
+
+-- The same split with sequence parallelism (tensor_parallel(model, mesh,
+-- nil, {sequence_parallel = true}), as torchtitan's Llama plan): between
+-- attention and MLP the activations are split over the sequence, so the
+-- norms and residual adds run on 1/tp of the positions. The embedding's
+-- output and o/down's are reduce-scattered over the sequence; attention and
+-- the MLP gather it at their input; lm_head gathers it before its logits.
+llama.sp_plan = {}
+for pattern, kind in pairs(llama.tp_plan) do llama.sp_plan[pattern] = kind end
+for pattern, kind in pairs({
+  embed_tokens = "vocab_embedding_sequence",
+  ["layers.*.input_layernorm"] = "sequence_parallel",
+  ["layers.*.self_attn"] = "gather_sequence",
+  ["layers.*.self_attn.o_proj"] = "rowwise_sequence",
+  ["layers.*.post_attention_layernorm"] = "sequence_parallel",
+  ["layers.*.mlp"] = "gather_sequence",
+  ["layers.*.mlp.down_proj"] = "rowwise_sequence",
+  norm = "sequence_parallel",
+  lm_head = "colwise_gather_sequence",
+}) do llama.sp_plan[pattern] = kind end
+llama.LlamaForCausalLM.sp_plan = llama.sp_plan
 
 return llama

@@ -1,37 +1,49 @@
 -- What the Accelerator does differently when given a parallelism_config:
--- it makes acc.mesh, and a prepared model is broadcast, gradient-averaged
--- and fed data over the mesh's data-parallel dim ("dp") only, since the
--- ranks of a tp group hold different slices of it and see the same data.
+-- it makes acc.mesh, and a prepared model is fed data over the mesh's
+-- data-parallel dim ("dp") only, since the ranks of a tp group hold
+-- different slices of it and see the same data (and so do the ranks of a cp
+-- group, each taking its part of the sequence), and broadcast and
+-- gradient-averaged over dp x cp ("dp_cp").
 local core = require("accel.core")
 local args = require("accel.args")
 local DeviceMesh = require("accel.parallel.device_mesh")
 local tp_parameters = require("accel.parallel.tp_parameters")
+local mesh_checkpoint = require("accel.parallel.mesh_checkpoint")
 
 local accelerator_mesh = {}
 
--- The mesh for `config`, refusing what this version cannot train yet.
+-- The mesh for `config`, refusing what this version cannot train yet, and
+-- the state-dict type its checkpoints take: as in Accelerate, the
+-- fsdp_plugin's (FULL_STATE_DICT without one). FSDP shards over dp_shard
+-- only, so with dp_shard_size 1 an fsdp_plugin shards nothing and only its
+-- state_dict_type counts.
 function accelerator_mesh.make(config, sharding)
   local mesh = DeviceMesh.new(config)  -- the engine checks the sizes against the world
   local function refuse(what)
     args.error(string.format("accel.Accelerator: %s is not implemented yet (%s; docs/api/parallelism.md)", what,
                              tostring(config)))
   end
-  if config.cp_size > 1 then refuse("context parallelism (cp_size > 1)") end
-  if config.dp_shard_size > 1 then refuse("sharding over dp_shard (dp_shard_size > 1, FSDP on the mesh)") end
-  if sharding then refuse("zero_stage or fsdp_plugin together with a parallelism_config") end
-  return mesh
+  if config.cp_size > 1 and config.dp_shard_size > 1 then
+    refuse("context parallelism together with sharding over dp_shard (cp_size > 1 and dp_shard_size > 1)")
+  end
+  if sharding and sharding.name ~= "FSDP" then refuse("zero_stage (DeepSpeed) together with a parallelism_config") end
+  return mesh, sharding and sharding.state_dict_type or "FULL_STATE_DICT"
 end
 
--- Every rank of a dp group starts from the weights of the group's first
--- rank (tp ranks keep their own slices); gradients average over dp.
+-- Every rank of a dp x cp group starts from the weights of the group's
+-- first rank (tp ranks keep their own slices); gradients average over
+-- dp x cp: cp ranks hold different tokens of the same sequences, and the
+-- context-parallel loss makes that average the whole sequence's gradient
+-- (context_parallel.lua). Without cp, dp_cp is dp.
 function accelerator_mesh.prepare_model(mesh, model, bucket_bytes)
-  if mesh.dp.size > 1 then
+  local replicas = mesh.dp_cp
+  if replicas.size > 1 then
     core.no_grad(function()
-      for _, p in ipairs(model:parameters()) do mesh.dp:broadcast(p, 0) end
-      for _, b in ipairs(model:buffers()) do mesh.dp:broadcast(b, 0) end
+      for _, p in ipairs(model:parameters()) do replicas:broadcast(p, 0) end
+      for _, b in ipairs(model:buffers()) do replicas:broadcast(b, 0) end
     end)
   end
-  return mesh.dp.group:GradientReducer(model:parameters(), bucket_bytes)
+  return replicas.group:GradientReducer(model:parameters(), bucket_bytes)
 end
 
 -- The global gradient norm of the prepared models, split parameters counted
@@ -51,13 +63,10 @@ function accelerator_mesh.full_state_dict(mesh, model)
   return out
 end
 
--- Checkpoints of split models are not written yet: writing this rank's
--- slices as if they were the model would make files that load wrong.
-function accelerator_mesh.refuse_checkpoint(mesh, where)
-  if mesh and mesh.tp.size > 1 then
-    args.error(where .. ": checkpoints under tensor parallelism (tp_size > 1) are not implemented yet; "
-               .. "acc:get_state_dict(model) gives the full weights (docs/api/parallelism.md)")
-  end
+-- `state` (full weights by name, as save_model writes them) sliced for this
+-- tp rank; `path` names the file in errors.
+function accelerator_mesh.slice_state_dict(mesh, model, state, path)
+  return mesh_checkpoint.slice("model", state, mesh_checkpoint.splits({ model }, {}).models[1], mesh.tp, path)
 end
 
 return accelerator_mesh

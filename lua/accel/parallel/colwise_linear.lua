@@ -8,24 +8,38 @@
 -- vocabulary before accel.parallel.vocab_parallel_cross_entropy).
 -- weight, bias and out_features are this rank's: a module reading its
 -- output width off them (LlamaAttention's local heads) sees its share.
+-- Under sequence parallelism (sequence_parallel.lua) the input arrives split
+-- over the sequence: input = "sequence" gathers it here (all-gather forward,
+-- reduce-scatter of the input's gradient backward, in place of copy_to);
+-- input = "gathered" takes it as a gather_sequence module around this one
+-- gathered it (that gather's backward sums the gradient).
 local core = require("accel.core")
 local Module = require("accel.nn.module")
 local shard = require("accel.parallel.shard")
+local sequence_parallel = require("accel.parallel.sequence_parallel")
 
 local ColwiseLinear = Module:extend("ColwiseLinear")
 
 -- linear: an nn.Linear (or anything with weight (out, in) and bias); tp:
 -- the mesh dim it splits over; name: its module name, for errors.
-function ColwiseLinear:init(linear, tp, name, gather_output)
+-- input: "replicated" (the default), "sequence" or "gathered".
+function ColwiseLinear:init(linear, tp, name, gather_output, input)
   self.weight = shard.slice(linear.weight, 1, tp, name .. ".weight")
   if linear.bias then self.bias = shard.slice(linear.bias, 1, tp, name .. ".bias") end
   self.in_features, self.out_features = linear.weight:size(2), self.weight:size(1)
   rawset(self, "tp", tp)
   rawset(self, "gather_output", gather_output or false)
+  rawset(self, "input", input or "replicated")
 end
 
 function ColwiseLinear:forward(x)
-  local y = core.functional.linear(self.tp.group:copy_to(x), self.weight, self.bias)
+  local group = self.tp.group
+  if self.input == "sequence" then
+    x = group:gather_sequence(x, sequence_parallel.DIM)
+  elseif self.input == "replicated" then
+    x = group:copy_to(x)
+  end
+  local y = core.functional.linear(x, self.weight, self.bias)
   if self.gather_output then return self.tp.group:gather_from(y) end
   return y
 end
@@ -37,8 +51,9 @@ function ColwiseLinear:tp_split_dims()
 end
 
 function ColwiseLinear:__tostring()
-  return string.format("ColwiseLinear(%d -> %d of %d, tp rank %d%s)", self.in_features, self.out_features,
-                       self.out_features * self.tp.size, self.tp.rank, self.gather_output and ", gathered" or "")
+  return string.format("ColwiseLinear(%d -> %d of %d, tp rank %d%s%s)", self.in_features, self.out_features,
+                       self.out_features * self.tp.size, self.tp.rank, self.gather_output and ", gathered" or "",
+                       self.input == "replicated" and "" or ", input " .. self.input)
 end
 
 return ColwiseLinear

@@ -1,6 +1,7 @@
 -- acc.mesh: the ranks as a device mesh with the dims dp_replicate, dp_shard,
--- cp and tp (tp innermost), and "dp", dp_replicate x dp_shard flattened (the
--- ranks that see different data). Each dim is a MeshDim:
+-- cp and tp (tp innermost), "dp", dp_replicate x dp_shard flattened (the
+-- ranks that see different data), and "dp_cp", dp x cp (the ranks that hold
+-- different tokens, over which gradients are averaged). Each dim is a MeshDim:
 --   mesh.tp.rank, mesh.tp.size, mesh.tp.ranks (global ranks, 0-based)
 --   mesh.tp:all_reduce(t [, op]), mesh.tp:all_gather(t) -> list,
 --   mesh.tp:reduce_scatter(output, input [, op]), mesh.tp:broadcast(t, root)
@@ -14,7 +15,7 @@ local dist = core.dist
 local DeviceMesh = {}
 DeviceMesh.__index = DeviceMesh
 
-DeviceMesh.DIMS = { "dp_replicate", "dp_shard", "cp", "tp", "dp" }
+DeviceMesh.DIMS = { "dp_replicate", "dp_shard", "cp", "tp", "dp", "dp_cp" }
 
 local MeshDim = {}
 MeshDim.__index = MeshDim
@@ -35,7 +36,8 @@ function DeviceMesh.new(config)
   local mesh = setmetatable({ config = config }, DeviceMesh)
   for _, name in ipairs(DeviceMesh.DIMS) do
     local f = facts[name]
-    mesh[name] = setmetatable({
+    -- Without context parallelism dp_cp is dp: not a second group of the same ranks.
+    mesh[name] = name == "dp_cp" and config.cp_size == 1 and mesh.dp or setmetatable({
       name = name, rank = f.rank, size = f.size, ranks = f.ranks,
       group = dist.new_group("mesh." .. name, f.ranks),
     }, MeshDim)

@@ -2,6 +2,8 @@
 -- (acc.mesh, made from Accelerator{parallelism_config = ...}).
 -- docs/api/parallelism.md says what exists and what does not yet.
 local tp_parameters = require("accel.parallel.tp_parameters")
+local context_parallel = require("accel.parallel.context_parallel")
+local context_parallel_layout = require("accel.parallel.context_parallel_layout")
 
 return {
   DeviceMesh = require("accel.parallel.device_mesh"),
@@ -12,4 +14,12 @@ return {
   vocab_parallel_cross_entropy = require("accel.parallel.vocab_parallel_cross_entropy"),
   -- full_state_dict(model, mesh): the unsplit model's weights, on every tp rank.
   full_state_dict = function(model, mesh) return tp_parameters.full_state_dict(model, mesh.tp) end,
+  -- Context parallelism over the mesh's cp dim (context_parallel.lua): the model's attention over
+  -- the ring; a batch's load-balanced split, one tensor's part and the inverse; the loss of a split
+  -- sequence.
+  context_parallel = context_parallel.apply,
+  context_parallel_split = context_parallel_layout.split,
+  context_parallel_part = context_parallel_layout.part,
+  context_parallel_gather = context_parallel_layout.gather,
+  context_parallel_loss = context_parallel.loss,
 }

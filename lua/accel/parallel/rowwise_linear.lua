@@ -3,23 +3,34 @@
 -- of the input (the split output of a ColwiseLinear), so its product is a
 -- partial sum of the output, which the tp group's reduce_from adds up
 -- (all-reduce forward, identity backward, Megatron's g). The bias is whole
--- on every rank and added once, after the sum.
+-- on every rank and added once, after the sum. With sequence_output
+-- (sequence parallelism) the partial outputs are reduce-scattered over the
+-- sequence instead (each rank keeps the sum for its part of the sequence;
+-- backward all-gathers the gradient), and the bias is added to that part.
 local core = require("accel.core")
 local Module = require("accel.nn.module")
 local shard = require("accel.parallel.shard")
+local sequence_parallel = require("accel.parallel.sequence_parallel")
 
 local RowwiseLinear = Module:extend("RowwiseLinear")
 
-function RowwiseLinear:init(linear, tp, name)
+function RowwiseLinear:init(linear, tp, name, sequence_output)
   self.weight = shard.slice(linear.weight, 2, tp, name .. ".weight")
   if linear.bias then self.bias = linear.bias:detach():clone():requires_grad_(linear.bias.requires_grad) end
   self.in_features, self.out_features = self.weight:size(2), linear.weight:size(1)
   rawset(self, "tp", tp)
+  rawset(self, "sequence_output", sequence_output or false)
 end
 
 function RowwiseLinear:forward(x)
-  local y = self.tp.group:reduce_from(core.functional.linear(x, self.weight))
-  if self.bias then y = y + self.bias end
+  local partial = core.functional.linear(x, self.weight)
+  local y = self.sequence_output and self.tp.group:reduce_scatter_sequence(partial, sequence_parallel.DIM)
+    or self.tp.group:reduce_from(partial)
+  if self.bias then
+    -- Added to this rank's part of the sequence only, the bias gets its
+    -- gradient summed over the group by copy_to (as sequence_parallel norms).
+    y = y + (self.sequence_output and self.tp.group:copy_to(self.bias) or self.bias)
+  end
   return y
 end
 
@@ -28,8 +39,9 @@ function RowwiseLinear:tp_split_dims()
 end
 
 function RowwiseLinear:__tostring()
-  return string.format("RowwiseLinear(%d of %d -> %d, tp rank %d)", self.in_features,
-                       self.in_features * self.tp.size, self.out_features, self.tp.rank)
+  return string.format("RowwiseLinear(%d of %d -> %d, tp rank %d%s)", self.in_features,
+                       self.in_features * self.tp.size, self.out_features, self.tp.rank,
+                       self.sequence_output and ", output split over the sequence" or "")
 end
 
 return RowwiseLinear

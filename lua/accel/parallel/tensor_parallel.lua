@@ -1,6 +1,6 @@
--- accel.parallel.tensor_parallel(model, mesh, plan): splits a model's layers
--- over the mesh's tp dim, Megatron-LM's way, as a plan says, the way
--- transformers' base_model_tp_plan does:
+-- accel.parallel.tensor_parallel(model, mesh[, plan][, {sequence_parallel}]):
+-- splits a model's layers over the mesh's tp dim, Megatron-LM's way, as a
+-- plan says, the way transformers' base_model_tp_plan does:
 --   { ["layers.*.self_attn.q_proj"] = "colwise", ["layers.*.self_attn.o_proj"] = "rowwise",
 --     embed_tokens = "vocab_embedding", lm_head = "colwise_gather", ... }
 -- A key matches a module whose dotted name is the key or ends with "." ..
@@ -9,18 +9,31 @@
 --   colwise_gather   ColwiseLinear, output gathered (transformers' colwise_rep)
 --   rowwise          RowwiseLinear, input split on the last dim, output summed
 --   vocab_embedding  VocabParallelEmbedding (transformers' "rowwise" on an Embedding)
--- The plan defaults to the model's own (model.tp_plan; the pretrained llama
--- carries one). Every rank must have built the same model (same seed or
--- weights): each keeps its slice of them. Modules are replaced in place;
--- returns the model. A module with `head_dim` whose colwise children would
--- split a head across ranks is refused, naming the heads and tp_size.
--- Not yet: sequence parallel, tied weights split together (tie_word_embeddings
--- is refused), loading a checkpoint of another tp size (docs/api/parallelism.md).
+-- and, for sequence parallelism (sequence_parallel.lua: the activations
+-- between the regions split over the sequence), "_sequence" marking the
+-- side that faces the split sequence:
+--   colwise_sequence, colwise_gather_sequence  input all-gathered over the
+--                    sequence first (torchtitan's ColwiseParallel(input_layouts=Shard(1)))
+--   rowwise_sequence, vocab_embedding_sequence  output reduce-scattered over
+--                    the sequence (RowwiseParallel(output_layouts=Shard(1)))
+--   sequence_parallel  a norm or dropout on this rank's part of the sequence
+--   gather_sequence  a module whose first input is gathered over the
+--                    sequence; the colwise linears inside take it as it is
+-- The plan defaults to the model's own: model.tp_plan, or model.sp_plan
+-- with {sequence_parallel = true} (the pretrained llama carries both); an
+-- explicit plan with that option must use the sequence kinds. Every rank
+-- must have built the same model (same seed or weights): each keeps its
+-- slice of them. Modules are replaced in place (sequence_parallel and
+-- gather_sequence keep theirs, wrapping its forward); returns the model. A
+-- module with `head_dim` whose colwise children would split a head across
+-- ranks is refused, naming the heads and tp_size.
+-- Not yet: tied weights split together (tie_word_embeddings is refused).
 local args = require("accel.args")
 local Module = require("accel.nn.module")
 local ColwiseLinear = require("accel.parallel.colwise_linear")
 local RowwiseLinear = require("accel.parallel.rowwise_linear")
 local VocabParallelEmbedding = require("accel.parallel.vocab_parallel_embedding")
+local sequence_parallel = require("accel.parallel.sequence_parallel")
 
 local where = "accel.parallel.tensor_parallel"
 
@@ -29,6 +42,12 @@ local kinds = {
   colwise_gather = function(m, tp, name) return ColwiseLinear(m, tp, name, true) end,
   rowwise = function(m, tp, name) return RowwiseLinear(m, tp, name) end,
   vocab_embedding = function(m, tp, name) return VocabParallelEmbedding(m, tp, name) end,
+  colwise_sequence = function(m, tp, name) return ColwiseLinear(m, tp, name, false, "sequence") end,
+  colwise_gather_sequence = function(m, tp, name) return ColwiseLinear(m, tp, name, true, "sequence") end,
+  rowwise_sequence = function(m, tp, name) return RowwiseLinear(m, tp, name, true) end,
+  vocab_embedding_sequence = function(m, tp, name) return VocabParallelEmbedding(m, tp, name, true) end,
+  sequence_parallel = sequence_parallel.norm,
+  gather_sequence = sequence_parallel.gather_input,
 }
 
 local function kind_names()
@@ -69,20 +88,40 @@ local function check_heads(model)
   end
 end
 
-return function(model, mesh, plan)
+-- The ColwiseLinears inside a gather_sequence module take its gathered input as it is.
+local function mark_gathered_inputs(model)
+  for _, pair in ipairs(model:named_modules()) do
+    if rawget(pair[2], "gathers_sequence") then
+      for _, inner in ipairs(pair[2]:named_modules()) do
+        local m = inner[2]
+        if getmetatable(m) == ColwiseLinear and m.input == "replicated" then rawset(m, "input", "gathered") end
+      end
+    end
+  end
+end
+
+return function(model, mesh, plan, options)
   if not Module.is_module(model) then args.error(where .. ": expected a model (an nn.Module) as argument 1") end
   local tp = mesh and mesh.tp
   if not tp then args.error(where .. ": expected acc.mesh (a device mesh with a tp dim) as argument 2") end
-  plan = plan or model.tp_plan
+  local o = args.options(where, options, { sequence_parallel = false }, { sequence_parallel = "boolean" })
+  local plan_field = o.sequence_parallel and "sp_plan" or "tp_plan"
+  plan = plan or model[plan_field]
   if type(plan) ~= "table" then
-    args.error(string.format("%s: %s has no tp_plan; give a plan {module pattern = kind} (kinds: %s)", where,
-                             model.__name or "the model", kind_names()))
+    args.error(string.format("%s: %s has no %s; give a plan {module pattern = kind} (kinds: %s)", where,
+                             model.__name or "the model", plan_field, kind_names()))
   end
+  local sequence_plan = false
   for _, key in ipairs(sorted_keys(plan)) do
     if type(key) ~= "string" or not kinds[plan[key]] then
       args.error(string.format("%s: plan entry %s = %s: the kind must be one of %s", where, tostring(key),
                                tostring(plan[key]), kind_names()))
     end
+    sequence_plan = sequence_plan or plan[key]:find("sequence", 1, true) ~= nil  -- the sequence-parallel kinds
+  end
+  if o.sequence_parallel and not sequence_plan then
+    args.error(where .. ": sequence_parallel = true, but the plan uses none of the sequence-parallel kinds "
+               .. "(sequence_parallel, gather_sequence, *_sequence)")
   end
   local config = rawget(model, "config")
   if type(config) == "table" and config.tie_word_embeddings then
@@ -118,6 +157,7 @@ return function(model, mesh, plan)
     field = field or r.name
     parent[field] = kinds[r.kind](by_name[r.name], tp, r.name)
   end
+  mark_gathered_inputs(model)
   check_heads(model)
   rawset(model, "tp_dim", tp)
   return model

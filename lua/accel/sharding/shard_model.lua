@@ -46,8 +46,11 @@ end
 -- parameter names (for sharded checkpoints, sharded_state.lua); `optimizer`
 -- is the engine optimizer holding the model's parameters. Every rank's
 -- parameters take the main process's values (module_states.lua); the flat
--- buffers are made on `device`.
-return function(model, optimizer, settings, bucket_bytes, device)
+-- buffers are made on `device`. On a device mesh, `mesh_groups` is
+-- {shard = group, replicate = group, tp = group, tp_split = {p, ...}}: the
+-- shards span the shard group's ranks (whose first rank's values every
+-- member takes), not the world (MeshGroups in engine/parallel/sharded_model.h).
+return function(model, optimizer, settings, bucket_bytes, device, mesh_groups)
   local units
   if settings.stage == 3 then
     units = wrap_policy.units(model, settings.policy)
@@ -61,7 +64,7 @@ return function(model, optimizer, settings, bucket_bytes, device)
     lists[i], names[i] = unit.params, {}
     for j, p in ipairs(unit.params) do names[i][j] = name_of[p] end
   end
-  local sharded = dist.ShardedModel(settings.stage, lists, optimizer, bucket_bytes, device)
+  local sharded = dist.ShardedModel(settings.stage, lists, optimizer, bucket_bytes, device, mesh_groups)
   take_replacements(model, lists, sharded:unit_parameters())
   sharded:shard_optimizer(optimizer)
   -- The model's full parameters were freed as they were sharded: their

@@ -1,0 +1,15 @@
+#include "engine/comm/point_to_point.h"
+
+#include <stdexcept>
+
+#include "engine/comm/communicator.h"
+
+namespace accel {
+
+PointToPoint& point_to_point(Communicator& comm) {
+  if (auto* p2p = dynamic_cast<PointToPoint*>(&comm)) return *p2p;
+  throw std::invalid_argument("point-to-point send/recv (the ring of context parallelism) is implemented over "
+                              "gloo and mpi groups only so far, and this group's backend is " + comm.backend());
+}
+
+}  // namespace accel

@@ -1,0 +1,227 @@
+-- Checkpoints of models split over a device mesh's tp dim (tensor
+-- parallelism): what each tensor's split is, and the full tensors made from
+-- slices and slices made from full tensors. checkpointing/save.lua and
+-- load.lua decide the files (docs/api/parallelism.md, "Checkpoints under a
+-- mesh"):
+--   FULL_STATE_DICT     the main process writes the full model and
+--                       optimizer state (gathered over tp), as one process
+--                       would; loading slices it for the mesh in force
+--   SHARDED_STATE_DICT  each rank writes its own slices; the layout (below)
+--                       says how each tensor is split, so another mesh
+--                       joins the first tp group's files and slices again
+-- With FSDP on the mesh (dp_shard > 1) a rank's flat shards are of its tp
+-- slices: FULL gathers them over dp_shard first (the Accelerator's full
+-- parameters, the sharded optimizer's full state), SHARDED writes them as
+-- plain FSDP does (sharding/sharded_state.lua), and another mesh loads the
+-- tp ranks' states rebuilt from their shards, joined here.
+-- A model parameter is split when its module says so (tp_split_dims, as
+-- ColwiseLinear does); an optimizer's state for a parameter
+-- ("state.<i>.<slot>", the engine's flat state dict) is split like the
+-- parameter, except 0-dim slots (AdamW's step), which are whole.
+local core = require("accel.core")
+local state_fields = require("accel.state_fields")
+local tp_parameters = require("accel.parallel.tp_parameters")
+local shard = require("accel.parallel.shard")
+local sorted_keys = require("accel.sorted_keys")
+
+local mesh_checkpoint = {}
+
+-- The layout's mesh sizes, outermost dim first (device_mesh.lua).
+local SIZES = { "dp_replicate", "dp_shard", "cp", "tp" }
+
+-- The parameters of an optimizer (engine or prepared), in the order of its
+-- state's indices: the groups' lists one after another.
+local function optimizer_params(opt)
+  local out = {}
+  for g = 1, opt:num_param_groups() do
+    for _, p in ipairs(opt:params(g)) do out[#out + 1] = p end
+  end
+  return out
+end
+
+-- How this rank's tensors are split: {models = {[i] = {name = dim}},
+-- optimizers = {[j] = {[state index] = dim}}}, dims 1-based. An optimizer's
+-- parameter is found among the models' by identity (is_set_to); one that is
+-- no model's is whole. An optimizer stepping a model's flat shards (FSDP
+-- over dp_shard) holds no parameter of the model: `sharded[j]` = {model =
+-- i, layout = sharded_state.layout(...)} names the parameter of each index
+-- of its full state (the indices before sharding).
+function mesh_checkpoint.splits(models, optimizers, sharded)
+  local out, by_shape = { models = {}, optimizers = {} }, {}
+  for i, model in ipairs(models) do
+    local dims = {}
+    for _, entry in ipairs(tp_parameters.list(model)) do
+      if entry[3] then
+        dims[entry[1]] = entry[3]
+        local shape = table.concat(entry[2]:size(), "x")
+        by_shape[shape] = by_shape[shape] or {}
+        table.insert(by_shape[shape], entry)
+      end
+    end
+    out.models[i] = dims
+  end
+  for j, opt in ipairs(optimizers) do
+    local dims, flat = {}, sharded and sharded[j]
+    if flat then
+      for _, f in ipairs(flat.layout.flats) do
+        for _, p in ipairs(f.params) do
+          if p.optimizer_index >= 0 then dims[p.optimizer_index] = out.models[flat.model][p.name] end
+        end
+      end
+    else
+      for k, p in ipairs(optimizer_params(opt)) do
+        for _, entry in ipairs(by_shape[table.concat(p:size(), "x")] or {}) do
+          if p:is_set_to(entry[2]) then dims[k - 1] = entry[3] end
+        end
+      end
+    end
+    out.optimizers[j] = dims
+  end
+  return out
+end
+
+-- The split dim of an optimizer state entry `key` holding `t`, or nil.
+local function optimizer_dim(dims, key, t)
+  local index = key:match("^state%.(%d+)%.")
+  local dim = index and dims[tonumber(index)]
+  return dim and t:dim() >= dim and dim or nil
+end
+
+-- The split dim of `key` in a model's (kind "model") or an optimizer's
+-- state, or nil when it is whole.
+local function dim_of(kind, dims, key, t)
+  if kind == "model" then return dims[key] end
+  return optimizer_dim(dims, key, t)
+end
+
+-- A new state: fn(key, t, dim) for each split tensor of `state`, the
+-- others as they are; keys in sorted order, the same on every rank, so
+-- that collectives in fn pair up.
+local function map_split(kind, state, dims, fn)
+  local out = {}
+  for _, key in ipairs(sorted_keys(state)) do
+    local t = state[key]
+    local dim = dim_of(kind, dims, key, t)
+    out[key] = dim and fn(key, t, dim) or t
+  end
+  return out
+end
+
+-- `state` (name -> this rank's tensor) with its split tensors gathered over
+-- `tp`: the full state, on every tp rank (a collective).
+function mesh_checkpoint.gather(kind, state, dims, tp)
+  return map_split(kind, state, dims, function(_, t, dim) return shard.gather(t, dim, tp) end)
+end
+
+-- This tp rank's slice of every split tensor of a full `state`; the error
+-- names `path` and the key when a size does not divide by tp.
+function mesh_checkpoint.slice(kind, state, dims, tp, path)
+  return map_split(kind, state, dims, function(key, t, dim)
+    local n = t:size(dim)
+    if n % tp.size ~= 0 then
+      error(string.format("'%s': '%s' has %d along dim %d, which does not split evenly over tp_size %d",
+                          path, key, n, dim, tp.size), 0)
+    end
+    local width = n / tp.size
+    return t:narrow(dim, tp.rank * width + 1, width):clone()
+  end)
+end
+
+-- The full state from the files of one tp group's ranks (`files[r]`, tp
+-- rank r - 1's tensors), split tensors joined along their dim in rank
+-- order; `path` names the layout in errors.
+function mesh_checkpoint.join(kind, files, dims, path)
+  return map_split(kind, files[1], dims, function(key, _, dim)
+    local pieces = {}
+    for r, file in ipairs(files) do
+      pieces[r] = file[key] or error(string.format("tp rank %d's file lacks '%s' that '%s' splits", r - 1, key,
+                                                   path), 0)
+    end
+    return core.cat(pieces, dim)
+  end)
+end
+
+-- What the layout file holds: the mesh saved on, the world size, the
+-- state-dict type, and each split tensor's dim.
+function mesh_checkpoint.layout(mesh, splits, world_size, state_dict_type)
+  local models, optimizers = {}, {}
+  for i, dims in ipairs(splits.models) do
+    models[i] = {}
+    for _, name in ipairs(sorted_keys(dims)) do table.insert(models[i], { name = name, dim = dims[name] }) end
+  end
+  for j, dims in ipairs(splits.optimizers) do
+    optimizers[j] = {}
+    for _, index in ipairs(sorted_keys(dims)) do table.insert(optimizers[j], { index = index, dim = dims[index] }) end
+  end
+  return { mesh = mesh_checkpoint.sizes(mesh), world_size = world_size, state_dict_type = state_dict_type, models = models,
+           optimizers = optimizers }
+end
+
+-- A layout read from a checkpoint, checked (a file's contents are data: a
+-- field of the wrong kind is an error naming the file and the field), with
+-- its split dims as lookups: {models = {[i] = {name = dim}}, optimizers =
+-- {[j] = {[index] = dim}}} in `layout.splits`.
+function mesh_checkpoint.check_layout(layout, path)
+  local where = "'" .. path .. "'"
+  state_fields.check(layout, { { "mesh", "table" }, { "world_size", "positive count" }, { "models", "table" },
+                               { "optimizers", "table" } }, where)
+  local product = 1
+  for _, dim in ipairs(SIZES) do
+    state_fields.check(layout.mesh, { { dim, "positive count" } }, where .. " (mesh)")
+    product = product * layout.mesh[dim]
+  end
+  if product ~= layout.world_size then
+    error(string.format("%s: the mesh's sizes multiply to %d but world_size is %d", where, product,
+                        layout.world_size), 0)
+  end
+  if layout.state_dict_type ~= "FULL_STATE_DICT" and layout.state_dict_type ~= "SHARDED_STATE_DICT" then
+    error(string.format("%s: 'state_dict_type' must be FULL_STATE_DICT or SHARDED_STATE_DICT, got %s", where,
+                        tostring(layout.state_dict_type)), 0)
+  end
+  local splits = { models = {}, optimizers = {} }
+  for _, part in ipairs({ { "models", "name", "string" }, { "optimizers", "index", "number" } }) do
+    local lists = layout[part[1]]
+    local problem = state_fields.list_problem(lists)
+    if problem then error(string.format("%s: '%s' must be a list, but it %s", where, part[1], problem), 0) end
+    for i, list in ipairs(lists) do
+      local at = string.format("%s (%s[%d])", where, part[1], i)
+      if type(list) ~= "table" or state_fields.list_problem(list) then error(at .. ": must be a list", 0) end
+      splits[part[1]][i] = {}
+      for _, entry in ipairs(list) do
+        state_fields.check(entry, { { "dim", "positive count" } }, at)
+        if type(entry[part[2]]) ~= part[3] then
+          error(string.format("%s: '%s' must be a %s, got %s", at, part[2], part[3], tostring(entry[part[2]])), 0)
+        end
+        splits[part[1]][i][entry[part[2]]] = entry.dim
+      end
+    end
+  end
+  layout.splits = splits
+  return layout
+end
+
+-- Whether `mesh` (acc.mesh, or nil for none) has the sizes the layout was
+-- saved on, so that every rank's own files fit it as they are.
+function mesh_checkpoint.same_mesh(layout, mesh)
+  if not mesh then return false end
+  for _, dim in ipairs(SIZES) do
+    if layout.mesh[dim] ~= mesh[dim].size then return false end
+  end
+  return true
+end
+
+-- A mesh's sizes by dim: {dp_replicate = 1, dp_shard = 1, cp = 1, tp = 2}.
+function mesh_checkpoint.sizes(mesh)
+  local sizes = {}
+  for _, dim in ipairs(SIZES) do sizes[dim] = mesh[dim].size end
+  return sizes
+end
+
+-- "dp_replicate 1 x dp_shard 1 x cp 1 x tp 2" for mesh_checkpoint.sizes' table, for messages.
+function mesh_checkpoint.describe(sizes)
+  local parts = {}
+  for _, dim in ipairs(SIZES) do parts[#parts + 1] = dim .. " " .. sizes[dim] end
+  return table.concat(parts, " x ")
+end
+
+return mesh_checkpoint

@@ -1,0 +1,72 @@
+-- FSDP on a device mesh (docs/api/parallelism.md, "FSDP over dp_shard, HSDP,
+-- TP x FSDP"): with a parallelism_config, dp_shard_size > 1 means FULL_SHARD
+-- over the mesh's dp_shard dim, as in Accelerate and torchtitan. The shards
+-- span a dp_shard group, not the world; dp_replicate holds replicas of them
+-- (HSDP: the gradient slices are averaged over it once per step); a model
+-- made tensor parallel first keeps its tp slices, which FSDP then shards (as
+-- torchtitan applies TP, then FSDP). The engine's ShardedModel does the work
+-- over those groups (MeshGroups in engine/parallel/sharded_model.h).
+--
+-- Context parallelism would join the shard group (torchtitan's dp_shard_cp,
+-- the mesh's dp_shard x cp flattened): shard over that group and broadcast
+-- over dp x cp; nothing else here changes. Not tested yet, so cp_size > 1
+-- with dp_shard_size > 1 is refused (accelerator_mesh.make).
+local core = require("accel.core")
+local args = require("accel.args")
+local sharding_settings = require("accel.sharding.settings")
+local FullyShardedDataParallelPlugin = require("accel.sharding.fsdp_plugin")
+local shard_model = require("accel.sharding.shard_model")
+local tp_parameters = require("accel.parallel.tp_parameters")
+
+local mesh_sharding = {}
+
+local where = "accel.Accelerator"
+
+-- What the Accelerator shards under `config`, given what its fsdp_plugin
+-- (`plugin`, or nil) and sharding/settings.lua's resolution of it and of
+-- the launch (`sharding`) asked for: nil when dp_shard_size is 1 (an
+-- fsdp_plugin then only says how checkpoints are written,
+-- accelerator_mesh.make), else FULL_SHARD over dp_shard with the plugin's
+-- wrap policy, or the launch's (--use-fsdp and its options), or NO_WRAP.
+-- zero_stage with a parallelism_config is refused by accelerator_mesh.make.
+function mesh_sharding.settings(config, sharding, plugin)
+  if config.dp_shard_size == 1 then return nil end
+  local function refuse(what)
+    args.error(string.format("%s: %s with dp_shard_size > 1 is not implemented (%s); dp_shard_size > 1 means "
+                             .. "FSDP FULL_SHARD over dp_shard (docs/api/parallelism.md)", where, what,
+                             tostring(config)))
+  end
+  sharding = sharding or (not plugin and sharding_settings.resolve(where, nil, FullyShardedDataParallelPlugin{}))
+  if not sharding or sharding.stage ~= 3 then
+    local strategy = plugin and plugin.sharding_strategy or "SHARD_GRAD_OP"
+    refuse("the fsdp_plugin's sharding_strategy " .. strategy)
+  end
+  if sharding.empty_init then
+    refuse("building the model empty on all ranks but the main process (cpu_ram_efficient_loading)")
+  end
+  return sharding
+end
+
+-- Shards `model` (its optimizer `optimizer`) over mesh.dp_shard, as
+-- sharding/shard_model.lua does over the world. Every rank of a dp group
+-- starts from the group's first rank's weights and buffers (a tp rank keeps
+-- its own slices); the parameters split over tp are told to the engine, for
+-- the gradient norm. Returns the ShardedModel and its parameter names.
+function mesh_sharding.shard_model(mesh, model, optimizer, settings, bucket_bytes, device)
+  if device ~= "cpu" then model:to(device) end
+  if mesh.dp.size > 1 then
+    core.no_grad(function()
+      for _, p in ipairs(model:parameters()) do mesh.dp:broadcast(p, 0) end
+      for _, b in ipairs(model:buffers()) do mesh.dp:broadcast(b, 0) end
+    end)
+  end
+  local split = {}
+  for _, entry in ipairs(tp_parameters.list(model)) do
+    if entry[3] then split[#split + 1] = entry[2] end
+  end
+  return shard_model(model, optimizer, settings, bucket_bytes, device, {
+    shard = mesh.dp_shard.group, replicate = mesh.dp_replicate.group, tp = mesh.tp.group, tp_split = split,
+  })
+end
+
+return mesh_sharding

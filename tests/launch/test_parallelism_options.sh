@@ -1,0 +1,44 @@
+# The device mesh from the launch, named as Accelerate names it: the options
+# --parallelism-config-*-size and the config file's parallelism_config keys
+# reach accel.Accelerator{} as its ParallelismConfig (a recipe's own sizes
+# win); sizes that do not multiply to the processes are refused before any
+# rank starts, naming them; `accel-run env` shows the mesh's groups.
+source "$(dirname "$0")/lib.sh"
+recipe="$source_root/tests/launch/parallelism_options.lua"
+
+run_accel "$recipe" --parallelism-config-tp-size 2 --nproc 2 --threads 1 -- 2
+expect "--parallelism-config-tp-size 2 --nproc 2 runs" [ "$status" -eq 0 ]
+expect "the Accelerator's mesh has tp 2 over ranks 0 and 1" contains "$out" "mesh from the launch: tp 2 of ranks 0,1, dp 1"
+
+cat >"$work/mesh.yaml" <<'YAML'
+num_processes: 2
+parallelism_config:
+  parallelism_config_dp_replicate_size: 2
+YAML
+run_accel "$recipe" --config "$work/mesh.yaml" --threads 1 -- 1
+expect "the config file's parallelism_config keys make the mesh" contains "$out" "mesh from the launch: tp 1 of ranks 0, dp 2"
+run_accel "$recipe" --config "$work/mesh.yaml" --threads 1 --parallelism-config-tp-size 2 \
+  --parallelism-config-dp-replicate-size 1 -- 2
+expect "the command line wins over the file, key by key" contains "$out" "mesh from the launch: tp 2 of ranks 0,1, dp 1"
+
+run_accel "$recipe" --parallelism-config-tp-size 4 --nproc 2 -- 4
+expect "sizes that do not multiply to the processes: exit 2" [ "$status" -eq 2 ]
+expect "the refusal names the sizes and the processes" contains "$err" \
+  "the mesh's sizes multiply to 4 (--parallelism-config-tp-size 4) but the run has 2 process(es) (--nproc 2 x --nnodes 1)"
+expect "no rank started" [ -z "$out" ]
+run_accel "$recipe" --parallelism_config_tp_size 2 --nproc 2 -- 2
+expect "Accelerate's underscores are refused with the dashed name" \
+  contains "$err" "did you mean '--parallelism-config-tp-size'?"
+
+run_accel env --nproc 4 --parallelism-config-tp-size 2 --parallelism-config-dp-replicate-size 2
+expect "accel-run env exits 0" [ "$status" -eq 0 ]
+expect "env shows the parallelism_config section in force" contains "$out" "parallelism_config:
+    parallelism_config_dp_replicate_size: 2  # command line
+    parallelism_config_tp_size: 2  # command line"
+expect "env shows the mesh's sizes" contains "$out" "mesh over 4 rank(s): dp_replicate 2 x dp_shard 1 x cp 1 x tp 2"
+expect "env shows the tp groups" contains "$out" "tp groups: {0, 1} {2, 3}"
+expect "env shows the dp groups" contains "$out" "dp groups: {0, 2} {1, 3}"
+run_accel env --nproc 2
+expect "env without sizes shows no mesh" contains "$out" "mesh: none (no parallelism_config sizes: plain data parallel over 2 rank(s))"
+
+finish
