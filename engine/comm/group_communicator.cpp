@@ -7,6 +7,9 @@
 #include <stdexcept>
 
 #include "engine/comm/gloo_communicator.h"
+#ifdef ACCEL_WITH_MPI
+#include "engine/comm/mpi_group_communicator.h"
+#endif
 #include "engine/comm/shared_memory_communicator.h"
 #include "engine/comm/single_process_communicator.h"
 #include "engine/process_state.h"
@@ -58,9 +61,12 @@ std::unique_ptr<Communicator> make_group_communicator(const ProcessState& state,
                                                       const std::vector<int>& ranks) {
   check_ranks(state, name, ranks);
   if (ranks.size() == 1) return std::make_unique<SingleProcessCommunicator>();
+#ifdef ACCEL_WITH_MPI
+  if (options.backend == "mpi") return make_mpi_group_communicator(ranks, options.timeout);
+#endif
   if (options.backend != "gloo") {
     throw std::invalid_argument("group '" + name + "': collectives over a subset of ranks are implemented over "
-                                "gloo only so far, and this run's backend is " + options.backend);
+                                "gloo and mpi only so far, and this run's backend is " + options.backend);
   }
   const int group_rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), state.rank) - ranks.begin());
   const int group_size = static_cast<int>(ranks.size());

@@ -4,8 +4,9 @@
 // ProcessGroupGloo of the members alone, which rendezvous under store keys
 // of the group's own, behind a shared memory segment of its own when every
 // rank of the run is on this machine (as make_communicator does for the
-// world). Only the group's members make it, and no collective of the whole
-// world is needed to do so.
+// world). Over MPI it is an MPI communicator of the members
+// (engine/comm/mpi_group_communicator.h). Only the group's members make it,
+// and no collective of the whole world is needed to do so.
 #pragma once
 #include <memory>
 #include <string>
@@ -21,7 +22,7 @@ namespace accel {
 // made again (a recipe rerun in a warm worker, a second mesh): each making
 // in this process rendezvouses afresh, so the members must make the same
 // groups in the same order, as they run the same recipe. Groups over
-// mpi and nccl are not implemented yet: the error says so.
+// nccl are not implemented yet: the error says so.
 // Not monitored (engine/comm/monitored_communicator.h): a stalled group
 // collective fails after options.timeout with Gloo's own message.
 std::unique_ptr<Communicator> make_group_communicator(const ProcessState& state,

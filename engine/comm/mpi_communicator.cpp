@@ -9,6 +9,7 @@
 
 #include <limits>
 #include <string>
+#include <thread>
 
 #include "engine/comm/flat_collective_args.h"
 
@@ -79,22 +80,33 @@ MPI_Op mpi_op(ReduceOp op) {
   TORCH_CHECK(false, "unknown reduce op");
 }
 
+}  // namespace
+
+// An all-reduce in flight: the communicator waits for it (with its deadline),
+// then the result leaves the wire type and is averaged.
 class MpiPendingOp final : public PendingOp {
  public:
-  MpiPendingOp(MPI_Request request, at::Tensor target, at::Tensor wire, int average_over)
-      : request_(request), target_(std::move(target)), wire_(std::move(wire)), average_over_(average_over) {}
+  MpiPendingOp(const MpiCommunicator& comm, MPI_Request request, at::Tensor target, at::Tensor wire,
+               int average_over)
+      : comm_(comm), request_(request), target_(std::move(target)), wire_(std::move(wire)),
+        average_over_(average_over) {}
   void wait() override {
-    check(MPI_Wait(&request_, MPI_STATUS_IGNORE), "all_reduce");
+    comm_.wait(&request_, "all_reduce");
     if (!wire_.is_same(target_)) target_.copy_(wire_);
     if (average_over_ > 1) target_.div_(average_over_);
   }
 
  private:
+  const MpiCommunicator& comm_;
   MPI_Request request_;
   at::Tensor target_;
   at::Tensor wire_;
   int average_over_;
 };
+
+namespace {
+
+MPI_Comm comm_of(int handle) { return MPI_Comm_f2c(handle); }
 
 }  // namespace
 
@@ -108,14 +120,47 @@ MpiCommunicator::MpiCommunicator() {
     check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "init");
     initialised_here_ = true;
   }
+  comm_handle_ = MPI_Comm_c2f(MPI_COMM_WORLD);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+}
+
+MpiCommunicator::MpiCommunicator(int comm_handle, std::chrono::milliseconds timeout)
+    : comm_handle_(comm_handle), owns_comm_(true), timeout_(timeout) {
+  MPI_Comm_rank(comm_of(comm_handle_), &rank_);
+  MPI_Comm_size(comm_of(comm_handle_), &size_);
 }
 
 MpiCommunicator::~MpiCommunicator() {
   int finalised = 0;
   MPI_Finalized(&finalised);
-  if (initialised_here_ && !finalised) MPI_Finalize();
+  if (finalised) return;
+  if (owns_comm_) {
+    MPI_Comm comm = comm_of(comm_handle_);
+    MPI_Comm_free(&comm);
+  }
+  if (initialised_here_) MPI_Finalize();
+}
+
+void MpiCommunicator::wait(void* pending, const char* operation) const {
+  auto* request = static_cast<MPI_Request*>(pending);
+  if (timeout_.count() == 0) {
+    check(MPI_Wait(request, MPI_STATUS_IGNORE), operation);
+    return;
+  }
+  // MPI has no deadline of its own; polling is what MPI_Wait does anyway.
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (int done = 0;;) {
+    check(MPI_Test(request, &done, MPI_STATUS_IGNORE), operation);
+    if (done) return;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      throw CollectiveTimeout("mpi group " + std::string(operation) + " (rank " + std::to_string(rank_) + " of " +
+                              std::to_string(size_) + ") did not complete within " +
+                              std::to_string(timeout_.count() / 1000) +
+                              " s: a member of the group did not take part (--timeout)");
+    }
+    std::this_thread::yield();
+  }
 }
 
 int MpiCommunicator::rank() const { return rank_; }
@@ -126,10 +171,10 @@ std::unique_ptr<PendingOp> MpiCommunicator::all_reduce_async(at::Tensor& t, Redu
   ++counts_.all_reduce;
   at::Tensor wire = t.scalar_type() == wire_type(t.scalar_type()) ? t : t.to(wire_type(t.scalar_type()));
   MPI_Request request;
-  check(MPI_Iallreduce(MPI_IN_PLACE, wire.data_ptr(), static_cast<int>(wire.numel()),
-                       mpi_type(wire.scalar_type()), mpi_op(op), MPI_COMM_WORLD, &request),
+  check(MPI_Iallreduce(MPI_IN_PLACE, wire.data_ptr(), mpi_count(wire.numel(), "all_reduce"),
+                       mpi_type(wire.scalar_type()), mpi_op(op), comm_of(comm_handle_), &request),
         "all_reduce");
-  return std::make_unique<MpiPendingOp>(request, t, wire, op == ReduceOp::Average ? size_ : 1);
+  return std::make_unique<MpiPendingOp>(*this, request, t, wire, op == ReduceOp::Average ? size_ : 1);
 }
 
 void MpiCommunicator::all_reduce(at::Tensor& t, ReduceOp op) { all_reduce_async(t, op)->wait(); }
@@ -139,9 +184,11 @@ void MpiCommunicator::broadcast(at::Tensor& t, int root) {
   TORCH_CHECK(t.is_contiguous(), "broadcast needs a contiguous tensor");
   ++counts_.broadcast;
   at::Tensor wire = t.scalar_type() == wire_type(t.scalar_type()) ? t : t.to(wire_type(t.scalar_type()));
-  check(MPI_Bcast(wire.data_ptr(), static_cast<int>(wire.numel()), mpi_type(wire.scalar_type()), root,
-                  MPI_COMM_WORLD),
+  MPI_Request request;
+  check(MPI_Ibcast(wire.data_ptr(), mpi_count(wire.numel(), "broadcast"), mpi_type(wire.scalar_type()), root,
+                   comm_of(comm_handle_), &request),
         "broadcast");
+  wait(&request, "broadcast");
   if (!wire.is_same(t)) t.copy_(wire);
 }
 
@@ -151,10 +198,12 @@ std::vector<at::Tensor> MpiCommunicator::all_gather(const at::Tensor& t) {
   std::vector<int64_t> shape{size_};
   for (int64_t s : wire.sizes()) shape.push_back(s);
   at::Tensor out = at::empty(shape, wire.options());
-  check(MPI_Allgather(wire.data_ptr(), static_cast<int>(wire.numel()), mpi_type(wire.scalar_type()),
-                      out.data_ptr(), static_cast<int>(wire.numel()), mpi_type(wire.scalar_type()),
-                      MPI_COMM_WORLD),
+  const int count = mpi_count(wire.numel(), "all_gather");
+  MPI_Request request;
+  check(MPI_Iallgather(wire.data_ptr(), count, mpi_type(wire.scalar_type()), out.data_ptr(), count,
+                       mpi_type(wire.scalar_type()), comm_of(comm_handle_), &request),
         "all_gather");
+  wait(&request, "all_gather");
   std::vector<at::Tensor> parts;
   for (int r = 0; r < size_; ++r) parts.push_back(out[r].to(t.scalar_type()));
   return parts;
@@ -167,10 +216,12 @@ void MpiCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, Redu
   at::Tensor wire_input = input.to(wire);
   at::Tensor wire_output =
       wire == output.scalar_type() ? output : at::empty(output.sizes(), output.options().dtype(wire));
-  check(MPI_Reduce_scatter_block(wire_input.data_ptr(), wire_output.data_ptr(),
-                                 mpi_count(output.numel(), "reduce_scatter"), mpi_type(wire), mpi_op(op),
-                                 MPI_COMM_WORLD),
+  MPI_Request request;
+  check(MPI_Ireduce_scatter_block(wire_input.data_ptr(), wire_output.data_ptr(),
+                                  mpi_count(output.numel(), "reduce_scatter"), mpi_type(wire), mpi_op(op),
+                                  comm_of(comm_handle_), &request),
         "reduce_scatter");
+  wait(&request, "reduce_scatter");
   if (!wire_output.is_same(output)) output.copy_(wire_output);
   if (op == ReduceOp::Average) output.div_(size_);
 }
@@ -180,14 +231,38 @@ void MpiCommunicator::all_gather_into(at::Tensor& output, const at::Tensor& inpu
   ++counts_.all_gather;
   const int count = mpi_count(input.numel(), "all_gather_into");
   const MPI_Datatype type = bits_type(output);
-  check(MPI_Allgather(in_place ? MPI_IN_PLACE : input.data_ptr(), count, type, output.data_ptr(), count, type,
-                      MPI_COMM_WORLD),
+  MPI_Request request;
+  check(MPI_Iallgather(in_place ? MPI_IN_PLACE : input.data_ptr(), count, type, output.data_ptr(), count, type,
+                       comm_of(comm_handle_), &request),
         "all_gather_into");
+  wait(&request, "all_gather_into");
 }
 
 void MpiCommunicator::barrier() {
   ++counts_.barrier;
-  check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
+  MPI_Request request;
+  check(MPI_Ibarrier(comm_of(comm_handle_), &request), "barrier");
+  wait(&request, "barrier");
+}
+
+void MpiCommunicator::send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) {
+  TORCH_CHECK(to >= 0 && to < size_ && from >= 0 && from < size_, "send_recv to rank ", to, " and from rank ", from,
+              " in a group of ", size_, " ranks");
+  TORCH_CHECK(recv.is_contiguous(), "send_recv receives into a contiguous tensor");
+  TORCH_CHECK(send.scalar_type() == recv.scalar_type(), "send_recv sends ", send.scalar_type(),
+              " and receives into ", recv.scalar_type());
+  // Bits travel unconverted, as in a gather.
+  const at::Tensor outgoing = send.contiguous();
+  constexpr int kTag = 0;
+  MPI_Request requests[2];
+  check(MPI_Irecv(recv.data_ptr(), mpi_count(recv.numel(), "recv"), bits_type(recv), from, kTag,
+                  comm_of(comm_handle_), &requests[0]),
+        "recv");
+  check(MPI_Isend(outgoing.data_ptr(), mpi_count(outgoing.numel(), "send"), bits_type(outgoing), to, kTag,
+                  comm_of(comm_handle_), &requests[1]),
+        "send");
+  wait(&requests[1], "send");
+  wait(&requests[0], "recv");
 }
 
 }  // namespace accel

@@ -1,17 +1,27 @@
 // Collectives over MPI (OpenMPI), for runs started by mpirun or srun, or by
-// `accel-run --backend mpi`. Rank and size come from MPI itself.
+// `accel-run --backend mpi`: over the world, or over a subgroup of it
+// (engine/comm/mpi_group_communicator.h). Rank and size come from MPI itself.
 #pragma once
+#include <chrono>
 #include <memory>
 
 #include "engine/comm/communicator.h"
+#include "engine/comm/point_to_point.h"
 
 namespace accel {
 
-class MpiCommunicator final : public Communicator {
+class MpiCommunicator final : public Communicator, public PointToPoint {
  public:
-  // Initialises MPI unless something else in the process already did;
-  // finalises it on destruction if it initialised it.
+  // The world. Initialises MPI unless something else in the process already
+  // did; finalises it on destruction if it initialised it. Its collectives
+  // wait without a deadline: the world's monitor (make_communicator) ends a
+  // stalled run.
   MpiCommunicator();
+  // A subgroup: `comm_handle` is its MPI_Comm as MPI_Comm_c2f gives it (so
+  // that this header needs no mpi.h), freed on destruction. Nothing watches
+  // a group's collectives, so each fails with a CollectiveTimeout after
+  // `timeout`.
+  MpiCommunicator(int comm_handle, std::chrono::milliseconds timeout);
   ~MpiCommunicator() override;
 
   int rank() const override;
@@ -26,11 +36,20 @@ class MpiCommunicator final : public Communicator {
   // nonblocking collective only inside MPI calls, so it would not overlap.
   void all_gather_into(at::Tensor& output, const at::Tensor& input) override;
   void barrier() override;
+  // MPI_Isend and MPI_Irecv, both posted before either is waited on.
+  void send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) override;
 
  private:
+  friend class MpiPendingOp;
+  // Waits for `request`, failing after timeout_ when there is one.
+  void wait(void* request, const char* operation) const;
+
+  int comm_handle_;
   int rank_ = 0;
   int size_ = 1;
   bool initialised_here_ = false;
+  bool owns_comm_ = false;
+  std::chrono::milliseconds timeout_{0};  // 0: no deadline
 };
 
 }  // namespace accel
