@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
+#include <ATen/record_function.h>
 #include <torch/autograd.h>
 
 #include <algorithm>
@@ -38,7 +39,9 @@ Operand operand(const Tensor& m) {
 }
 
 // a (m, k) times b (k, n), both float32 on the CPU with every size > 0.
+// Named in profiler traces, with its shapes, as LibTorch's own products are.
 Tensor product(const Tensor& a, const Tensor& b) {
+  RECORD_FUNCTION("onednn::sgemm", std::vector<c10::IValue>({a, b}));
   const Operand pa = operand(a), pb = operand(b);
   Tensor out = at::empty({a.size(0), b.size(1)}, a.options());
   const dnnl_status_t status =
@@ -50,6 +53,7 @@ Tensor product(const Tensor& a, const Tensor& b) {
 }
 
 Tensor forward_product(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  RECORD_FUNCTION("accel::linear", std::vector<c10::IValue>({x, weight}));
   const Tensor rows = x.reshape({-1, x.size(-1)});
   Tensor y = product(rows, weight.t());
   if (bias.defined()) y.add_(bias);
