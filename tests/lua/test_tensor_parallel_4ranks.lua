@@ -28,6 +28,13 @@ t = accel.tensor({ 2 ^ rank })
 mesh.dp:all_reduce(t)
 check.near(t, { 2 ^ dp_first + 2 ^ (dp_first + 2) }, 0, "dp all_reduce sums its group only")
 check.near(accel.cat(mesh.dp:all_gather(accel.tensor({ rank })), 1), { dp_first, dp_first + 2 }, 0, "dp all_gather")
+-- Gloo has no bfloat16 and no bool: a gather carries their bytes.
+local halves = mesh.dp:all_gather(accel.tensor({ rank + 0.5 }):to("bfloat16"))
+check.equal(halves[2].dtype, "bfloat16", "a bfloat16 all_gather keeps its dtype")
+check.near(accel.cat(halves, 1):float(), { dp_first + 0.5, dp_first + 2.5 }, 0, "bfloat16 dp all_gather")
+local flags = mesh.dp:all_gather(accel.tensor({ rank }):gt(1))
+check.equal(flags[1].dtype, "bool", "a bool all_gather keeps its dtype")
+check.equal(tostring(flags[1]:item()) .. tostring(flags[2]:item()), "falsetrue", "bool dp all_gather")
 -- Through each group's own shared memory segment, or Gloo's TCP path when
 -- the run turns shared memory off (ctest's lua.test_tensor_parallel_over_tcp).
 local tcp_only = os.getenv("ACCEL_SHARED_MEMORY") == "0"
