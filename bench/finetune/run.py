@@ -38,21 +38,15 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-# The load-average helpers of bench/models/run.py.
+# bench/models/run.py's helpers: the load average, subprocesses, the checkpoint.
 _models = importlib.util.spec_from_file_location("models_run", os.path.join(ROOT, "bench/models/run.py"))
 models_run = importlib.util.module_from_spec(_models)
 _models.loader.exec_module(models_run)
-fmt_load, loadavg, log, wait_quiet = models_run.fmt_load, models_run.loadavg, models_run.log, models_run.wait_quiet
+fmt_load, loadavg, log, run, wait_quiet = (models_run.fmt_load, models_run.loadavg, models_run.log, models_run.run,
+                                           models_run.wait_quiet)
 
 MiB = 2 ** 20
 SIDES = ("accel", "transformers")
-
-
-def run(cmd, env):
-    p = subprocess.run(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if p.returncode != 0:
-        log(p.stdout)
-        raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}")
 
 
 def cpu_model():
@@ -135,12 +129,7 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rank-threads", type=int, default=1)
     p.add_argument("--ranks", default="1", help="1, 2 or both (comma-separated)")
-    p.add_argument("--hidden", type=int, default=768)
-    p.add_argument("--layers", type=int, default=12)
-    p.add_argument("--heads", type=int)
-    p.add_argument("--kv-heads", type=int)
-    p.add_argument("--intermediate", type=int)
-    p.add_argument("--vocab", type=int, default=32000)
+    models_run.add_model_arguments(p)
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--warmup", type=int, default=2)
@@ -166,28 +155,18 @@ def main():
     a = p.parse_args()
     if a.smoke:
         a.hidden, a.layers, a.vocab, a.seq, a.warmup, a.steps, a.repeats, a.wait = 256, 4, 4096, 64, 1, 2, 1, 0
-    a.heads = a.heads or max(1, a.hidden // 64)
-    a.kv_heads = a.kv_heads or max(1, a.heads // 3)
-    a.intermediate = a.intermediate or -(-a.hidden * 8 // 3 // 64) * 64
+    models_run.fill_model_sizes(a)
     ranks = [int(r) for r in a.ranks.split(",")]
     modes = a.modes.split(",")
     checkpointing = [c == "on" for c in a.checkpointing.split(",")]
     build = a.build if os.path.isabs(a.build) else os.path.join(ROOT, a.build)
     accel_run = os.path.join(build, "accel-run")
 
-    # The checkpoint (bench/models' make_checkpoint.py, the same folder name).
-    name = (f"llama-h{a.hidden}-l{a.layers}-a{a.heads}-kv{a.kv_heads}-i{a.intermediate}-v{a.vocab}-p128")
-    ckpt = os.path.join(a.work, name)
+    # The checkpoint bench/models measures on (its prompt length in the name).
     base_env = dict(os.environ, TOKENIZERS_PARALLELISM="false", HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",
                     PYTHONWARNINGS="ignore")
-    if not os.path.exists(os.path.join(ckpt, "bench_info.json")):
-        os.makedirs(a.work, exist_ok=True)
-        log(f"making {ckpt}")
-        run([a.python, os.path.join(ROOT, "bench/models/make_checkpoint.py"), ckpt, "--hidden", str(a.hidden),
-             "--layers", str(a.layers), "--heads", str(a.heads), "--kv-heads", str(a.kv_heads),
-             "--intermediate", str(a.intermediate), "--vocab", str(a.vocab)], base_env)
-    with open(os.path.join(ckpt, "bench_info.json")) as f:
-        info = json.load(f)
+    ckpt, info = models_run.checkpoint(a, 128, base_env)
+    name = os.path.basename(ckpt)
 
     out = os.path.join(a.work, "finetune", name)
     os.makedirs(out, exist_ok=True)

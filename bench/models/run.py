@@ -82,15 +82,43 @@ def first_difference(a, b):
     return None
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--threads", type=int, default=2)
+# The model's sizes and its checkpoint, shared with bench/finetune/run.py,
+# which measures on the same folder.
+def add_model_arguments(p):
     p.add_argument("--hidden", type=int, default=768)
     p.add_argument("--layers", type=int, default=12)
     p.add_argument("--heads", type=int)
     p.add_argument("--kv-heads", type=int)
     p.add_argument("--intermediate", type=int)
     p.add_argument("--vocab", type=int, default=32000)
+
+
+def fill_model_sizes(a):
+    a.heads = a.heads or max(1, a.hidden // 64)
+    a.kv_heads = a.kv_heads or max(1, a.heads // 3)
+    a.intermediate = a.intermediate or -(-a.hidden * 8 // 3 // 64) * 64
+
+
+def checkpoint(a, prompt, env):
+    """The folder bench/models/make_checkpoint.py makes for a's sizes (once,
+    with transformers) and its bench_info.json."""
+    name = (f"llama-h{a.hidden}-l{a.layers}-a{a.heads}-kv{a.kv_heads}-i{a.intermediate}-v{a.vocab}"
+            f"-p{prompt}")
+    ckpt = os.path.join(a.work, name)
+    if not os.path.exists(os.path.join(ckpt, "bench_info.json")):
+        os.makedirs(a.work, exist_ok=True)
+        log(f"making {ckpt}")
+        run([a.python, os.path.join(HERE, "make_checkpoint.py"), ckpt, "--hidden", str(a.hidden),
+             "--layers", str(a.layers), "--heads", str(a.heads), "--kv-heads", str(a.kv_heads),
+             "--intermediate", str(a.intermediate), "--vocab", str(a.vocab), "--prompt", str(prompt)], env)
+    with open(os.path.join(ckpt, "bench_info.json")) as f:
+        return ckpt, json.load(f)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=2)
+    add_model_arguments(p)
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--repeats", type=int, default=3)
@@ -107,27 +135,14 @@ def main():
     a = p.parse_args()
     if a.smoke:
         a.hidden, a.layers, a.new_tokens, a.repeats, a.load_repeats, a.wait = 256, 2, 32, 1, 1, 0
-    a.heads = a.heads or max(1, a.hidden // 64)
-    a.kv_heads = a.kv_heads or max(1, a.heads // 3)
-    a.intermediate = a.intermediate or -(-a.hidden * 8 // 3 // 64) * 64
+    fill_model_sizes(a)
     build = os.path.join(ROOT, a.build) if not os.path.isabs(a.build) else a.build
     accel_run = os.path.join(build, "accel-run")
     T = a.threads
     env = dict(os.environ, OMP_NUM_THREADS=str(T), MKL_NUM_THREADS=str(T), TOKENIZERS_PARALLELISM="false",
                HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
 
-    # The checkpoint, made once by transformers.
-    name = (f"llama-h{a.hidden}-l{a.layers}-a{a.heads}-kv{a.kv_heads}-i{a.intermediate}-v{a.vocab}"
-            f"-p{a.prompt}")
-    ckpt = os.path.join(a.work, name)
-    if not os.path.exists(os.path.join(ckpt, "bench_info.json")):
-        os.makedirs(a.work, exist_ok=True)
-        log(f"making {ckpt}")
-        run([a.python, os.path.join(HERE, "make_checkpoint.py"), ckpt, "--hidden", str(a.hidden),
-             "--layers", str(a.layers), "--heads", str(a.heads), "--kv-heads", str(a.kv_heads),
-             "--intermediate", str(a.intermediate), "--vocab", str(a.vocab), "--prompt", str(a.prompt)], env)
-    with open(os.path.join(ckpt, "bench_info.json")) as f:
-        info = json.load(f)
+    ckpt, info = checkpoint(a, a.prompt, env)
     size = sum(os.path.getsize(os.path.join(ckpt, f)) for f in os.listdir(ckpt) if f.endswith(".safetensors"))
 
     load_before, quiet = wait_quiet(a.quiet_load, a.wait)
