@@ -6,6 +6,12 @@
 #
 #   here:   scripts/gpu-machine.sh fetch    Debian packages and the recipes'
 #                                           data files into .gpu-deps/
+#           scripts/gpu-machine.sh pack     after scripts/build-cuda.sh here:
+#                                           what running build-cuda/ needs
+#                                           (accel-run, its libraries, the
+#                                           CTest files, OpenMPI's libraries)
+#                                           into .gpu-deps/, so the GPU
+#                                           machine spends no minutes building
 #   there:  scripts/gpu-machine.sh build    unpack them, build build-cuda/
 #                                           against the machine's PyTorch
 #           scripts/gpu-machine.sh test     build, then the GPU tests (ctest -L gpu)
@@ -33,6 +39,42 @@ fetch() {
   cp /usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz /usr/share/common-licenses/GPL-3 "$deps/"
 }
 
+# The build made here runs there: the LibTorch it links is the wheel of the
+# machine's own PyTorch (the same version and CUDA, scripts/build-cuda.sh),
+# and the machine's C library is no older than Debian's. Its CTest files
+# name this checkout's path, which `session` links to the checkout there.
+pack() {
+  [ -x build-cuda/accel-run ] || { echo "pack: build build-cuda/ first (scripts/build-cuda.sh)" >&2; return 1; }
+  rm -rf "$deps/build-cuda" "$deps/mpi"
+  mkdir -p "$deps/build-cuda/tests" "$deps/mpi"
+  cp build-cuda/accel-run build-cuda/*.so build-cuda/CTestTestfile.cmake "$deps/build-cuda/"
+  cp build-cuda/tests/CTestTestfile.cmake "$deps/build-cuda/tests/"
+  echo "$PWD" >"$deps/build-cuda/SOURCE_ROOT"
+  # OpenMPI and what it loads, less the C and C++ runtimes the machine has.
+  local mpi
+  mpi=$(ldd build-cuda/libaccel_worker.so | awk '$1 ~ /^libmpi\.so/ { print $3 }')
+  if [ -n "$mpi" ]; then
+    cp -L "$mpi" "$deps/mpi/"
+    ldd "$mpi" | awk '$3 ~ /^\// && $1 !~ /^lib(c|m|dl|rt|pthread|util|z|stdc\+\+|gcc_s)\.so/ { print $3 }' \
+      | xargs -r cp -L -t "$deps/mpi/"
+  fi
+  du -sh "$deps"
+}
+
+# Puts a packed build in place: build-cuda/ here, and this checkout at the
+# path its CTest files name. Returns 1 where nothing was packed.
+unpack_build() {
+  [ -f "$deps/build-cuda/SOURCE_ROOT" ] || return 1
+  local root
+  root=$(cat "$deps/build-cuda/SOURCE_ROOT")
+  if [ "$root" != "$PWD" ] && [ ! -e "$root" ]; then
+    mkdir -p "$(dirname "$root")"
+    ln -s "$PWD" "$root"
+  fi
+  rm -rf build-cuda
+  cp -r "$deps/build-cuda" build-cuda
+}
+
 environment() {
   if [ ! -d "$prefix" ]; then
     for deb in "$deps"/*.deb; do dpkg -x "$deb" "$prefix"; done
@@ -51,7 +93,7 @@ environment() {
   export TORCH_DIR
   export ACCEL_EXTRA_PREFIX=$prefix/usr
   export CXXFLAGS="-isystem $prefix/usr/include${nccl:+ -isystem $nccl/include}"
-  export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu:$TORCH_DIR/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  export LD_LIBRARY_PATH=$prefix/usr/lib/x86_64-linux-gnu:$prefix/lib/x86_64-linux-gnu:$TORCH_DIR/lib:$deps/mpi${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   export ACCEL_BUILD_JOBS=${ACCEL_BUILD_JOBS:-$(nproc)}
   # The tests and benchmarks there need accel-run (and its worker library) only.
   export ACCEL_BUILD_TARGETS=${ACCEL_BUILD_TARGETS:-accel-run}
@@ -68,8 +110,12 @@ session() {
   mkdir -p "$out"
   environment
   local start=$SECONDS
-  scripts/build-cuda.sh >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; return 1; }
-  echo "session: built in $((SECONDS - start)) s"
+  if unpack_build; then
+    echo "session: the build packed on $(cat build-cuda/SOURCE_ROOT)'s machine"
+  else
+    scripts/build-cuda.sh >"$out/build.log" 2>&1 || { tail -40 "$out/build.log"; return 1; }
+    echo "session: built in $((SECONDS - start)) s"
+  fi
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   local status=0
   for part in "${parts[@]}"; do
@@ -107,8 +153,10 @@ session() {
 
 case "${1:-}" in
   fetch) fetch ;;
+  pack) pack ;;
   run)
     shift
+    unpack_build || true
     environment
     "$@"
     ;;
@@ -126,7 +174,7 @@ case "${1:-}" in
     ctest --test-dir build-cuda -L gpu --output-on-failure -j 4
     ;;
   *)
-    echo "usage: scripts/gpu-machine.sh fetch|build|test|session OUT [PART...]|run CMD..." >&2
+    echo "usage: scripts/gpu-machine.sh fetch|pack|build|test|session OUT [PART...]|run CMD..." >&2
     exit 2
     ;;
 esac
