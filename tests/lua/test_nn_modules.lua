@@ -208,6 +208,17 @@ do
   check.equal(#pretrained:parameters(), 0, "from_pretrained is frozen by default")
   check.truthy(pretrained:state_dict().weight ~= nil, "a frozen weight stays in the state dict")
   check.equal(#nn.Embedding.from_pretrained(accel.eye(3), { freeze = false }):parameters(), 1, "freeze = false")
+  -- Freezing with requires_grad_(false), as PyTorch recipes do, keeps the
+  -- weight in the state dict and in to(); requires_grad_(true) unfreezes it.
+  local frozen = nn.Sequential(nn.Linear(3, 2), nn.Linear(2, 2))
+  frozen[1].weight:requires_grad_(false)
+  check.equal(#frozen:parameters(), 3, "a weight frozen by requires_grad_(false) leaves parameters()")
+  check.truthy(frozen:state_dict()["1.weight"]:is_set_to(frozen[1].weight), "and stays in the state dict, the same tensor")
+  frozen:to(accel.float64)
+  check.equal(frozen[1].weight.dtype, accel.float64, "and moves with to()")
+  frozen[1].weight:requires_grad_(true)
+  check.equal(#frozen:parameters(), 4, "requires_grad_(true) makes it a parameter again")
+  check.truthy(frozen:parameters()[1]:is_set_to(frozen[1].weight), "in its place")
   local big = nn.Embedding(1000, 50)
   check.near(((big.weight - big.weight:mean()) ^ 2):mean():sqrt():item(), 1, 0.05, "weights start N(0, 1)")
 end

@@ -24,7 +24,30 @@ end
 local function record_field(self, key, value)
   local fields = rawget(self, "_fields")
   fields[#fields + 1] = key
+  if is_parameter(value) then rawget(self, "_parameter_keys")[key] = true end
   rawset(self, key, value)
+end
+
+-- A parameter a recipe freezes with p:requires_grad_(false), as PyTorch
+-- recipes freeze layers, is kept as a buffer, the way peft's freeze and
+-- Embedding.from_pretrained keep a frozen weight: it stays in state_dict, in
+-- to() and in what prepare broadcasts, and leaves parameters(), so an
+-- optimizer made afterwards holds nothing for it. requires_grad_(true)
+-- makes it a parameter again (unfreezing a layer later in training; the
+-- optimizer then needs it added, as it would if made with the trainable
+-- ones only). requires_grad_ is the tensor's own and knows no module, so
+-- the fields are looked at whenever the tree is enumerated (named_modules).
+local function note_frozen(m)
+  local keys, frozen = rawget(m, "_parameter_keys"), rawget(m, "_frozen_keys")
+  for _, key in ipairs(m._fields) do
+    local v = rawget(m, key)
+    if is_parameter(v) then
+      keys[key] = true
+      if frozen[key] then m._buffers[key], frozen[key] = nil, nil end
+    elseif keys[key] and not m._buffers[key] and core.is_tensor(v) and v.is_leaf then
+      m._buffers[key], frozen[key] = true, true
+    end
+  end
 end
 
 -- Per-instance wrappers around forward, keyed weakly by module: big-model
@@ -58,7 +81,8 @@ end
 Module.on_new_instance = nil
 
 local function new_instance(cls, ...)
-  local self = setmetatable({ _fields = {}, _buffers = {}, training = true }, cls)
+  local self = setmetatable({ _fields = {}, _buffers = {}, _parameter_keys = {}, _frozen_keys = {}, training = true },
+                            cls)
   self:init(...)
   if Module.on_new_instance then Module.on_new_instance(self) end
   return self
@@ -140,6 +164,7 @@ function Module:named_modules(prefix, out, seen)
   out, seen = out or {}, seen or {}
   if seen[self] then return out end
   seen[self] = true
+  note_frozen(self)
   out[#out + 1] = { prefix or "", self }
   for _, pair in ipairs(self:named_children()) do
     local path = prefix and prefix ~= "" and (prefix .. "." .. pair[1]) or pair[1]
