@@ -3,8 +3,9 @@
 -- LoRA adapters or every weight, on any number of processes:
 --   accel-run recipes/finetune.lua --nproc 2 -- MODEL_DIR DATA [--option value ...]
 -- DATA: a .jsonl/.json file holds one JSON object a line whose "text" is one
--- example (--text_key names another key); any other file holds one example
--- a line. Each example is a row cut to --max_length and padded (the loss
+-- example (--text_key names another key), or, with --completion_key, a
+-- prompt (--prompt_key) and its completion, the loss then on the completion
+-- alone; any other file holds one example a line. Each example is a row cut to --max_length and padded (the loss
 -- skips the padding); --packing instead joins them, EOS after each, into
 -- rows of exactly --max_length tokens.
 -- It writes under --output_dir: checkpoints/checkpoint_<n> every
@@ -26,6 +27,7 @@ local o = {
   lora = true, r = 8, lora_alpha = 16, lora_dropout = 0.05, target_modules = "",
   lr = 0, weight_decay = 0, warmup_steps = -1, max_grad_norm = 1,
   epochs = 1, max_steps = 0, batch_size = 4, grad_accum = 1, max_length = 512, packing = false, text_key = "text",
+  prompt_key = "prompt", completion_key = "",
   bf16 = false, gradient_checkpointing = false, seed = 42,
   output_dir = "runs/finetune", log_every = 10, save_steps = 0, save_total_limit = 2, resume = false,
   tracker = "jsonl", sample_prompt = "", sample_tokens = 32,
@@ -110,8 +112,10 @@ if o.gradient_checkpointing then model:gradient_checkpointing_enable() end
 -- The data, tokenized once by every process; the loader gives each its share.
 local tok = accel.tokenizers.from_pretrained(model_dir)
 if tok.pad_token_id == nil then tok.pad_token_id = tok.eos_token_id end  -- the mask and labels hide it
-local dataset = accel.tokenizers.TokenizedDataset(data_file, tok, { max_length = o.max_length, packing = o.packing,
-                                                                    text_key = o.text_key })
+local dataset = accel.tokenizers.TokenizedDataset(data_file, tok, {
+  max_length = o.max_length, packing = o.packing, text_key = o.text_key, prompt_key = o.prompt_key,
+  completion_key = o.completion_key ~= "" and o.completion_key or nil,
+})
 local loader = accel.data.DataLoader(dataset, { batch_size = o.batch_size, shuffle = true })
 loader = acc:prepare(loader)
 local updates_per_epoch = math.ceil(loader:num_batches() / o.grad_accum)
@@ -184,11 +188,17 @@ if acc.is_main_process then
   tok:save_pretrained(out_dir)
   print("saved " .. (o.lora and "the adapter" or "the model") .. " in " .. out_dir)
 
-  -- A greedy sample from the tuned model: the prompt given, or the first
-  -- tokens of the first example.
+  -- A greedy sample from the tuned model: the prompt given, the first
+  -- example's prompt, or the first tokens of the first example.
   local prompt
   if o.sample_prompt ~= "" then
     prompt = tok({ o.sample_prompt }).input_ids
+  elseif o.completion_key ~= "" then
+    local ids, mask, labels = dataset:get(1)
+    local real, real_labels = ids:masked_select(mask:eq(1)), labels:masked_select(mask:eq(1)):totable()
+    local n = 0  -- the prompt's tokens lead the row's tokens, labelled -100
+    while n < #real_labels and real_labels[n + 1] == -100 do n = n + 1 end
+    prompt = real:narrow(1, 1, math.max(n, 1)):view(1, -1)
   else
     local ids, mask = dataset:get(1)
     local real = ids:masked_select(mask:eq(1))

@@ -170,6 +170,44 @@ for _, v in ipairs(packed.tensors[1]:view(-1):totable()) do
   if v == bl.eos_token_id then eos = eos + 1 end
 end
 check.truthy(eos >= 5, "records are joined with EOS")
+-- Prompt-completion records (TRL's form): labels -100 on the prompt's
+-- tokens, EOS after the completion; padded and packed.
+local sft = tokenizers.from_pretrained(fixtures .. "/byte_level")
+sft.pad_token_id = sft.eos_token_id
+local pairs_file = write("sft.jsonl", '{"prompt": "hello", "completion": " world"}\n'
+                                      .. '{"prompt": "the end", "completion": " hello the world"}\n')
+local sft_ds = tokenizers.TokenizedDataset(pairs_file, sft, { completion_key = "completion", max_length = 32 })
+for i, case in ipairs({ { "hello", " world" }, { "the end", " hello the world" } }) do
+  local prompt = sft:encode(case[1])
+  local full = sft:encode(case[1] .. case[2])
+  full[#full + 1] = sft.eos_token_id
+  local ids, mask, y = sft_ds:get(i)
+  local n = mask:sum():item()
+  check.equal(n, #full, "record " .. i .. ": prompt .. completion and EOS")
+  check.near(ids:narrow(1, 1, n), full, 0, "record " .. i .. ": the ids of prompt .. completion, then EOS")
+  local expected_labels = {}
+  for j, id in ipairs(full) do expected_labels[j] = j <= #prompt and -100 or id end
+  check.near(y:narrow(1, 1, n), expected_labels, 0, "record " .. i .. ": labels -100 on the prompt's tokens")
+end
+check.near(sft_ds:get(1):narrow(1, #sft:encode("hello world") + 2, 1), { sft.pad_token_id }, 0, "the short row padded")
+check.equal(sft_ds:get(1)[-1]:item(), sft.pad_token_id, "on the tokenizer's padding side")
+local all_labels = tokenizers.TokenizedDataset(pairs_file, sft, { completion_key = "completion",
+                                                                  completion_only_loss = false })
+local ids1, mask1, y1 = all_labels:get(1)
+check.near(y1:masked_select(mask1:eq(1)), ids1:masked_select(mask1:eq(1)), 0,
+           "completion_only_loss = false: labels are the ids")
+local sft_packed = tokenizers.TokenizedDataset(write("sft_many.jsonl", string.rep(
+  '{"prompt": "hello the", "completion": " end of the world"}\n', 12)), sft,
+  { completion_key = "completion", packing = true, max_length = 16 })
+local px, pm, py = sft_packed:get(1)
+check.equal(px:size(1), 16, "packed prompt-completion rows are max_length long")
+check.truthy(py:eq(-100):sum():item() > 0 and py:ne(-100):sum():item() > 0,
+             "packed rows keep the prompts' -100 labels beside the completions'")
+check.near(py:masked_select(py:ne(-100)), px:masked_select(py:ne(-100)), 0, "and the completions' labels are their ids")
+check.raises(function() tokenizers.TokenizedDataset(pairs_file, sft, { completion_key = "answer" }) end,
+             "a missing completion key", "line 1", '"answer"')
+check.raises(function() tokenizers.TokenizedDataset(text_file, sft, { completion_key = "completion" }) end,
+             "prompt-completion from a text file", "needs JSON Lines")
 check.raises(function() tokenizers.TokenizedDataset(write("bad.jsonl", '{"text": 1}\n'), wp) end, "a number",
              "line 1", '"text" is not a string')
 check.raises(function() tokenizers.TokenizedDataset(write("short.txt", "hi\n"), bl, { packing = true }) end,

@@ -8,6 +8,8 @@
 #   --resume from its first gives the uninterrupted run's losses and
 #   adapter (logits within 1e-6);
 # - a full fine-tune in bf16 writes a model folder that loads;
+# - prompt-completion records (--completion_key) train and sample from the
+#   first prompt;
 # - bad input (a missing model folder, a JSONL line that is not JSON or has
 #   no "text", an unknown option, an output folder holding checkpoints) is
 #   an error naming it.
@@ -100,6 +102,22 @@ run_accel "$here/finetune_check.lua" --threads 1 -- "$work/base" "$work/c/model"
 expect "which loads and generates the recipe's sample" \
   [ "$status" -eq 0 -a -n "$(sample "$work/c.out")" -a "$(sample "$work/out")" = "$(sample "$work/c.out")" ]
 expect "its weights changed" number_after moved "x > 0" "$work/out"
+
+# Prompt-completion records: the loss on the completions alone, and the
+# sample generated from the first record's prompt.
+for i in $(seq 8); do
+  printf '{"prompt": "the cat", "completion": " sat on the mat"}\n{"prompt": "a dog", "completion": " ran in the park"}\n'
+done >"$work/pairs.jsonl"
+run_accel "$recipe" --nproc 1 --threads 1 -- "$work/base" "$work/pairs.jsonl" --completion_key completion \
+  --target_modules all-linear --batch_size 4 --max_steps 8 --log_every 1 --lr 3e-2 --sample_tokens 6 \
+  --output_dir "$work/e"
+cp "$work/out" "$work/e.out"
+losses "$work/e.out" >"$work/e.losses"
+expect "prompt-completion fine-tuning runs 8 updates" [ "$status" -eq 0 -a "$(wc -l <"$work/e.losses")" -eq 8 ]
+expect "its loss falls below a quarter of the first update's" \
+  awk -v f="$(head -1 "$work/e.losses")" -v l="$(tail -1 "$work/e.losses")" 'BEGIN { exit !(l < f / 4) }'
+expect "the sample continues the first record's prompt ($(sample "$work/e.out"))" \
+  contains "$(sample "$work/e.out")" "sample: the cat"
 
 # Bad input.
 run_accel "$recipe" --threads 1 -- "$work/nothing" "$work/data.jsonl" --output_dir "$work/d"
