@@ -39,6 +39,10 @@ Decoder cases' reference tensors:
                                 seed is advanced until it is)
   single_ids     int64 [1, 9]   one unpadded sequence
   single_logits  f32 [1, 9, V]  its logits
+  aux_loss       f32 []         mixtral (output_router_logits): the
+                                router's load-balancing loss of the batched
+                                forward, which `loss` includes times
+                                router_aux_loss_coef
 bert (BertModel, no head): input_ids [3, 12] RIGHT-padded with 0,
 attention_mask, token_type_ids (zeros), last_hidden_state [3, 12, 64] and
 mean_pooled [3, 64] (mean over the unmasked positions, as
@@ -91,7 +95,8 @@ CASES = {
         num_key_value_heads=2, tie_word_embeddings=True)),
     "mixtral": (transformers.MixtralConfig, dict(
         num_key_value_heads=2, num_local_experts=4, num_experts_per_tok=2,
-        sliding_window=None, tie_word_embeddings=False)),
+        sliding_window=None, tie_word_embeddings=False,
+        output_router_logits=True, router_aux_loss_coef=0.02)),
     "gpt2": (transformers.GPT2Config, dict(
         n_embd=64, n_layer=2, n_head=4, vocab_size=128, n_positions=128,
         initializer_range=0.1, bos_token_id=BOS, eos_token_id=EOS, pad_token_id=PAD)),
@@ -141,7 +146,11 @@ def greedy(model, ids, mask):
     the smallest top-1/top-2 gap over the steps' raw logits and over a
     cache-free forward of the whole generated sequence; each must pick the
     token generate picked (else the margin is reported as -1)."""
+    # transformers' load-balancing loss takes the whole mask beside one
+    # step's router logits and fails on a cached step: generate without it.
+    router = {"output_router_logits": False} if getattr(model.config, "output_router_logits", False) else {}
     out = model.generate(
+        **router,
         input_ids=ids, attention_mask=mask, max_new_tokens=NEW_TOKENS,
         min_new_tokens=NEW_TOKENS, do_sample=False, num_beams=1, pad_token_id=PAD,
         eos_token_id=EOS, output_logits=True, return_dict_in_generate=True,
@@ -180,7 +189,8 @@ def decoder_reference(model):
         if first > 0:
             labels[row, first] = -100
     with torch.no_grad():
-        logits = model(input_ids=ids, attention_mask=mask).logits
+        batched = model(input_ids=ids, attention_mask=mask)
+        logits = batched.logits
         loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
         naive_loss = model(input_ids=ids, attention_mask=mask,
                            labels=ids.masked_fill(mask == 0, -100)).loss
@@ -190,7 +200,11 @@ def decoder_reference(model):
         assert not (generated[:, SEQ:] == EOS).any()
     notes.append("loss %.6f (with the first real tokens' labels too: %.6f)"
                  % (loss.item(), naive_loss.item()))
+    extra = {}
+    if getattr(batched, "aux_loss", None) is not None:
+        extra["aux_loss"] = batched.aux_loss.float().reshape(())
     return {
+        **extra,
         "input_ids": ids,
         "attention_mask": mask,
         "logits": logits.float().contiguous(),

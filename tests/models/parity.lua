@@ -1,7 +1,7 @@
 -- accel's architectures against transformers' outputs for the tiny
 -- checkpoints make_checkpoints.py wrote (its reference.safetensors per
 -- case): logits within 1e-4 in float32 (padding positions included), the
--- loss with labels, 20 greedy tokens batched with left padding, and BERT's
+-- loss with labels (Mixtral's with its router load-balancing loss), 20 greedy tokens batched with left padding, and BERT's
 -- hidden states and mean pooling. Each model is then written with
 -- save_pretrained under OUT/<case>, for check_saved.py to load in
 -- transformers.
@@ -29,6 +29,9 @@ local function decoder(case, model, ref)
   within(ds, 1e-4, case .. " logits (one sequence)")
   local dl = math.abs(out.loss:item() - ref.loss:item())
   within(dl, 1e-5, case .. " loss")
+  if ref.aux_loss ~= nil then
+    within(math.abs(out.aux_loss:item() - ref.aux_loss:item()), 1e-5, case .. " router load-balancing loss")
+  end
   local generated = model:generate(ref.input_ids, { attention_mask = ref.attention_mask, max_new_tokens = 20,
                                                     min_new_tokens = 20, pad_token_id = 0, eos_token_id = eos })
   if not generated:equal(ref.generated) then

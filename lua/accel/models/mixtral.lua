@@ -6,7 +6,10 @@
 -- output is the weighted sum of those experts' SiLU-gated MLPs (w1 gate,
 -- w3 up, w2 down). Names are the checkpoints' own
 -- (model.layers.N.block_sparse_moe.experts.M.w1.weight), which
--- transformers also writes.
+-- transformers also writes. With output_router_logits the output also has
+-- router_logits (each layer's gate logits, [B*T, experts]) and aux_loss,
+-- the Switch Transformer load-balancing loss, and `loss` adds
+-- router_aux_loss_coef times it, as MixtralForCausalLM does.
 local core = require("accel.core")
 local F = core.functional
 local nn = require("accel.nn")
@@ -63,7 +66,11 @@ function SparseMoeBlock:forward(h)
     h = h * core.empty_like(h):uniform_(1 - self.jitter, 1 + self.jitter)
   end
   local x = h:reshape(B * T, H)
-  local probs = F.softmax(self.gate(x):float(), -1)
+  local logits = self.gate(x)
+  -- Set by the causal LM's forward while it collects the router logits.
+  local sink = rawget(self, "router_sink")
+  if sink then sink[#sink + 1] = logits end
+  local probs = F.softmax(logits:float(), -1)
   local top, chosen = probs:topk(self.top_k, -1)  -- chosen: 1-based expert numbers
   top = top / top:sum(-1, true)
   local out = core.zeros_like(x)
@@ -79,16 +86,66 @@ function SparseMoeBlock:forward(h)
   return out:view(B, T, H)
 end
 
-function mixtral.settings(cfg)
-  if config.get(cfg, "output_router_logits", "boolean", false) then
-    args.error(config.source(cfg) .. ": output_router_logits (the router's auxiliary loss) is not supported; "
-               .. "set it to false")
+-- transformers' load_balancing_loss_func: over every layer's tokens (those
+-- the mask keeps), the share of top-k picks each expert got times its mean
+-- router probability, summed and scaled by the number of experts (1 when
+-- the routing is even). Gradients reach the gates through the
+-- probabilities only, as there.
+function mixtral.load_balancing_loss(gate_logits, experts, top_k, attention_mask)
+  local picks, probs, rows = nil, nil, 0
+  local mask = attention_mask and attention_mask:reshape(-1):float()
+  local numbers = core.arange(1, experts + 1, { device = gate_logits[1].device })
+  for _, logits in ipairs(gate_logits) do
+    local weights = F.softmax(logits, -1)
+    local _, chosen = weights:topk(top_k, -1)  -- 1-based expert numbers
+    local picked = chosen:unsqueeze(-1):eq(numbers):float():sum(2)  -- [rows, experts]
+    local layer_picks, layer_probs
+    if mask then
+      layer_picks, layer_probs = (picked * mask:unsqueeze(-1)):sum(1), (weights:float() * mask:unsqueeze(-1)):sum(1)
+      rows = rows + mask:sum()
+    else
+      layer_picks, layer_probs = picked:sum(1), weights:float():sum(1)
+      rows = rows + weights:size(1)
+    end
+    picks = picks and picks + layer_picks or layer_picks
+    probs = probs and probs + layer_probs or layer_probs
   end
+  return ((picks / rows) * (probs / rows)):sum() * experts
+end
+
+function mixtral.settings(cfg)
   return mistral.settings(cfg, 1e6)
 end
 
 mixtral.MixtralForCausalLM = llama.causal_lm_class("MixtralForCausalLM", mixtral.settings, function(cfg, s)
   return function() return "block_sparse_moe", SparseMoeBlock(s, cfg) end
 end)
+
+local causal_lm_forward = mixtral.MixtralForCausalLM.forward
+
+function mixtral.MixtralForCausalLM:forward(inputs)
+  local cfg = self.config
+  if not config.get(cfg, "output_router_logits", "boolean", false) then return causal_lm_forward(self, inputs) end
+  local blocks, sink = {}, {}
+  for _, layer in ipairs(self.model.layers) do
+    blocks[#blocks + 1] = layer.block_sparse_moe
+    rawset(layer.block_sparse_moe, "router_sink", sink)
+  end
+  local ok, out = pcall(causal_lm_forward, self, inputs)
+  for _, block in ipairs(blocks) do rawset(block, "router_sink", nil) end
+  if not ok then error(out, 0) end
+  -- With a cache the mask covers the past too; the logits are the new tokens'.
+  local mask = inputs.attention_mask
+  if mask ~= nil then
+    local new_tokens = sink[1]:size(1) / mask:size(1)
+    mask = mask:narrow(2, mask:size(2) - new_tokens + 1, new_tokens)
+  end
+  out.router_logits = sink
+  out.aux_loss = mixtral.load_balancing_loss(sink, blocks[1].gate.weight:size(1), blocks[1].top_k, mask)
+  if out.loss ~= nil then
+    out.loss = out.loss + config.get(cfg, "router_aux_loss_coef", "number", 0.001) * out.aux_loss:to(out.loss.device)
+  end
+  return out
+end
 
 return mixtral
