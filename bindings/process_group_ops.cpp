@@ -70,6 +70,8 @@ std::vector<Binding> group_methods() {
   return {
       bind("rank", [](lua_State* L, Receiver) { return static_cast<int64_t>(group_at(L).comm->rank()); }),
       bind("size", [](lua_State* L, Receiver) { return static_cast<int64_t>(group_at(L).comm->size()); }),
+      // backend(): "gloo", "nccl", "mpi", or "none" for a group of one rank.
+      bind("backend", [](lua_State* L, Receiver) { return group_at(L).comm->backend(); }),
       bind("ranks", [](lua_State* L, Receiver) {
         push_int_list(L, group_at(L).ranks);
         return Pushed{1};
@@ -150,15 +152,16 @@ std::shared_ptr<Communicator> group_communicator_arg(lua_State* L, int idx, cons
 std::vector<Binding> process_group_bindings() {
   return {
       // device_mesh(dp_replicate, dp_shard, cp, tp) -> {dp_replicate = {size,
-      // rank, ranks}, dp_shard = ..., cp = ..., tp = ..., dp = ..., dp_cp = ...}: this
-      // rank's place along each dim ("dp": dp_replicate x dp_shard flattened,
-      // "dp_cp": dp x cp, the ranks a model's gradients are averaged over).
+      // rank, ranks}, dp_shard = ..., cp = ..., tp = ..., dp = ..., dp_cp = ...,
+      // dp_shard_cp = ...}: this rank's place along each dim ("dp": dp_replicate
+      // x dp_shard flattened, "dp_cp": dp x cp, the ranks a model's gradients
+      // are averaged over, "dp_shard_cp": dp_shard x cp, FSDP's shard group).
       bind("device_mesh", [](lua_State* L, int64_t dp_replicate, int64_t dp_shard, int64_t cp, int64_t tp) {
         const ProcessState& state = dist_process_state(L);
         const ParallelDims dims{static_cast<int>(dp_replicate), static_cast<int>(dp_shard), static_cast<int>(cp),
                                 static_cast<int>(tp)};
         const DeviceMesh mesh(dims, state.world_size, state.rank);
-        lua_createtable(L, 0, DeviceMesh::kDims + 1);
+        lua_createtable(L, 0, DeviceMesh::kDims + 3);
         for (int d = 0; d < DeviceMesh::kDims; ++d) {
           push_mesh_dim(L, mesh, {d});
           lua_setfield(L, -2, DeviceMesh::dim_names()[d]);
@@ -168,6 +171,8 @@ std::vector<Binding> process_group_bindings() {
         push_mesh_dim(L, mesh, {DeviceMesh::dim_index("dp_replicate"), DeviceMesh::dim_index("dp_shard"),
                                 DeviceMesh::dim_index("cp")});
         lua_setfield(L, -2, "dp_cp");
+        push_mesh_dim(L, mesh, {DeviceMesh::dim_index("dp_shard"), DeviceMesh::dim_index("cp")});
+        lua_setfield(L, -2, "dp_shard_cp");
         return Pushed{1};
       }),
       // new_group(name, ranks): the collectives of these global ranks (0-based,

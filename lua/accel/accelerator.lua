@@ -276,7 +276,7 @@ function Accelerator:prepare_model(model, optimizer)
     if self.sharding.cpu_offload and self.device ~= "cpu" then
       args_error("Accelerator:prepare: cpu_offload on a GPU is not supported yet (docs/api/sharding.md)")
     end
-    if self.mesh then  -- over the mesh's dp_shard (parallel/mesh_sharding.lua)
+    if self.mesh then  -- over the mesh's dp_shard x cp (parallel/mesh_sharding.lua)
       refuse_meta_weights(model)
       entry.sharded, entry.param_names = mesh_sharding.shard_model(self.mesh, model, optimizer, self.sharding,
                                                                    self.bucket_bytes, self.device)
@@ -296,6 +296,11 @@ function Accelerator:prepare_model(model, optimizer)
     refuse_meta_weights(model)
     if self.device ~= "cpu" then model:to(self.device) end
     entry.sync = accelerator_mesh.prepare_model(self.mesh, model, self.bucket_bytes)
+    -- The ranks of a tp group hold different slices of the gradients: an
+    -- fp16 overflow in one rank's skips the step on all, as when sharded.
+    if self.mesh.tp.size > 1 then
+      self.gradient_state._agree_overflow = function(found_inf) return overflow_anywhere(self, found_inf) end
+    end
   else
     refuse_meta_weights(model)
     if self.device ~= "cpu" then model:to(self.device) end

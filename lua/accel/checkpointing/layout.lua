@@ -80,10 +80,10 @@ function layout.numbered_checkpoints(config)
 end
 
 -- How many ranks a sharded model's flat parameters are cut over: the
--- world, or under a mesh its dp_shard group (each tp rank shards its own
--- slices, each dp_replicate rank holds a replica of a shard).
+-- world, or under a mesh its dp_shard x cp group (each tp rank shards its
+-- own slices, each dp_replicate rank holds a replica of a shard).
 function layout.shard_count(c)
-  return c.mesh and c.mesh.dp_shard.size or c.state.num_processes
+  return c.mesh and c.mesh.dp_shard_cp.size or c.state.num_processes
 end
 
 -- The number, among c.optimizers, of the optimizer stepping `model`'s shards.

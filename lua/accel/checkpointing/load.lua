@@ -77,9 +77,9 @@ end
 -- SHARDED_STATE_DICT: `flats` is its flat layout (the same on every tp rank:
 -- each holds slices of the same shapes). On the mesh saved on, this rank
 -- takes its own files (s.own); elsewhere each tp rank's state is rebuilt
--- from the shards of its first dp_shard group (ranks shard x cp x tp + tp
--- rank: tp is innermost) and the tp ranks' states are joined into the full
--- state, as the flat shards of one process (sharded_state.lua) are.
+-- from the shards of its first shard group, dp_shard x cp (ranks shard x tp
+-- + tp rank: tp is innermost) and the tp ranks' states are joined into the
+-- full state, as the flat shards of one process (sharded_state.lua) are.
 local function read_mesh_shards(c, s, i, model, flats, flats_path, read_tensors)
   local saved, path = s.mesh_layout, s.mesh_layout_path
   local j = flats.optimizer
@@ -92,13 +92,13 @@ local function read_mesh_shards(c, s, i, model, flats, flats_path, read_tensors)
     s.own_optimizers[j] = true
     return
   end
-  local stride = saved.mesh.cp * saved.mesh.tp
+  local tp = saved.mesh.tp
   local models, optimizers = {}, {}
-  for t = 0, saved.mesh.tp - 1 do
+  for t = 0, tp - 1 do
     local model_files, optimizer_files = {}, {}
-    for shard = 0, saved.mesh.dp_shard - 1 do
-      model_files[shard + 1] = read_tensors(layout.names.model_slices(i, shard * stride + t))
-      optimizer_files[shard + 1] = read_tensors(layout.names.optimizer_slices(j, shard * stride + t))
+    for shard = 0, flats.world_size - 1 do
+      model_files[shard + 1] = read_tensors(layout.names.model_slices(i, shard * tp + t))
+      optimizer_files[shard + 1] = read_tensors(layout.names.optimizer_slices(j, shard * tp + t))
     end
     models[t + 1] = sharded_state.full_model(flats, model_files, flats_path)
     optimizers[t + 1] = sharded_state.full_optimizer(flats, optimizer_files, flats_path)
@@ -144,9 +144,10 @@ local function read_mesh_slices(c, s, listed, folder, read_value, read_tensors)
     if listed[layout.names.sharding(i)] then
       local flats_path = folder .. "/" .. layout.names.sharding(i)
       local flats = sharded_state.check_layout(read_value(layout.names.sharding(i)), flats_path)
-      if flats.world_size ~= saved.mesh.dp_shard then
-        error(string.format("'%s' cuts flat parameters over %d rank(s) but '%s' says dp_shard %d", flats_path,
-                            flats.world_size, path, saved.mesh.dp_shard), 0)
+      local shards = saved.mesh.dp_shard * saved.mesh.cp  -- FSDP's shard group, dp_shard x cp
+      if flats.world_size ~= shards then
+        error(string.format("'%s' cuts flat parameters over %d rank(s) but '%s' says dp_shard %d x cp %d", flats_path,
+                            flats.world_size, path, saved.mesh.dp_shard, saved.mesh.cp), 0)
       end
       read_mesh_shards(c, s, i, model, flats, flats_path, read_tensors)
     else

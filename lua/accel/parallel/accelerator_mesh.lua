@@ -14,19 +14,16 @@ local accelerator_mesh = {}
 
 -- The mesh for `config`, refusing what this version cannot train yet, and
 -- the state-dict type its checkpoints take: as in Accelerate, the
--- fsdp_plugin's (FULL_STATE_DICT without one). FSDP shards over dp_shard
--- only, so with dp_shard_size 1 an fsdp_plugin shards nothing and only its
+-- fsdp_plugin's (FULL_STATE_DICT without one). FSDP shards when
+-- dp_shard_size > 1 only (over dp_shard x cp, mesh_sharding.lua), so with
+-- dp_shard_size 1 an fsdp_plugin shards nothing and only its
 -- state_dict_type counts.
 function accelerator_mesh.make(config, sharding)
   local mesh = DeviceMesh.new(config)  -- the engine checks the sizes against the world
-  local function refuse(what)
-    args.error(string.format("accel.Accelerator: %s is not implemented yet (%s; docs/api/parallelism.md)", what,
-                             tostring(config)))
+  if sharding and sharding.name ~= "FSDP" then
+    args.error(string.format("accel.Accelerator: zero_stage (DeepSpeed) together with a parallelism_config is not "
+                             .. "implemented yet (%s; docs/api/parallelism.md)", tostring(config)))
   end
-  if config.cp_size > 1 and config.dp_shard_size > 1 then
-    refuse("context parallelism together with sharding over dp_shard (cp_size > 1 and dp_shard_size > 1)")
-  end
-  if sharding and sharding.name ~= "FSDP" then refuse("zero_stage (DeepSpeed) together with a parallelism_config") end
   return mesh, sharding and sharding.state_dict_type or "FULL_STATE_DICT"
 end
 

@@ -1,7 +1,9 @@
 -- acc.mesh: the ranks as a device mesh with the dims dp_replicate, dp_shard,
 -- cp and tp (tp innermost), "dp", dp_replicate x dp_shard flattened (the
--- ranks that see different data), and "dp_cp", dp x cp (the ranks that hold
--- different tokens, over which gradients are averaged). Each dim is a MeshDim:
+-- ranks that see different data), "dp_cp", dp x cp (the ranks that hold
+-- different tokens, over which gradients are averaged), and "dp_shard_cp",
+-- dp_shard x cp (torchtitan's name: the group FSDP shards over,
+-- mesh_sharding.lua). Each dim is a MeshDim:
 --   mesh.tp.rank, mesh.tp.size, mesh.tp.ranks (global ranks, 0-based)
 --   mesh.tp:all_reduce(t [, op]), mesh.tp:all_gather(t) -> list,
 --   mesh.tp:reduce_scatter(output, input [, op]), mesh.tp:broadcast(t, root)
@@ -15,7 +17,18 @@ local dist = core.dist
 local DeviceMesh = {}
 DeviceMesh.__index = DeviceMesh
 
-DeviceMesh.DIMS = { "dp_replicate", "dp_shard", "cp", "tp", "dp", "dp_cp" }
+DeviceMesh.DIMS = { "dp_replicate", "dp_shard", "cp", "tp", "dp", "dp_cp", "dp_shard_cp" }
+
+-- A flattened dim whose ranks are those of another dim when a size is 1 is
+-- that dim, not a second group of the same ranks: dp_cp is dp without
+-- context parallelism; dp_shard_cp is dp_shard without it, cp without FSDP.
+local function same_as(name, config)
+  if name == "dp_cp" and config.cp_size == 1 then return "dp" end
+  if name == "dp_shard_cp" then
+    if config.cp_size == 1 then return "dp_shard" end
+    if config.dp_shard_size == 1 then return "cp" end
+  end
+end
 
 local MeshDim = {}
 MeshDim.__index = MeshDim
@@ -35,9 +48,8 @@ function DeviceMesh.new(config)
   local facts = dist.device_mesh(config.dp_replicate_size, config.dp_shard_size, config.cp_size, config.tp_size)
   local mesh = setmetatable({ config = config }, DeviceMesh)
   for _, name in ipairs(DeviceMesh.DIMS) do
-    local f = facts[name]
-    -- Without context parallelism dp_cp is dp: not a second group of the same ranks.
-    mesh[name] = name == "dp_cp" and config.cp_size == 1 and mesh.dp or setmetatable({
+    local f, alias = facts[name], same_as(name, config)
+    mesh[name] = alias and mesh[alias] or setmetatable({
       name = name, rank = f.rank, size = f.size, ranks = f.ranks,
       group = dist.new_group("mesh." .. name, f.ranks),
     }, MeshDim)

@@ -7,10 +7,17 @@
 -- torchtitan applies TP, then FSDP). The engine's ShardedModel does the work
 -- over those groups (MeshGroups in engine/parallel/sharded_model.h).
 --
--- Context parallelism would join the shard group (torchtitan's dp_shard_cp,
--- the mesh's dp_shard x cp flattened): shard over that group and broadcast
--- over dp x cp; nothing else here changes. Not tested yet, so cp_size > 1
--- with dp_shard_size > 1 is refused (accelerator_mesh.make).
+-- With context parallelism the cp ranks join the shard group, as in
+-- torchtitan: the shards span dp_shard x cp flattened (mesh.dp_shard_cp), so
+-- a rank keeps 1/(dp_shard x cp) of the model. The ranks of a cp group hold
+-- the same weights and different tokens of the same rows, so their
+-- gradients are summed like those of different rows: the reduce-scatter
+-- over the shard group averages over dp_shard x cp (the engine's divisor is
+-- the shard group's size times dp_replicate's, dp x cp, as the
+-- context-parallel loss needs: context_parallel.lua), and the gradient norm
+-- sums the slices over it. With dp_shard_size 1 nothing is sharded, cp or
+-- not (torchtitan would shard over cp alone): the gradients are averaged
+-- over dp x cp as plain data parallel (accelerator_mesh.prepare_model).
 local core = require("accel.core")
 local args = require("accel.args")
 local sharding_settings = require("accel.sharding.settings")
@@ -47,17 +54,18 @@ function mesh_sharding.settings(config, sharding, plugin)
   return sharding
 end
 
--- Shards `model` (its optimizer `optimizer`) over mesh.dp_shard, as
--- sharding/shard_model.lua does over the world. Every rank of a dp group
--- starts from the group's first rank's weights and buffers (a tp rank keeps
--- its own slices); the parameters split over tp are told to the engine, for
--- the gradient norm. Returns the ShardedModel and its parameter names.
+-- Shards `model` (its optimizer `optimizer`) over mesh.dp_shard_cp
+-- (dp_shard without context parallelism), as sharding/shard_model.lua does
+-- over the world. Every rank of a dp x cp group starts from the group's
+-- first rank's weights and buffers (a tp rank keeps its own slices); the
+-- parameters split over tp are told to the engine, for the gradient norm.
+-- Returns the ShardedModel and its parameter names.
 function mesh_sharding.shard_model(mesh, model, optimizer, settings, bucket_bytes, device)
   if device ~= "cpu" then model:to(device) end
-  if mesh.dp.size > 1 then
+  if mesh.dp_cp.size > 1 then
     core.no_grad(function()
-      for _, p in ipairs(model:parameters()) do mesh.dp:broadcast(p, 0) end
-      for _, b in ipairs(model:buffers()) do mesh.dp:broadcast(b, 0) end
+      for _, p in ipairs(model:parameters()) do mesh.dp_cp:broadcast(p, 0) end
+      for _, b in ipairs(model:buffers()) do mesh.dp_cp:broadcast(b, 0) end
     end)
   end
   local split = {}
@@ -65,7 +73,7 @@ function mesh_sharding.shard_model(mesh, model, optimizer, settings, bucket_byte
     if entry[3] then split[#split + 1] = entry[2] end
   end
   return shard_model(model, optimizer, settings, bucket_bytes, device, {
-    shard = mesh.dp_shard.group, replicate = mesh.dp_replicate.group, tp = mesh.tp.group, tp_split = split,
+    shard = mesh.dp_shard_cp.group, replicate = mesh.dp_replicate.group, tp = mesh.tp.group, tp_split = split,
   })
 end
 

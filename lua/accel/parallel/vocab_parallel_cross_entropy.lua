@@ -23,6 +23,10 @@ return function(logits, labels, tp, options)
   end
   local width = logits:size(-1)
   local x = logits:reshape(-1, width)
+  -- In float32, as F.cross_entropy computes under autocast: bfloat16 logits
+  -- (a loss computed inside acc:autocast) would sum the exponentials, and
+  -- all-reduce them, with 8 bits of mantissa.
+  if x.dtype == "bfloat16" or x.dtype == "float16" then x = x:float() end
   local y = labels:reshape(-1)
   if x:size(1) ~= y:size(1) then
     args.error(string.format("%s: %d rows of logits but %d labels", where, x:size(1), y:size(1)))

@@ -4,8 +4,9 @@
 -- trained with AdamW, a cosine schedule with warmup and clipping, from a
 -- shuffled prepared loader of 10 batches (one epoch: 10 updates).
 --   local run = mc.setup{tp = 2 | nil (no mesh), seed = 1, state_dict_type = "SHARDED_STATE_DICT" | nil,
---                        dp_shard = n, dp_replicate = n}
--- With dp_shard > 1 (FSDP on the mesh) each decoder layer is a unit; over
+--                        dp_shard = n, dp_replicate = n, cp = n, mixed_precision = "bf16" | "fp16" | nil}
+-- With dp_shard > 1 (FSDP on the mesh) each decoder layer is a unit; with
+-- cp > 1 the model is context parallel and each batch split over cp; over
 -- dp ranks each rank's batch is its 1/dp of the 4 rows a step takes, so
 -- that every mesh trains on the same global batches, and the losses are
 -- averaged over dp.
@@ -34,10 +35,10 @@ end
 
 -- A prepared run: {acc, model, opt, sched, loader}.
 function mc.setup(o)
-  local options = {}
-  if o.tp or o.dp_shard or o.dp_replicate then
+  local options = { mixed_precision = o.mixed_precision }
+  if o.tp or o.dp_shard or o.dp_replicate or o.cp then
     options.parallelism_config = accel.ParallelismConfig{ tp_size = o.tp, dp_shard_size = o.dp_shard,
-                                                          dp_replicate_size = o.dp_replicate }
+                                                          dp_replicate_size = o.dp_replicate, cp_size = o.cp }
     if o.state_dict_type or o.dp_shard then
       options.fsdp_plugin = accel.FullyShardedDataParallelPlugin{ state_dict_type = o.state_dict_type,
         transformer_layer_cls = o.dp_shard and o.dp_shard > 1 and "LlamaDecoderLayer" or nil }
@@ -46,16 +47,22 @@ function mc.setup(o)
   local acc = accel.Accelerator(options)
   local model = mc.build(o.seed or 1)
   if o.tp then model = accel.parallel.tensor_parallel(model, acc.mesh) end
+  if o.cp then model = accel.parallel.context_parallel(model, acc.mesh) end
   local opt = accel.optim.AdamW(model:parameters(), { lr = 1e-2, weight_decay = 0.01 })
   local sched = accel.optim.lr_scheduler.cosine(opt, { warmup = 2, total = mc.STEPS })
   local dp = acc.mesh and acc.mesh.dp.size or 1
   local loader = accel.data.DataLoader(accel.data.TensorDataset(mc.data()), { batch_size = ROWS / dp, shuffle = true })
   model, opt, loader, sched = acc:prepare(model, opt, loader, sched)
-  return { acc = acc, model = model, opt = opt, sched = sched, loader = loader }
+  return { acc = acc, model = model, opt = opt, sched = sched, loader = loader, cp_mesh = o.cp and acc.mesh }
 end
 
--- The loss of a batch of token rows, from the full logits.
-function mc.loss(model, rows)
+-- The loss of a batch of token rows, from the full logits; under context
+-- parallelism (`cp_mesh`, the mesh) the model's, of this rank's part of them.
+function mc.loss(model, rows, cp_mesh)
+  if cp_mesh then
+    local split = { input_ids = rows:narrow(2, 1, T), shift_labels = rows:narrow(2, 2, T) }
+    return model(accel.parallel.context_parallel_split(split, cp_mesh)).loss
+  end
   local logits = model{ input_ids = rows:narrow(2, 1, T) }.logits
   return F.cross_entropy(logits:reshape(-1, mc.tiny.vocab_size), rows:narrow(2, 2, T):reshape(-1) + 1)
 end
@@ -65,7 +72,7 @@ end
 function mc.train(run, steps, hooks)
   local losses = {}
   for rows in run.loader:iter() do
-    local loss = mc.loss(run.model, rows)
+    local loss = mc.loss(run.model, rows, run.cp_mesh)
     run.acc:backward(loss)
     run.acc:clip_grad_norm(run.model:parameters(), MAX_NORM)
     run.opt:step()
