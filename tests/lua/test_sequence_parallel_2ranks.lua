@@ -7,8 +7,10 @@
 -- dropout's mask the one process's; then a small Llama (dropout off) trained 10 AdamW steps with
 -- clipping under llama's sp_plan equals one process within 1e-5 (logits
 -- gathered; logits split to the vocabulary-parallel loss, accumulating over
--- 2 micro-steps); lengths that do not divide by tp_size and plans without
--- sequence kinds are refused.
+-- 2 micro-steps); lengths that do not divide by tp_size are refused; a
+-- forward without gradients runs as TP alone (no_grad logits of any length
+-- and greedy generation equal the unsplit model's); plans without sequence
+-- kinds are refused.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local tp_check = dofile(arg[0]:match("(.*/)") .. "helpers/tensor_parallel_check.lua")
 local nn = accel.nn
@@ -98,6 +100,29 @@ check.equal(sp.lm_head.input, "sequence", "lm_head gathers the sequence itself")
 check.truthy(sp:state_dict()["model.layers.0.input_layernorm.weight"] ~= nil, "parameter names kept")
 check.raises(function() sp{ input_ids = accel.zeros({ 2, 7 }, { dtype = accel.int64 }) } end, "a length of 7",
              "sequence parallelism splits the sequence over tp_size 2", "model.embed_tokens got a sequence of length 7")
+-- Without gradients the model runs as TP alone (every rank the whole
+-- sequence), so an SP model evaluates any length and generates.
+accel.set_seed(3)
+local unsplit = accel.models.from_config(tp_check.tiny):eval()
+accel.set_seed(3)
+local sp_model = accel.parallel.tensor_parallel(accel.models.from_config(tp_check.tiny), acc.mesh, nil,
+                                                { sequence_parallel = true }):eval()
+accel.set_seed(11)
+local prompt = accel.randint(3, tp_check.tiny.vocab_size, { 2, 6 })
+accel.no_grad(function()
+  for _, length in ipairs({ 6, 5 }) do
+    local ids = prompt:narrow(2, 1, length)
+    check.near(sp_model{ input_ids = ids }.logits, unsplit{ input_ids = ids }.logits, 1e-5,
+               "no_grad logits of a length of " .. length .. " equal the unsplit model's")
+    local generated = sp_model:generate(ids, { max_new_tokens = 6, do_sample = false })
+    check.truthy(generated:equal(unsplit:generate(ids, { max_new_tokens = 6, do_sample = false })),
+                 "greedy generation from a prompt of " .. length .. " equals the unsplit model's")
+  end
+end)
+check.raises(function() sp_model{ input_ids = prompt:narrow(2, 1, 5), labels = prompt:narrow(2, 1, 5) } end,
+             "with gradients a length of 5 is still refused", "got a sequence of length 5")
+check.raises(function() sp_model{ input_ids = prompt, logits_to_keep = 1 } end, "logits_to_keep on a split sequence",
+             "logits_to_keep while sequence parallelism splits the sequence")
 check.raises(function()
   accel.parallel.tensor_parallel(accel.models.from_config(tp_check.tiny), acc.mesh, require("accel.models.llama").tp_plan,
                                  { sequence_parallel = true })

@@ -10,6 +10,7 @@
 local core = require("accel.core")
 local F = core.functional
 local nn = require("accel.nn")
+local args = require("accel.args")
 local config = require("accel.models.config")
 local activations = require("accel.models.activations")
 local attention_mask = require("accel.models.attention_mask")
@@ -203,6 +204,11 @@ function llama.causal_lm_class(name, settings, make_mlp)
   function cls:forward(inputs)
     causal_lm.check_inputs(inputs, name)
     local h = self.model(inputs)
+    local sp = rawget(self, "sequence_parallel_state")  -- accel.parallel.tensor_parallel's, under SP
+    if sp and sp.split and inputs.logits_to_keep ~= nil then
+      args.error(name .. ": logits_to_keep while sequence parallelism splits the sequence (a forward recording "
+                 .. "gradients): each rank holds part of the positions; leave it out, or run without gradients")
+    end
     local logits = self.lm_head(causal_lm.kept_positions(h, inputs, name))
     local out = { logits = logits, past_key_values = inputs.past_key_values }
     if inputs.labels ~= nil then out.loss = causal_lm.loss(logits, inputs.labels) end

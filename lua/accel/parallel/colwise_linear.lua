@@ -23,20 +23,25 @@ local ColwiseLinear = Module:extend("ColwiseLinear")
 -- linear: an nn.Linear (or anything with weight (out, in) and bias); tp:
 -- the mesh dim it splits over; name: its module name, for errors.
 -- input: "replicated" (the default), "sequence" or "gathered".
-function ColwiseLinear:init(linear, tp, name, gather_output, input)
+-- sp: the model's sequence-parallel state (sequence_parallel.lua) for the
+-- inputs "sequence" and "gathered": a forward that does not split the
+-- sequence gives this layer the whole sequence, replicated.
+function ColwiseLinear:init(linear, tp, name, gather_output, input, sp)
   self.weight = shard.slice(linear.weight, 1, tp, name .. ".weight")
   if linear.bias then self.bias = shard.slice(linear.bias, 1, tp, name .. ".bias") end
   self.in_features, self.out_features = linear.weight:size(2), self.weight:size(1)
   rawset(self, "tp", tp)
   rawset(self, "gather_output", gather_output or false)
   rawset(self, "input", input or "replicated")
+  rawset(self, "sp", sp)
 end
 
 function ColwiseLinear:forward(x)
   local group = self.tp.group
-  if self.input == "sequence" then
+  local split = self.input ~= "replicated" and self.sp.split
+  if split and self.input == "sequence" then
     x = group:gather_sequence(x, sequence_parallel.DIM)
-  elseif self.input == "replicated" then
+  elseif not split then
     x = group:copy_to(x)
   end
   local y = core.functional.linear(x, self.weight, self.bias)

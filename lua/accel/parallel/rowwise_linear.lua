@@ -14,6 +14,8 @@ local sequence_parallel = require("accel.parallel.sequence_parallel")
 
 local RowwiseLinear = Module:extend("RowwiseLinear")
 
+-- sequence_output: the model's sequence-parallel state (sequence_parallel.lua)
+-- when the output is split over the sequence (rowwise_sequence), else nil.
 function RowwiseLinear:init(linear, tp, name, sequence_output)
   self.weight = shard.slice(linear.weight, 2, tp, name .. ".weight")
   if linear.bias then self.bias = linear.bias:detach():clone():requires_grad_(linear.bias.requires_grad) end
@@ -24,12 +26,13 @@ end
 
 function RowwiseLinear:forward(x)
   local partial = core.functional.linear(x, self.weight)
-  local y = self.sequence_output and self.tp.group:reduce_scatter_sequence(partial, sequence_parallel.DIM)
+  local split = self.sequence_output and self.sequence_output.split
+  local y = split and self.tp.group:reduce_scatter_sequence(partial, sequence_parallel.DIM)
     or self.tp.group:reduce_from(partial)
   if self.bias then
     -- Added to this rank's part of the sequence only, the bias gets its
     -- gradient summed over the group by copy_to (as sequence_parallel norms).
-    y = y + (self.sequence_output and self.tp.group:copy_to(self.bias) or self.bias)
+    y = y + (split and self.tp.group:copy_to(self.bias) or self.bias)
   end
   return y
 end

@@ -20,6 +20,18 @@
 --                      the gather's backward reduce-scatter sums their
 --                      partial gradients, which copy_to would otherwise do.
 -- Both keep the module (and its parameters' names) and wrap its forward.
+--
+-- Only a forward that records gradients splits the sequence (what SP saves
+-- is the activations kept for backward), and its length must divide by
+-- tp_size. Without gradients (a no_grad evaluation, generate) the forward
+-- runs as tensor parallelism alone, any length: every rank holds the whole
+-- sequence, the row-parallel outputs are all-reduced and nothing is
+-- gathered, so generate's one-token steps and its last-position logits
+-- work. The model's sequence-parallel modules share one state, `sp`
+-- ({split = true | false}; tensor_parallel keeps it as the model's
+-- sequence_parallel_state), set per forward by the vocabulary-parallel
+-- embedding that starts the split (vocab_embedding_sequence) and read by
+-- the others.
 local core = require("accel.core")
 local args = require("accel.args")
 local Module = require("accel.nn.module")
@@ -29,6 +41,19 @@ local sequence_parallel = {}
 
 -- The sequence dim of the split activations (batch, sequence, ...).
 sequence_parallel.DIM = 2
+
+-- A model's shared state (above): split until a forward says otherwise.
+function sequence_parallel.new_state()
+  return { split = true }
+end
+
+-- Whether this forward splits a sequence of `length` (above): with
+-- gradients it does, refusing a length that does not divide by tp_size.
+function sequence_parallel.splits(length, tp, name)
+  if not core.is_grad_enabled() then return false end
+  sequence_parallel.check_length(length, tp, name)
+  return true
+end
 
 -- Refuses a sequence the tp group cannot split evenly, naming the lengths.
 function sequence_parallel.check_length(length, tp, name)
@@ -78,24 +103,35 @@ local function with_summed_gradients(call, self, tp, names, ...)
   return unpack(result, 2, result.n)
 end
 
--- The `sequence_parallel` kind: returns the module, its forward wrapped.
-function sequence_parallel.norm(m, tp)
+-- The `sequence_parallel` kind: returns the module, its forward wrapped
+-- (a plain forward when this forward does not split the sequence).
+function sequence_parallel.norm(m, tp, _, sp)
   if getmetatable(m) == Dropout then
-    wrap_forward(m, function(call, self, x) return dropout_on_part(call, self, tp, x) end)
+    wrap_forward(m, function(call, self, x)
+      if not sp.split then return call(self, x) end
+      return dropout_on_part(call, self, tp, x)
+    end)
   else
     local names = {}
     for name in m:named_parameters() do
       if not name:find(".", 1, true) then names[#names + 1] = name end
     end
-    wrap_forward(m, function(call, self, ...) return with_summed_gradients(call, self, tp, names, ...) end)
+    wrap_forward(m, function(call, self, ...)
+      if not sp.split then return call(self, ...) end
+      return with_summed_gradients(call, self, tp, names, ...)
+    end)
   end
   rawset(m, "sequence_parallel", true)
   return m
 end
 
--- The `gather_sequence` kind: returns the module, its first input gathered.
-function sequence_parallel.gather_input(m, tp)
-  wrap_forward(m, function(call, self, x, ...) return call(self, tp.group:gather_sequence(x, sequence_parallel.DIM), ...) end)
+-- The `gather_sequence` kind: returns the module, its first input gathered
+-- (when this forward splits the sequence).
+function sequence_parallel.gather_input(m, tp, _, sp)
+  wrap_forward(m, function(call, self, x, ...)
+    if not sp.split then return call(self, x, ...) end
+    return call(self, tp.group:gather_sequence(x, sequence_parallel.DIM), ...)
+  end)
   rawset(m, "gathers_sequence", true)
   return m
 end

@@ -37,15 +37,17 @@ local sequence_parallel = require("accel.parallel.sequence_parallel")
 
 local where = "accel.parallel.tensor_parallel"
 
+-- Each kind is called (module, tp, name, sp): sp is the model's shared
+-- sequence-parallel state (sequence_parallel.lua), which the sequence kinds keep.
 local kinds = {
   colwise = function(m, tp, name) return ColwiseLinear(m, tp, name, false) end,
   colwise_gather = function(m, tp, name) return ColwiseLinear(m, tp, name, true) end,
   rowwise = function(m, tp, name) return RowwiseLinear(m, tp, name) end,
   vocab_embedding = function(m, tp, name) return VocabParallelEmbedding(m, tp, name) end,
-  colwise_sequence = function(m, tp, name) return ColwiseLinear(m, tp, name, false, "sequence") end,
-  colwise_gather_sequence = function(m, tp, name) return ColwiseLinear(m, tp, name, true, "sequence") end,
-  rowwise_sequence = function(m, tp, name) return RowwiseLinear(m, tp, name, true) end,
-  vocab_embedding_sequence = function(m, tp, name) return VocabParallelEmbedding(m, tp, name, true) end,
+  colwise_sequence = function(m, tp, name, sp) return ColwiseLinear(m, tp, name, false, "sequence", sp) end,
+  colwise_gather_sequence = function(m, tp, name, sp) return ColwiseLinear(m, tp, name, true, "sequence", sp) end,
+  rowwise_sequence = function(m, tp, name, sp) return RowwiseLinear(m, tp, name, sp) end,
+  vocab_embedding_sequence = function(m, tp, name, sp) return VocabParallelEmbedding(m, tp, name, sp) end,
   sequence_parallel = sequence_parallel.norm,
   gather_sequence = sequence_parallel.gather_input,
 }
@@ -88,13 +90,17 @@ local function check_heads(model)
   end
 end
 
--- The ColwiseLinears inside a gather_sequence module take its gathered input as it is.
-local function mark_gathered_inputs(model)
+-- The ColwiseLinears inside a gather_sequence module take its gathered
+-- input as it is (when the forward splits the sequence: `sp`).
+local function mark_gathered_inputs(model, sp)
   for _, pair in ipairs(model:named_modules()) do
     if rawget(pair[2], "gathers_sequence") then
       for _, inner in ipairs(pair[2]:named_modules()) do
         local m = inner[2]
-        if getmetatable(m) == ColwiseLinear and m.input == "replicated" then rawset(m, "input", "gathered") end
+        if getmetatable(m) == ColwiseLinear and m.input == "replicated" then
+          rawset(m, "input", "gathered")
+          rawset(m, "sp", sp)
+        end
       end
     end
   end
@@ -151,14 +157,16 @@ return function(model, mesh, plan, options)
     end
   end
   if tp.size == 1 then return model end
+  local sp = sequence_parallel.new_state()
   for _, r in ipairs(replacements) do
     local parent_name, field = r.name:match("^(.*)%.([^.]+)$")
     local parent = by_name[parent_name or ""]
     field = field or r.name
-    parent[field] = kinds[r.kind](by_name[r.name], tp, r.name)
+    parent[field] = kinds[r.kind](by_name[r.name], tp, r.name, sp)
   end
-  mark_gathered_inputs(model)
+  mark_gathered_inputs(model, sp)
   check_heads(model)
   rawset(model, "tp_dim", tp)
+  if sequence_plan then rawset(model, "sequence_parallel_state", sp) end
   return model
 end

@@ -14,6 +14,8 @@ local sequence_parallel = require("accel.parallel.sequence_parallel")
 
 local VocabParallelEmbedding = Module:extend("VocabParallelEmbedding")
 
+-- sequence_output: the model's sequence-parallel state (sequence_parallel.lua)
+-- under sequence parallelism, else nil; each forward sets whether it splits.
 function VocabParallelEmbedding:init(embedding, tp, name, sequence_output)
   if embedding.max_norm or embedding.scale_grad_by_freq then
     args.error("accel.parallel.tensor_parallel: " .. name .. " uses max_norm or scale_grad_by_freq, "
@@ -33,14 +35,15 @@ function VocabParallelEmbedding:init(embedding, tp, name, sequence_output)
 end
 
 function VocabParallelEmbedding:forward(ids)
-  if self.sequence_output then sequence_parallel.check_length(ids:size(sequence_parallel.DIM), self.tp, self.name) end
+  local sp = self.sequence_output
+  if sp then sp.split = sequence_parallel.splits(ids:size(sequence_parallel.DIM), self.tp, self.name) end
   local rows = self.weight:size(1)
   local zero_based = ids - self.index_base
   local mine = zero_based:ge(self.first):logical_and(zero_based:lt(self.first + rows))
   local local_ids = (zero_based - self.first):clamp(0, rows - 1)
   local vectors = core.functional.embedding(local_ids, self.weight, { index_base = 0, padding_idx = self.local_padding })
   local parts = vectors * mine:unsqueeze(-1):to(vectors.dtype)
-  if self.sequence_output then
+  if sp and sp.split then
     return self.tp.group:reduce_scatter_sequence(parts, sequence_parallel.DIM)
   end
   return self.tp.group:reduce_from(parts)
