@@ -56,4 +56,12 @@ check.raises(function() accel.parallel.tensor_parallel(accel.models.from_config(
 tp_check.run(check, { dp_replicate = 1, tp = 2, plan = "vocab_parallel" })
 tp_check.run(check, { dp_replicate = 1, tp = 2, plan = "default" })
 tp_check.run(check, { dp_replicate = 1, tp = 2, plan = "vocab_parallel", accumulation = 2 })
+-- The other Llama-family architectures with the plans they carry: Qwen2's
+-- q/k/v biases split with their rows, Mistral's sliding window within each
+-- rank's heads, Mixtral's experts split as MLPs (w1, w3 column-, w2
+-- row-parallel) behind the router every rank keeps whole.
+tp_check.run(check, { tp = 2, plan = "default", config = { model_type = "qwen2" }, name = "qwen2" })
+tp_check.run(check, { tp = 2, plan = "default", config = { model_type = "mistral", sliding_window = 4 }, name = "mistral" })
+tp_check.run(check, { tp = 2, plan = "default", name = "mixtral",
+                      config = { model_type = "mixtral", num_local_experts = 4, num_experts_per_tok = 2 } })
 if rank == 0 then print(string.format("tensor parallel (2 ranks): %d checks passed", check.passed)) end

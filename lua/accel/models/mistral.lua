@@ -21,5 +21,8 @@ function mistral.settings(cfg, rope_theta)
 end
 
 mistral.MistralForCausalLM = llama.causal_lm_class("MistralForCausalLM", mistral.settings)
+-- The Llama decoder's layers and names: Llama's plans (llama.lua) split it.
+mistral.MistralForCausalLM.tp_plan = llama.tp_plan
+mistral.MistralForCausalLM.sp_plan = llama.sp_plan
 
 return mistral

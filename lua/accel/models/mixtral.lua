@@ -121,6 +121,21 @@ mixtral.MixtralForCausalLM = llama.causal_lm_class("MixtralForCausalLM", mixtral
   return function() return "block_sparse_moe", SparseMoeBlock(s, cfg) end
 end)
 
+-- How accel.parallel.tensor_parallel splits it: Llama's attention, and
+-- each expert split as an MLP (w1 and w3 column-, w2 row-parallel, as
+-- transformers' Mixtral plan) behind the router (gate), which every rank
+-- keeps whole and runs alike. No sp_plan: the experts see the tokens each
+-- picks, not a sequence to split.
+mixtral.tp_plan = {
+  ["layers.*.block_sparse_moe.experts.*.w1"] = "colwise",
+  ["layers.*.block_sparse_moe.experts.*.w3"] = "colwise",
+  ["layers.*.block_sparse_moe.experts.*.w2"] = "rowwise",
+}
+for pattern, kind in pairs(llama.tp_plan) do
+  if not pattern:find("%.mlp%.") then mixtral.tp_plan[pattern] = kind end
+end
+mixtral.MixtralForCausalLM.tp_plan = mixtral.tp_plan
+
 local causal_lm_forward = mixtral.MixtralForCausalLM.forward
 
 function mixtral.MixtralForCausalLM:forward(inputs)

@@ -26,5 +26,8 @@ function qwen2.settings(cfg)
 end
 
 qwen2.Qwen2ForCausalLM = llama.causal_lm_class("Qwen2ForCausalLM", qwen2.settings)
+-- The Llama decoder's layers and names: Llama's plans (llama.lua) split it.
+qwen2.Qwen2ForCausalLM.tp_plan = llama.tp_plan
+qwen2.Qwen2ForCausalLM.sp_plan = llama.sp_plan
 
 return qwen2

@@ -10,6 +10,8 @@
 -- under tp: test_mesh_checkpoint_2ranks.lua).
 --   tp_check.run(check, {dp_replicate = n, tp = n, plan = "vocab_parallel" | "default",
 --                        accumulation = n (default 1), cp = n (default 1)})
+-- config = {model_type = "qwen2", ...}: another architecture of the same
+-- sizes ("default" then uses its own tp_plan).
 -- FSDP on the mesh: dp_shard = n (default 1), fsdp_plugin = a plugin, plan =
 -- "none" (the model as built, no tensor_parallel: for tp 1), rows = the
 -- rows of a step's batch (default 4; a multiple of dp x accumulation).
@@ -64,9 +66,14 @@ local STEPS, ROWS, T, MAX_NORM = 10, 4, 8, 0.5
 -- weights 2.5e-3, between the layouts' 1.3e-3 and that 10% change's 4.3e-3.
 tp_check.bf16_tolerances = { first_loss = 1e-4, loss = 5e-4, norm = 5e-3, weights = 2.5e-3 }
 
-local function build()
+-- The small Llama, or with `overrides` (o.config) another architecture of
+-- the same sizes (model_type "mistral", "qwen2", "mixtral" ...).
+local function build(overrides)
+  local cfg = {}
+  for k, v in pairs(tp_check.tiny) do cfg[k] = v end
+  for k, v in pairs(overrides or {}) do cfg[k] = v end
   accel.set_seed(1)
-  return accel.models.from_config(tp_check.tiny):train()
+  return accel.models.from_config(cfg):train()
 end
 
 local function data(n_rows, learnable)
@@ -113,8 +120,8 @@ end
 
 -- One process, the whole batch: losses and gradient norms per step and the
 -- final state dict.
-local function reference(check, ids, n_rows, precision, lr, device)
-  local model = build():to(device or "cpu")
+local function reference(check, ids, n_rows, precision, lr, device, overrides)
+  local model = build(overrides):to(device or "cpu")
   local opt = optimizer(model, lr)
   local losses, norms = {}, {}
   for step = 1, STEPS do
@@ -136,7 +143,8 @@ function tp_check.run(check, o)
   local n_rows = o.rows or ROWS
   local ids = data(n_rows, o.tolerances)
   local lr = o.tolerances and 1e-3 or 1e-2
-  local expected_losses, expected_state, expected_norms = reference(check, ids, n_rows, o.mixed_precision, lr, o.device)
+  local expected_losses, expected_state, expected_norms = reference(check, ids, n_rows, o.mixed_precision, lr, o.device,
+                                                                     o.config)
   local tol = o.tolerances or { first_loss = 1e-5, loss = 1e-5, norm = 1e-5 }
   local what = (o.mixed_precision or "float32") .. (o.name and " " .. o.name or "")
   local worst = { first_loss = 0, loss = 0, norm = 0, weights = 0 }  -- relative differences from the reference, reported
@@ -157,7 +165,7 @@ function tp_check.run(check, o)
     for k, v in pairs(require("accel.models.llama")[o.sequence_parallel and "sp_plan" or "tp_plan"]) do plan[k] = v end
     plan.lm_head = o.sequence_parallel and "colwise_sequence" or "colwise"  -- logits stay split over the vocabulary
   end
-  local model = o.plan == "none" and build() or accel.parallel.tensor_parallel(build(), mesh, plan,
+  local model = o.plan == "none" and build(o.config) or accel.parallel.tensor_parallel(build(o.config), mesh, plan,
                                                                           { sequence_parallel = o.sequence_parallel })
   if o.cp then model = accel.parallel.context_parallel(model, mesh) end
   check.equal(model:state_dict()["model.layers.0.self_attn.q_proj.weight"]:size(1), 16 / o.tp, "q_proj rows on this tp rank")
