@@ -39,4 +39,8 @@ std::unique_ptr<PendingOp> DeviceRoutedCommunicator::all_gather_into_async(at::T
 
 void DeviceRoutedCommunicator::barrier() { host_->barrier(); }
 
+void DeviceRoutedCommunicator::send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) {
+  point_to_point(route(recv)).send_recv(send, to, recv, from);
+}
+
 }  // namespace accel

@@ -7,10 +7,11 @@
 #include <memory>
 
 #include "engine/comm/communicator.h"
+#include "engine/comm/point_to_point.h"
 
 namespace accel {
 
-class DeviceRoutedCommunicator final : public Communicator {
+class DeviceRoutedCommunicator final : public Communicator, public PointToPoint {
  public:
   DeviceRoutedCommunicator(std::unique_ptr<Communicator> host, std::unique_ptr<Communicator> device);
 
@@ -28,6 +29,9 @@ class DeviceRoutedCommunicator final : public Communicator {
   std::unique_ptr<PendingOp> all_gather_into_async(at::Tensor& output, const at::Tensor& input) override;
   // On the host: it needs no GPU work, and so does not wait for queued kernels.
   void barrier() override;
+  // By where `recv` lives (`send` must live there too), over that side's
+  // point-to-point exchange.
+  void send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) override;
   // The sum of both sides', so tests see every collective.
   CollectiveCounts counts() const override { return host_->counts() + device_->counts(); }
 

@@ -6,9 +6,13 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "engine/comm/device_routed_communicator.h"
 #include "engine/comm/gloo_communicator.h"
 #ifdef ACCEL_WITH_MPI
 #include "engine/comm/mpi_group_communicator.h"
+#endif
+#ifdef ACCEL_WITH_CUDA
+#include "engine/comm/nccl_communicator.h"
 #endif
 #include "engine/comm/shared_memory_communicator.h"
 #include "engine/comm/single_process_communicator.h"
@@ -53,7 +57,43 @@ std::string next_store_prefix(const std::string& name, const std::vector<int>& r
   return key + "/" + std::to_string(made[key]++);
 }
 
+// One backend's keys under the communicator's prefix ("gloo" and "nccl"
+// for the world).
+std::string backend_prefix(const std::string& store_prefix, const std::string& backend) {
+  return store_prefix.empty() ? backend : store_prefix + "/" + backend;
+}
+
+std::unique_ptr<Communicator> gloo_communicator(const ProcessState& state, const CommunicatorOptions& options,
+                                                const std::string& store_prefix, int group_rank,
+                                                int group_size) {
+  std::unique_ptr<Communicator> comm = std::make_unique<GlooCommunicator>(
+      state, options, backend_prefix(store_prefix, "gloo"), group_rank, group_size);
+  const char* shared_memory = std::getenv(variables::kSharedMemory);
+  const bool shm_allowed = options.shared_memory && !(shared_memory && std::string(shared_memory) == "0");
+  if (shm_allowed && group_size > 1 && state.local_world_size == state.world_size) {
+    comm = std::make_unique<SharedMemoryCommunicator>(std::move(comm), options.timeout, options.shm_prefix);
+  }
+  return comm;
+}
+
 }  // namespace
+
+std::unique_ptr<Communicator> make_c10d_communicator(const ProcessState& state,
+                                                     const CommunicatorOptions& options,
+                                                     const std::string& store_prefix, int group_rank,
+                                                     int group_size) {
+  if (options.backend == "gloo") return gloo_communicator(state, options, store_prefix, group_rank, group_size);
+#ifdef ACCEL_WITH_CUDA
+  if (options.backend == "nccl") {
+    auto host = gloo_communicator(state, options, store_prefix, group_rank, group_size);
+    auto device = std::make_unique<NcclCommunicator>(state, options, backend_prefix(store_prefix, "nccl"),
+                                                     group_rank, group_size);
+    return std::make_unique<DeviceRoutedCommunicator>(std::move(host), std::move(device));
+  }
+#endif
+  throw std::invalid_argument("unknown backend '" + options.backend + "' (compiled in: " + compiled_backends() +
+                              ")");
+}
 
 std::unique_ptr<Communicator> make_group_communicator(const ProcessState& state,
                                                       const CommunicatorOptions& options,
@@ -64,20 +104,9 @@ std::unique_ptr<Communicator> make_group_communicator(const ProcessState& state,
 #ifdef ACCEL_WITH_MPI
   if (options.backend == "mpi") return make_mpi_group_communicator(ranks, options.timeout);
 #endif
-  if (options.backend != "gloo") {
-    throw std::invalid_argument("group '" + name + "': collectives over a subset of ranks are implemented over "
-                                "gloo and mpi only so far, and this run's backend is " + options.backend);
-  }
   const int group_rank = static_cast<int>(std::find(ranks.begin(), ranks.end(), state.rank) - ranks.begin());
-  const int group_size = static_cast<int>(ranks.size());
-  std::unique_ptr<Communicator> comm = std::make_unique<GlooCommunicator>(
-      state, options, next_store_prefix(name, ranks), group_rank, group_size);
-  const char* shared_memory = std::getenv(variables::kSharedMemory);
-  const bool shm_allowed = options.shared_memory && !(shared_memory && std::string(shared_memory) == "0");
-  if (shm_allowed && state.local_world_size == state.world_size) {
-    comm = std::make_unique<SharedMemoryCommunicator>(std::move(comm), options.timeout, options.shm_prefix);
-  }
-  return comm;
+  return make_c10d_communicator(state, options, next_store_prefix(name, ranks), group_rank,
+                                static_cast<int>(ranks.size()));
 }
 
 }  // namespace accel

@@ -67,19 +67,21 @@ struct NcclCommunicator::Impl {
 };
 
 NcclCommunicator::NcclCommunicator(const ProcessState& state, const CommunicatorOptions& options,
-                                   int device_index)
+                                   const std::string& store_prefix, int group_rank, int group_size)
     : impl_(std::make_unique<Impl>()) {
   TORCH_CHECK(state.master_port > 0, "the nccl backend needs MASTER_PORT: start the run with accel-run");
-  c10::cuda::set_device(static_cast<c10::DeviceIndex>(device_index));
+  TORCH_CHECK(options.cuda_device >= 0,
+              "the nccl backend reduces CUDA tensors, and this rank has no GPU (device cpu)");
+  c10::cuda::set_device(static_cast<c10::DeviceIndex>(options.cuda_device));
   auto store = c10::make_intrusive<C10dStore>(state.store_address(), options.timeout);
-  auto prefixed = c10::make_intrusive<c10d::PrefixStore>("nccl", store);
+  auto prefixed = c10::make_intrusive<c10d::PrefixStore>(store_prefix, store);
   auto nccl_options = c10d::ProcessGroupNCCL::Options::create();
   nccl_options->timeout = options.timeout;
-  impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, state.rank, state.world_size,
-                                                             nccl_options);
+  nccl_options->group_name = store_prefix;  // c10d's own messages (its watchdog's) then name the group
+  impl_->group = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefixed, group_rank, group_size, nccl_options);
   impl_->timeout = options.timeout;
-  impl_->rank = state.rank;
-  impl_->size = state.world_size;
+  impl_->rank = group_rank;
+  impl_->size = group_size;
 }
 
 NcclCommunicator::~NcclCommunicator() = default;
@@ -147,6 +149,29 @@ std::unique_ptr<PendingOp> NcclCommunicator::all_gather_into_async(at::Tensor& o
 void NcclCommunicator::barrier() {
   ++counts_.barrier;
   wait_for(impl_->group->barrier(), "barrier", impl_->timeout);
+}
+
+// Coalesced, c10d puts both on the group's own NCCL communicator, where
+// every member of a ring posts its pair in the same order (without it each
+// pair of peers would get a communicator of its own, made lazily, and two
+// neighbours each sending first could wait on each other).
+void NcclCommunicator::send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) {
+  TORCH_CHECK(to >= 0 && to < impl_->size && from >= 0 && from < impl_->size, "send_recv to rank ", to,
+              " and from rank ", from, " in a group of ", impl_->size, " ranks");
+  require_cuda(send, "send_recv");
+  require_cuda(recv, "send_recv");
+  TORCH_CHECK(recv.is_contiguous(), "send_recv receives into a contiguous tensor");
+  TORCH_CHECK(send.scalar_type() == recv.scalar_type(), "send_recv sends ", send.scalar_type(),
+              " but receives into ", recv.scalar_type());
+  constexpr int kTag = 0;  // NCCL matches sends and recvs by order, not by tag
+  std::vector<at::Tensor> outgoing{send.contiguous()};
+  std::vector<at::Tensor> incoming{recv};
+  impl_->group->startCoalescing();
+  impl_->group->send(outgoing, to, kTag);
+  impl_->group->recv(incoming, from, kTag);
+  // No work back means c10d queued both on the current stream, where what
+  // follows waits for them anyway.
+  if (Work both = impl_->group->endCoalescing()) wait_for(both, "send_recv", impl_->timeout);
 }
 
 }  // namespace accel

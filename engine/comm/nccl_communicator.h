@@ -14,14 +14,21 @@
 #include <memory>
 
 #include "engine/comm/communicator.h"
+#include "engine/comm/point_to_point.h"
 
 namespace accel {
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public Communicator, public PointToPoint {
  public:
-  // Uses GPU `device_index` (set as this thread's current device). Blocks
-  // until every rank has joined or the timeout passes.
-  NcclCommunicator(const ProcessState& state, const CommunicatorOptions& options, int device_index);
+  // The world (make_communicator) or a group of some of its ranks
+  // (make_group_communicator): this process is `group_rank` of
+  // `group_size`, on GPU options.cuda_device (made this thread's current
+  // device), and the members rendezvous under the store keys starting with
+  // `store_prefix`, which no other communicator of the run uses. c10d makes
+  // the NCCL communicator itself at the first collective (or send_recv),
+  // which every member must then reach.
+  NcclCommunicator(const ProcessState& state, const CommunicatorOptions& options,
+                   const std::string& store_prefix, int group_rank, int group_size);
   ~NcclCommunicator() override;
 
   int rank() const override;
@@ -35,6 +42,10 @@ class NcclCommunicator final : public Communicator {
   void all_gather_into(at::Tensor& output, const at::Tensor& input) override;
   std::unique_ptr<PendingOp> all_gather_into_async(at::Tensor& output, const at::Tensor& input) override;
   void barrier() override;
+  // c10d's send and recv in one coalesced NCCL group (ncclGroupStart/End,
+  // as torch.distributed.batch_isend_irecv), so that a ring of them cannot
+  // deadlock; CUDA tensors only.
+  void send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) override;
 
  private:
   struct Impl;

@@ -2,9 +2,11 @@
 // the ring of context parallelism (engine/parallel/ring_shift.h), where every
 // rank sends to its successor and receives from its predecessor at once. A
 // communicator that can offers it beside the Communicator interface
-// (GlooCommunicator, MpiCommunicator; SharedMemoryCommunicator hands it to the communicator
-// beneath, since its segment only serves collectives); point_to_point()
-// finds it.
+// (GlooCommunicator, NcclCommunicator, MpiCommunicator and MPI groups;
+// SharedMemoryCommunicator hands it to the communicator beneath, since its
+// segment only serves collectives, and DeviceRoutedCommunicator to the side
+// where the tensors live); point_to_point() finds it. Every mesh group of
+// more than one rank has one, whatever the backend.
 #pragma once
 
 namespace at {
@@ -27,7 +29,8 @@ class PointToPoint {
 };
 
 // `comm`'s point-to-point exchange; throws std::invalid_argument naming its
-// backend when it has none.
+// backend when it has none (the world's communicator, whose wrappers for
+// stall reports and --debug do not carry it).
 PointToPoint& point_to_point(Communicator& comm);
 
 }  // namespace accel

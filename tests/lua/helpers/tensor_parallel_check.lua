@@ -221,7 +221,7 @@ function tp_check.run(check, o)
   end
   if o.mixed_precision then check_float32_state(check, opt, what) end
   if o.tolerances then
-    local losses, state = reference(check, ids, n_rows, o.mixed_precision, 1.1 * lr, o.device)
+    local losses, state = reference(check, ids, n_rows, o.mixed_precision, 1.1 * lr, o.device, o.config)
     local strayed = relative_difference(state, expected_state)
     local last = math.abs(losses[STEPS] - expected_losses[STEPS]) / expected_losses[STEPS]
     if acc.is_main_process then
