@@ -121,6 +121,23 @@ write_config(work .. "/wrongtype", { model_type = "llama", vocab_size = "32", hi
                                      num_attention_heads = 4, num_hidden_layers = 1 })
 check.raises(function() accel.models.from_pretrained(work .. "/wrongtype") end, "a key of the wrong type",
              "key 'vocab_size' must be a positive integer")
+local rope_base = { model_type = "llama", vocab_size = 32, hidden_size = 16, intermediate_size = 32,
+                    num_attention_heads = 4, num_hidden_layers = 1 }
+rope_base.rope_scaling = { rope_type = "longrope", factor = 2 }
+check.raises(function() accel.models.from_config(rope_base) end, "an unsupported rope_scaling type",
+             "rope_scaling type 'longrope' is not supported", "yarn")
+rope_base.rope_scaling = { rope_type = "yarn", factor = 4 }
+check.raises(function() accel.models.from_config(rope_base) end, "yarn without its original context",
+             "needs a number 'original_max_position_embeddings'")
+-- Without factor, YaRN's is max_position_embeddings over the original context.
+rope_base.rope_scaling = { rope_type = "yarn", original_max_position_embeddings = 8 }
+rope_base.max_position_embeddings = 32
+local derived = accel.models.from_config(rope_base).model.rotary_emb
+rope_base.rope_scaling = { rope_type = "yarn", original_max_position_embeddings = 8, factor = 4 }
+local given = accel.models.from_config(rope_base).model.rotary_emb
+local positions = accel.LongTensor({ { 0, 5, 31 } })
+check.near(derived(positions), given(positions), 0, "yarn's factor defaults to max_position_embeddings / original")
+check.near(derived.attention_factor, 0.1 * math.log(4) + 1, 1e-12, "and sets the attention factor")
 ck.make_empty_folder(work .. "/broken")
 ck.write_text(work .. "/broken/config.json", '{"model_type": "llama",}')
 check.raises(function() accel.models.from_pretrained(work .. "/broken") end, "config.json that is not JSON",

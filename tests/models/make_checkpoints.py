@@ -3,7 +3,7 @@ them: the oracle of accel's pretrained-architecture parity tests.
 
 Usage: make_checkpoints.py OUT_DIR
 
-For each case (llama, llama_rope_llama3, llama_rope_linear, mistral, qwen2,
+For each case (llama, llama_rope_llama3, llama_rope_linear, llama_rope_yarn, mistral, qwen2,
 mixtral, gpt2, bert) it builds a small model from transformers' own config
 class with a fixed torch seed (nothing is downloaded), saves it with
 save_pretrained(safe_serialization=True) into OUT_DIR/CASE/ and writes
@@ -89,6 +89,9 @@ CASES = {
     "llama_rope_linear": (transformers.LlamaConfig, dict(
         num_key_value_heads=4, tie_word_embeddings=False,
         rope_scaling={"rope_type": "linear", "factor": 2.0})),
+    "llama_rope_yarn": (transformers.LlamaConfig, dict(
+        num_key_value_heads=2, tie_word_embeddings=False,
+        rope_scaling={"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16})),
     "mistral": (transformers.MistralConfig, dict(
         num_key_value_heads=2, sliding_window=6, tie_word_embeddings=False)),
     "qwen2": (transformers.Qwen2Config, dict(

@@ -55,6 +55,7 @@ function llama.settings(cfg, rope_theta)
     rope_theta = rope and rope.rope_theta or config.get(cfg, "rope_theta", "number", rope_theta or 10000),
     rope_scaling = rope or config.optional(cfg, "rope_scaling", "table"),
     partial_rotary_factor = config.get(cfg, "partial_rotary_factor", "number", 1),
+    max_positions = config.optional(cfg, "max_position_embeddings", "number"),
     tie = config.get(cfg, "tie_word_embeddings", "boolean", false),
     pad = config.optional(cfg, "pad_token_id", "number"),
     -- Per layer (0-based): the sliding window of that layer, or nil.
@@ -151,7 +152,8 @@ function LlamaModel:init(cfg, s, make_mlp)
   self.layers = nn.ModuleList(layers, { index_base = 0 })
   self.norm = nn.RMSNorm(s.hidden, { eps = s.eps })
   self.rotary_emb = nn.RotaryEmbedding(s.head_dim, { base = s.rope_theta, scaling = s.rope_scaling,
-                                                     partial_rotary_factor = s.partial_rotary_factor })
+                                                     partial_rotary_factor = s.partial_rotary_factor,
+                                                     max_position_embeddings = s.max_positions })
   local windows = {}
   for i = 0, s.layers - 1 do
     local w = s.window(i)
