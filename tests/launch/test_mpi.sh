@@ -60,4 +60,18 @@ expect "--backend mpi, a missing rank: the operation and the missing rank are na
   contains "$err" "barrier #2 at $work/never_arrives.lua:3 did not complete within 3 s (--timeout): 1 rank did not arrive"
 expect "no process left" no_survivors
 
+# A mesh group over MPI has no stall monitor: its own deadline ends a
+# collective a member never reaches, naming the operation and the group.
+cat >"$work/group_never_arrives.lua" <<'LUA'
+local acc = accel.Accelerator{ parallelism_config = accel.ParallelismConfig{ tp_size = 2 } }
+if acc.mesh.tp.rank == 1 then os.execute("sleep 60") end
+acc.mesh.tp:all_reduce(accel.ones(2))
+LUA
+run_accel "$work/group_never_arrives.lua" --backend mpi --nproc 2 --timeout 3
+expect "--backend mpi, a group member that never arrives: the run fails" [ "$status" -ne 0 ]
+expect "--backend mpi, a group member that never arrives: at the timeout, not after the sleep" [ "$elapsed" -lt 40 ]
+expect "--backend mpi, a group member that never arrives: the group's operation is named" \
+  contains "$err" "mpi group all_reduce (rank 0 of 2) did not complete within 3 s: a member of the group did not take part (--timeout)"
+expect "no process left" no_survivors
+
 finish
