@@ -4,6 +4,7 @@
 // the launcher, having no engine, cannot link.
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/parallel/device_mesh.h"
@@ -28,11 +29,18 @@ std::string groups_text(const accel::ParallelDims& sizes, int world_size, const 
   return out.str();
 }
 
+// acc.mesh's flattened dims (lua/accel/parallel/device_mesh.lua), as dims of
+// the engine's mesh: dp_replicate 0, dp_shard 1, cp 2, tp 3.
+const std::pair<const char*, std::vector<int>> kFlattened[] = {
+    {"dp", {0, 1}}, {"dp_cp", {0, 1, 2}}, {"dp_shard_cp", {1, 2}}};
+
 }  // namespace
 
-// "name\tgroups" lines, one per dim (dp_replicate, dp_shard, cp, tp, and
-// dp, the first two flattened), or one "error\tmessage" line when the sizes
-// do not make a mesh of `world_size` ranks.
+// "name\tgroups" lines, one per dim (dp_replicate, dp_shard, cp, tp) and per
+// flattened dim acc.mesh has (dp: dp_replicate x dp_shard, the loaders'; dp_cp:
+// dp x cp, over which gradients are averaged; dp_shard_cp: dp_shard x cp,
+// FSDP's shard group), or one "error\tmessage" line when the sizes do not
+// make a mesh of `world_size` ranks.
 extern "C" __attribute__((visibility("default"))) const char* accel_mesh_facts(int dp_replicate, int dp_shard, int cp,
                                                                                int tp, int world_size) {
   static std::string text;
@@ -42,7 +50,7 @@ extern "C" __attribute__((visibility("default"))) const char* accel_mesh_facts(i
     std::ostringstream out;
     const auto& names = accel::DeviceMesh::dim_names();
     for (int d = 0; d < accel::DeviceMesh::kDims; ++d) out << names[d] << '\t' << groups_text(sizes, world_size, {d}) << '\n';
-    out << "dp\t" << groups_text(sizes, world_size, {0, 1}) << '\n';
+    for (const auto& [name, dims] : kFlattened) out << name << '\t' << groups_text(sizes, world_size, dims) << '\n';
     text = out.str();
   } catch (const std::exception& error) {
     text = std::string("error\t") + error.what() + '\n';

@@ -36,6 +36,7 @@ local layouts = {
   { name = "TP 2 x FSDP 2", dp_shard = 2, tp = 2 },
   { name = "CP 2 x DP 2", dp_replicate = 2, cp = 2 },
   { name = "CP 2 x TP 2", cp = 2, tp = 2 },
+  { name = "FSDP 2 x CP 2", dp_shard = 2, cp = 2 },
 }
 
 local function bytes(t)
@@ -44,14 +45,16 @@ end
 
 -- The share a layout promises, in elements of the whole model's: tp splits
 -- every matrix (embedding, projections, lm_head) and keeps the norms whole;
--- dp_shard then divides what tp left; replicas and cp hold it all.
+-- dp_shard then divides what tp left, and with it cp (FSDP's shards span
+-- dp_shard x cp); replicas hold it all, and so do cp ranks without FSDP.
 local function promised_numel(model, l)
   local whole, norms = 0, 0
   for name, p in model:named_parameters() do
     whole = whole + p:numel()
     if name:find("norm") then norms = norms + p:numel() end
   end
-  return ((whole - norms) / (l.tp or 1) + norms) / (l.dp_shard or 1)
+  local shards = l.dp_shard and l.dp_shard * (l.cp or 1) or 1
+  return ((whole - norms) / (l.tp or 1) + norms) / shards
 end
 
 -- What this rank holds after a step, before zero_grad: the model's own

@@ -4,10 +4,12 @@
 --
 --   accel-run mesh_checkpoint.lua --nproc N -- save DIR MESH TYPE
 --     MESH: 0 (no mesh, plain one process), a tp size, or sizes such as
---     tp=2,dp_shard=2 or dp_replicate=2,dp_shard=2 (FSDP on the mesh)
---     10 updates on MESH, save_state(DIR/checkpoint)
---     after the 5th with state-dict type TYPE; then DIR/after (save_model of
---     the final weights) and DIR/losses.lua
+--     tp=2,dp_shard=2, dp_replicate=2,dp_shard=2 (FSDP on the mesh) or
+--     dp_shard=2,cp=2 (FSDP over dp_shard x cp, the model context parallel)
+--     10 updates on MESH, their losses and final weights one process's
+--     within 1e-5, save_state(DIR/checkpoint) after the 5th with state-dict
+--     type TYPE; then DIR/after (save_model of the final weights) and
+--     DIR/losses.lua
 --   accel-run mesh_checkpoint.lua --nproc N -- resume DIR MESH TOL
 --     a run on MESH built from other weights: load_state(DIR/checkpoint),
 --     the 5 updates left, the losses and final weights against DIR's within TOL
@@ -26,7 +28,9 @@ local function mesh_options(o)
     return o
   end
   for key, size in spec:gmatch("([%w_]+)=(%d+)") do
-    if key ~= "tp" and key ~= "dp_shard" and key ~= "dp_replicate" then error("mesh_checkpoint.lua: unknown size " .. key) end
+    if key ~= "tp" and key ~= "dp_shard" and key ~= "dp_replicate" and key ~= "cp" then
+      error("mesh_checkpoint.lua: unknown size " .. key .. " (tp, dp_shard, dp_replicate, cp)")
+    end
     o[key] = tonumber(size)
   end
   return o
@@ -36,6 +40,11 @@ if mode == "save" then
   local run = mc.setup(mesh_options{ state_dict_type = arg[4] })
   local losses = mc.train(run, mc.STEPS, { [5] = function() run.acc:save_state(dir .. "/checkpoint") end })
   run.acc:save_model(run.model, dir .. "/after")
+  -- What a resumed run is held to is one process's training, on any mesh.
+  local reference_losses, reference_state = mc.reference()
+  check.near(losses, reference_losses, 1e-5, spec .. ": the saving run's losses against one process's")
+  mc.same_state(check, ck.load_weights(dir .. "/after"), reference_state, 1e-5,
+                spec .. ": the saving run's final weights against one process's")
   if run.acc.is_main_process then
     local f = assert(io.open(dir .. "/losses.lua", "wb"))
     f:write(serialize.dump(losses))

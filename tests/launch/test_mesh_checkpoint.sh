@@ -9,7 +9,10 @@
 # and HSDP 2 x 2 checkpoints (FULL: gathered over dp_shard then tp;
 # SHARDED: each rank's flat shards of its tp slices) resume on their own mesh
 # (1e-7) and on others (one process, tp 2, TP 2 x FSDP 2 from HSDP) within
-# 1e-5.
+# 1e-5. FSDP 2 x CP 2 checkpoints (the shards span dp_shard x cp) resume on
+# one process and on TP 2 x FSDP 2 (FULL and SHARDED) and on FSDP 4
+# (SHARDED) within 1e-5, and TP 2 x FSDP 2's SHARDED one on FSDP 2 x CP 2. Every saving run's losses and final weights are one
+# process's within 1e-5, so each resumed run is held to one process's too.
 source "$(dirname "$0")/lib.sh"
 recipe="$source_root/tests/launch/mesh_checkpoint.lua"
 
@@ -59,5 +62,20 @@ for kind in full sharded; do
 done
 resume hsdp_full 1 0 1e-5
 resume hsdp_sharded 4 tp=2,dp_shard=2 1e-5
+
+# FSDP 2 x CP 2: the flat parameters cut over the four ranks of dp_shard x cp.
+save cp_fsdp_full 4 dp_shard=2,cp=2 FULL_STATE_DICT
+save cp_fsdp_sharded 4 dp_shard=2,cp=2 SHARDED_STATE_DICT
+expect "cp_fsdp_sharded: each of the four ranks' flat shards and the flat layout, no full model" \
+  [ -f "$work/cp_fsdp_sharded/checkpoint/model_rank_3.safetensors" \
+    -a -f "$work/cp_fsdp_sharded/checkpoint/model_sharding.lua" -a ! -f "$work/cp_fsdp_sharded/checkpoint/model.safetensors" ]
+resume cp_fsdp_full 1 0 1e-5
+resume cp_fsdp_full 4 tp=2,dp_shard=2 1e-5
+resume cp_fsdp_sharded 4 dp_shard=4 1e-5
+resume cp_fsdp_sharded 4 tp=2,dp_shard=2 1e-5
+resume cp_fsdp_sharded 1 0 1e-5
+expect "loading FSDP 2 x CP 2 elsewhere says so" contains "$out" "was saved on dp_replicate 1 x dp_shard 2 x cp 2 x tp 1"
+# And into context parallelism: TP 2 x FSDP 2's shards onto FSDP 2 x CP 2.
+resume fsdp_sharded 4 dp_shard=2,cp=2 1e-5
 
 finish

@@ -2,7 +2,8 @@
 # --parallelism-config-*-size and the config file's parallelism_config keys
 # reach accel.Accelerator{} as its ParallelismConfig (a recipe's own sizes
 # win); sizes that do not multiply to the processes are refused before any
-# rank starts, naming them; `accel-run env` shows the mesh's groups.
+# rank starts, naming them; `accel-run env` shows the mesh's groups, the
+# flattened dp, dp_cp and dp_shard_cp among them.
 source "$(dirname "$0")/lib.sh"
 recipe="$source_root/tests/launch/parallelism_options.lua"
 
@@ -38,6 +39,17 @@ expect "env shows the parallelism_config section in force" contains "$out" "para
 expect "env shows the mesh's sizes" contains "$out" "mesh over 4 rank(s): dp_replicate 2 x dp_shard 1 x cp 1 x tp 2"
 expect "env shows the tp groups" contains "$out" "tp groups: {0, 1} {2, 3}"
 expect "env shows the dp groups" contains "$out" "dp groups: {0, 2} {1, 3}"
+expect "without cp, dp_cp is dp" contains "$out" "dp_cp groups: {0, 2} {1, 3}"
+expect "without cp, dp_shard_cp is dp_shard" contains "$out" "dp_shard_cp groups: {0} {1} {2} {3}"
+# With cp, the flattened groups differ from dp: rank = (replica x 2 + shard) x 2 + cp rank.
+run_accel env --nproc 8 --parallelism-config-dp-replicate-size 2 --parallelism-config-dp-shard-size 2 \
+  --parallelism-config-cp-size 2
+expect "env with cp exits 0" [ "$status" -eq 0 ]
+expect "env shows the sizes with cp" contains "$out" "mesh over 8 rank(s): dp_replicate 2 x dp_shard 2 x cp 2 x tp 1"
+expect "env shows the cp groups" contains "$out" "cp groups: {0, 1} {2, 3} {4, 5} {6, 7}"
+expect "env shows dp, the loaders' groups" contains "$out" "dp groups: {0, 2, 4, 6} {1, 3, 5, 7}"
+expect "env shows dp_cp, over which gradients are averaged" contains "$out" "dp_cp groups: {0, 1, 2, 3, 4, 5, 6, 7}"
+expect "env shows dp_shard_cp, FSDP's shard groups" contains "$out" "dp_shard_cp groups: {0, 1, 2, 3} {4, 5, 6, 7}"
 run_accel env --nproc 2
 expect "env without sizes shows no mesh" contains "$out" "mesh: none (no parallelism_config sizes: plain data parallel over 2 rank(s))"
 
