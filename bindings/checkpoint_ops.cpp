@@ -266,6 +266,12 @@ std::vector<Binding> checkpoint_bindings() {
         return text;
       }),
       bind("digest", [](lua_State* L, std::string path) { return push_digest(L, ckpt::digest_file(path)); }),
+      // verify_file(path, {size, crc32c}): reads the file through (keeping
+      // nothing) and raises, as every reader here does, when its size or
+      // checksum is not the manifest's.
+      bind("verify_file", [](lua_State* L, std::string path) {
+        ckpt::check_digest(path, read_digest(L, 2, path), ckpt::digest_file(path));
+      }),
       // write_manifest(folder, {step, iteration, world_size, files = {{name, format, size, crc32c}}})
       bind("write_manifest", [](lua_State* L, std::string folder) {
         ckpt::write_manifest(folder, read_manifest_table(L, 2));

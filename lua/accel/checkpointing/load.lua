@@ -7,6 +7,7 @@ local gathering = require("accel.gathering")
 local args = require("accel.args")
 local sharded_state = require("accel.sharding.sharded_state")
 local mesh_checkpoint = require("accel.parallel.mesh_checkpoint")
+local mesh_reshard = require("accel.checkpointing.mesh_reshard")
 local layout = require("accel.checkpointing.layout")
 local agreement = require("accel.checkpointing.agreement")
 local state_fields = require("accel.state_fields")
@@ -73,56 +74,14 @@ local function check_count(what, saved, now, folder)
   end
 end
 
--- A model saved under a mesh as flat shards (FSDP over dp_shard) with
--- SHARDED_STATE_DICT: `flats` is its flat layout (the same on every tp rank:
--- each holds slices of the same shapes). On the mesh saved on, this rank
--- takes its own files (s.own); elsewhere each tp rank's state is rebuilt
--- from the shards of its first shard group, dp_shard x cp (ranks shard x tp
--- + tp rank: tp is innermost) and the tp ranks' states are joined into the
--- full state, as the flat shards of one process (sharded_state.lua) are.
-local function read_mesh_shards(c, s, i, model, flats, flats_path, read_tensors)
-  local saved, path = s.mesh_layout, s.mesh_layout_path
-  local j = flats.optimizer
-  local sharded = c.sharded_models[model]
-  if s.mesh_own and sharded and sharded_state.same_layout(flats, layout.flat_layout(c, model)) then
-    local rank = c.state.process_index
-    s.own[i] = { sharded = sharded, optimizer = c.shard_layouts[model].optimizer,
-                 tensors = read_tensors(layout.names.model_slices(i, rank)),
-                 optimizer_state = read_tensors(layout.names.optimizer_slices(j, rank)) }
-    s.own_optimizers[j] = true
-    return
-  end
-  local tp = saved.mesh.tp
-  local models, optimizers = {}, {}
-  for t = 0, tp - 1 do
-    local model_files, optimizer_files = {}, {}
-    for shard = 0, flats.world_size - 1 do
-      model_files[shard + 1] = read_tensors(layout.names.model_slices(i, shard * tp + t))
-      optimizer_files[shard + 1] = read_tensors(layout.names.optimizer_slices(j, shard * tp + t))
-    end
-    models[t + 1] = sharded_state.full_model(flats, model_files, flats_path)
-    optimizers[t + 1] = sharded_state.full_optimizer(flats, optimizer_files, flats_path)
-  end
-  s.models[i] = mesh_checkpoint.join("model", models, saved.splits.models[i], path)
-  s.model_files[i] = layout.names.sharding(i)
-  s.optimizers[j] = mesh_checkpoint.join("optimizer", optimizers, saved.splits.optimizers[j], path)
-  if s.mesh_own and c.mesh.tp.size > 1 then
-    -- The mesh saved on, cut into other flat parameters (another wrap
-    -- policy): fit_to_mesh leaves the mesh's own files as they are, so
-    -- these full states take this tp rank's slices here.
-    local splits = layout.mesh_splits(c)
-    s.models[i] = mesh_checkpoint.slice("model", s.models[i], splits.models[i], c.mesh.tp, flats_path)
-    s.optimizers[j] = mesh_checkpoint.slice("optimizer", s.optimizers[j], splits.optimizers[j], c.mesh.tp, flats_path)
-  end
-end
-
 -- A checkpoint saved under a mesh lists its layout (mesh_checkpoint.lua):
 -- s.mesh_layout. With SHARDED_STATE_DICT this fills s.models and
 -- s.optimizers (or s.own, for flat shards) with this rank's own files when
--- the mesh in force is the one saved on (s.mesh_own), else with the full
--- states joined from the files of the first tp group's ranks (0 to tp - 1:
--- tp is the innermost dim), or of its first dp_shard groups' for flat shards.
-local function read_mesh_slices(c, s, listed, folder, read_value, read_tensors)
+-- the mesh in force is the one saved on (s.mesh_own) and, for flat shards,
+-- the flat layout too; anything else is read in this rank's parts, only
+-- what it keeps (mesh_reshard.lua), and s.sliced says that s holds this
+-- rank's parts already.
+local function read_mesh_slices(c, s, listed, folder, read_value, read_tensors, open_tensors)
   if not listed[layout.names.mesh] then return end
   local path = folder .. "/" .. layout.names.mesh
   local saved = mesh_checkpoint.check_layout(read_value(layout.names.mesh), path)
@@ -133,13 +92,8 @@ local function read_mesh_slices(c, s, listed, folder, read_value, read_tensors)
     end
   end
   if saved.state_dict_type ~= "SHARDED_STATE_DICT" then return end
-  s.mesh_own = mesh_checkpoint.same_mesh(saved, c.mesh)
-  local function state(kind, name_of, dims)
-    if s.mesh_own then return read_tensors(name_of(c.state.process_index)) end
-    local files = {}
-    for r = 0, saved.mesh.tp - 1 do files[r + 1] = read_tensors(name_of(r)) end
-    return mesh_checkpoint.join(kind, files, dims, path)
-  end
+  s.mesh_own, s.sliced = mesh_checkpoint.same_mesh(saved, c.mesh), true
+  local rank, flat_layouts, flat_optimizers = c.state.process_index, {}, {}
   for i, model in ipairs(c.models) do
     if listed[layout.names.sharding(i)] then
       local flats_path = folder .. "/" .. layout.names.sharding(i)
@@ -149,18 +103,27 @@ local function read_mesh_slices(c, s, listed, folder, read_value, read_tensors)
         error(string.format("'%s' cuts flat parameters over %d rank(s) but '%s' says dp_shard %d x cp %d", flats_path,
                             flats.world_size, path, saved.mesh.dp_shard, saved.mesh.cp), 0)
       end
-      read_mesh_shards(c, s, i, model, flats, flats_path, read_tensors)
-    else
-      s.models[i] = state("model", function(r) return layout.names.model_slices(i, r) end, saved.splits.models[i])
-      s.model_files[i] = layout.names.model_slices(i, c.state.process_index)
+      local sharded, j = c.sharded_models[model], flats.optimizer
+      if s.mesh_own and sharded and sharded_state.same_layout(flats, layout.flat_layout(c, model)) then
+        s.own[i] = { sharded = sharded, optimizer = c.shard_layouts[model].optimizer,
+                     tensors = read_tensors(layout.names.model_slices(i, rank)),
+                     optimizer_state = read_tensors(layout.names.optimizer_slices(j, rank)) }
+        s.own_optimizers[j] = true
+      end
+      flat_layouts[i], flat_optimizers[j] = { layout = flats, path = flats_path }, true
+    elseif s.mesh_own then
+      s.models[i] = read_tensors(layout.names.model_slices(i, rank))
+      s.model_files[i] = layout.names.model_slices(i, rank)
     end
   end
-  for j = 1, #c.optimizers do
-    if not s.optimizers[j] and not s.own_optimizers[j] then
-      s.optimizers[j] = state("optimizer", function(r) return layout.names.optimizer_slices(j, r) end,
-                              saved.splits.optimizers[j])
+  if s.mesh_own then
+    for j = 1, #c.optimizers do
+      if not flat_optimizers[j] and not s.optimizers[j] then
+        s.optimizers[j] = read_tensors(layout.names.optimizer_slices(j, rank))
+      end
     end
   end
+  mesh_reshard.read(c, s, folder, open_tensors, flat_layouts)
 end
 
 -- The full states read are sliced for the mesh in force (its tp rank's
@@ -170,7 +133,7 @@ end
 local function fit_to_mesh(c, s, folder)
   local saved = s.mesh_layout
   s.same_mesh = (saved == nil and c.mesh == nil) or (saved ~= nil and mesh_checkpoint.same_mesh(saved, c.mesh))
-  if not c.mesh or c.mesh.tp.size == 1 or s.mesh_own then return end
+  if not c.mesh or c.mesh.tp.size == 1 or s.sliced then return end
   local splits = layout.mesh_splits(c)
   for i in pairs(s.models) do
     local path = folder .. "/" .. (s.model_files[i] or layout.names.model(i))
@@ -201,6 +164,15 @@ local function read_checkpoint(c, folder)
     return f
   end
   local function read_tensors(name) return ck.read_safetensors(folder .. "/" .. name, entry(name)) end
+  -- A tensor file verified whole against the manifest, its digest computed
+  -- reading it through (nothing kept), then opened to be mapped: a rank
+  -- reading parts of the files of others (mesh_reshard.lua) holds only
+  -- what it reads of them.
+  local function open_tensors(name)
+    local path = folder .. "/" .. name
+    ck.verify_file(path, entry(name))
+    return ck.open_weights(path)
+  end
   local function read_value(name)
     local path = folder .. "/" .. name
     local listed_entry = entry(name)
@@ -223,10 +195,11 @@ local function read_checkpoint(c, folder)
   check_count("registered object(s)", s.saved.counts.custom, now.custom, folder)
   s.models, s.optimizers, s.schedulers, s.customs, s.loaders = {}, {}, {}, {}, {}
   -- Sharded models saved as each rank's slices: this rank's own files when
-  -- the layout is the one it has now, else the full state from every rank's.
+  -- the layout is the one it has now, else (without a mesh) the full state
+  -- from every rank's, or (under a mesh) this rank's parts of it.
   s.own, s.own_optimizers, s.model_files = {}, {}, {}
   local rank = c.state.process_index
-  read_mesh_slices(c, s, listed, folder, read_value, read_tensors)
+  read_mesh_slices(c, s, listed, folder, read_value, read_tensors, open_tensors)
   for i, model in ipairs(c.models) do
     if s.models[i] or s.own[i] then  -- read from a mesh's files
     elseif listed[layout.names.sharding(i)] then
@@ -303,8 +276,8 @@ local function restore(c, folder, s)
   for i, model in ipairs(c.models) do
     local own = s.own[i]
     if own then
-      load.apply(path(layout.names.model_slices(i, c.state.process_index)), sharded_state.restore_own, own.sharded, model,
-            own.optimizer, own.tensors, own.optimizer_state)
+      load.apply(own.file or path(layout.names.model_slices(i, c.state.process_index)), sharded_state.restore_own,
+                 own.sharded, model, own.optimizer, own.tensors, own.optimizer_state)
     else
       c.with_full_parameters(model, function()
         load.apply(path(s.model_files[i] or layout.names.model(i)), model.load_state_dict, model, s.models[i])

@@ -8,12 +8,14 @@
 --                       would; loading slices it for the mesh in force
 --   SHARDED_STATE_DICT  each rank writes its own slices; the layout (below)
 --                       says how each tensor is split, so another mesh
---                       joins the first tp group's files and slices again
+--                       reads, tensor by tensor, only the parts of the
+--                       first tp group's slices that each rank keeps
+--                       (a source, below; checkpointing/mesh_reshard.lua)
 -- With FSDP on the mesh (dp_shard > 1) a rank's flat shards are of its tp
 -- slices: FULL gathers them over dp_shard first (the Accelerator's full
 -- parameters, the sharded optimizer's full state), SHARDED writes them as
--- plain FSDP does (sharding/sharded_state.lua), and another mesh loads the
--- tp ranks' states rebuilt from their shards, joined here.
+-- plain FSDP does (sharding/sharded_state.lua), and another mesh reads each
+-- tp rank's slice of a parameter from the shards holding it.
 -- A model parameter is split when its module says so (tp_split_dims, as
 -- ColwiseLinear does); an optimizer's state for a parameter
 -- ("state.<i>.<slot>", the engine's flat state dict) is split like the
@@ -80,18 +82,15 @@ function mesh_checkpoint.splits(models, optimizers, sharded)
   return out
 end
 
--- The split dim of an optimizer state entry `key` holding `t`, or nil.
-local function optimizer_dim(dims, key, t)
+-- The split dim of `key` (a tensor of `ndim` dims) in a model's (kind
+-- "model") or an optimizer's state, or nil when it is whole; an optimizer's
+-- entry is split like its parameter ("state.<i>.<slot>") unless it has
+-- fewer dims (a step count).
+function mesh_checkpoint.split_dim(kind, dims, key, ndim)
+  if kind == "model" then return dims[key] end
   local index = key:match("^state%.(%d+)%.")
   local dim = index and dims[tonumber(index)]
-  return dim and t:dim() >= dim and dim or nil
-end
-
--- The split dim of `key` in a model's (kind "model") or an optimizer's
--- state, or nil when it is whole.
-local function dim_of(kind, dims, key, t)
-  if kind == "model" then return dims[key] end
-  return optimizer_dim(dims, key, t)
+  return dim and ndim >= dim and dim or nil
 end
 
 -- A new state: fn(key, t, dim) for each split tensor of `state`, the
@@ -101,7 +100,7 @@ local function map_split(kind, state, dims, fn)
   local out = {}
   for _, key in ipairs(sorted_keys(state)) do
     local t = state[key]
-    local dim = dim_of(kind, dims, key, t)
+    local dim = mesh_checkpoint.split_dim(kind, dims, key, t:dim())
     out[key] = dim and fn(key, t, dim) or t
   end
   return out
@@ -113,32 +112,95 @@ function mesh_checkpoint.gather(kind, state, dims, tp)
   return map_split(kind, state, dims, function(_, t, dim) return shard.gather(t, dim, tp) end)
 end
 
+-- The error for a split of `n` along `dim` that tp cannot cut evenly.
+local function uneven(path, key, n, dim, tp)
+  return string.format("'%s': '%s' has %d along dim %d, which does not split evenly over tp_size %d", path, key, n,
+                       dim, tp.size)
+end
+
 -- This tp rank's slice of every split tensor of a full `state`; the error
 -- names `path` and the key when a size does not divide by tp.
 function mesh_checkpoint.slice(kind, state, dims, tp, path)
   return map_split(kind, state, dims, function(key, t, dim)
     local n = t:size(dim)
-    if n % tp.size ~= 0 then
-      error(string.format("'%s': '%s' has %d along dim %d, which does not split evenly over tp_size %d",
-                          path, key, n, dim, tp.size), 0)
-    end
+    if n % tp.size ~= 0 then error(uneven(path, key, n, dim, tp), 0) end
     local width = n / tp.size
     return t:narrow(dim, tp.rank * width + 1, width):clone()
   end)
 end
 
--- The full state from the files of one tp group's ranks (`files[r]`, tp
--- rank r - 1's tensors), split tensors joined along their dim in rank
--- order; `path` names the layout in errors.
-function mesh_checkpoint.join(kind, files, dims, path)
-  return map_split(kind, files[1], dims, function(key, _, dim)
-    local pieces = {}
-    for r, file in ipairs(files) do
-      pieces[r] = file[key] or error(string.format("tp rank %d's file lacks '%s' that '%s' splits", r - 1, key,
-                                                   path), 0)
+-- A saved state read one tensor at a time (loading on another mesh without
+-- any rank holding the whole state: checkpointing/mesh_reshard.lua) is a
+-- source: {keys = its keys, sorted; entries = {key = {shape = the full
+-- tensor's, dtype, dim = the dim it was saved split along over `tp` ranks
+-- or nil, tp, piece = function(t) -> saved tp rank t's part, read only
+-- when called}}}.
+
+-- The source of the tp slices in the files of one tp group's ranks
+-- (`files.keys`, `files.info` and `files.tensor` of file `name_of(r)`, tp
+-- rank r's, from 0); `path` names the layout in errors.
+function mesh_checkpoint.slices_source(files, kind, name_of, tp, dims, path)
+  local source = { keys = files.keys(name_of(0)), entries = {} }
+  for _, key in ipairs(source.keys) do
+    local info = files.info(name_of(0), key)
+    local dim = mesh_checkpoint.split_dim(kind, dims, key, #info.shape)
+    local shape = { unpack(info.shape) }
+    if dim then shape[dim] = shape[dim] * tp end
+    source.entries[key] = { shape = shape, dtype = info.dtype, dim = dim, tp = tp, piece = function(r)
+      return files.tensor(name_of(r), key)
+        or error(string.format("tp rank %d's file lacks '%s' that '%s' splits", r, key, path), 0)
+    end }
+  end
+  return source
+end
+
+-- This tp rank's part of `key` of `source`: its slice along `dim` (nil:
+-- the whole tensor), a new tensor made from the saved pieces that overlap
+-- it, each read only if it does; `path` names the file in errors.
+function mesh_checkpoint.part(source, key, dim, tp, path)
+  local e = source.entries[key]
+  local shape, first = { unpack(e.shape) }, 0
+  if #shape == 0 then return e.piece(0):clone() end
+  if dim then
+    if shape[dim] % tp.size ~= 0 then error(uneven(path, key, shape[dim], dim, tp), 0) end
+    shape[dim] = shape[dim] / tp.size
+    first = tp.rank * shape[dim]
+  end
+  local out = core.empty(shape, { dtype = e.dtype })
+  local cut = { dim }
+  if e.dim and e.dim ~= dim then cut[#cut + 1] = e.dim end
+  for r = 0, (e.dim and e.tp or 1) - 1 do
+    -- Along each cut dim, the overlap of saved piece r and this rank's part
+    -- (0-based, end excluded), and where it starts in each.
+    local overlaps = {}
+    for _, d in ipairs(cut) do
+      local piece_first, piece_last = 0, e.shape[d]
+      if d == e.dim then piece_first, piece_last = r * e.shape[d] / e.tp, (r + 1) * e.shape[d] / e.tp end
+      local part_first, part_last = 0, e.shape[d]
+      if d == dim then part_first, part_last = first, first + shape[d] end
+      local a, b = math.max(piece_first, part_first), math.min(piece_last, part_last)
+      if a >= b then
+        overlaps = nil
+        break
+      end
+      overlaps[#overlaps + 1] = { d, a, b - a, piece_first, part_first }
     end
-    return core.cat(pieces, dim)
-  end)
+    if overlaps then
+      local piece, into = e.piece(r), out
+      local expected = { unpack(e.shape) }
+      if e.dim then expected[e.dim] = e.shape[e.dim] / e.tp end
+      if table.concat(piece:size(), "x") ~= table.concat(expected, "x") then
+        error(string.format("'%s': tp rank %d's '%s' is %s where %s was expected", path, r, key,
+                            table.concat(piece:size(), "x"), table.concat(expected, "x")), 0)
+      end
+      for _, o in ipairs(overlaps) do
+        piece = piece:narrow(o[1], o[2] - o[4] + 1, o[3])
+        into = into:narrow(o[1], o[2] - o[5] + 1, o[3])
+      end
+      into:copy_(piece)
+    end
+  end
+  return out
 end
 
 -- What the layout file holds: the mesh saved on, the world size, the

@@ -10,10 +10,13 @@
 -- own files. Anything else (another world size, another stage or wrap
 -- policy, no sharding at all) reassembles the full model and optimizer
 -- state from every rank's files, in the layout FULL_STATE_DICT writes, and
--- loads that.
+-- loads that. Checkpoints of a device mesh are read instead one parameter
+-- at a time, each rank only the ranges of shards it keeps (the sources and
+-- shards at the end; checkpointing/mesh_reshard.lua).
 local core = require("accel.core")
 local args = require("accel.args")
 local state_fields = require("accel.state_fields")
+local sorted_keys = require("accel.sorted_keys")
 
 local sharded_state = {}
 
@@ -192,40 +195,236 @@ function sharded_state.full_model(layout, files, path)
   return state
 end
 
--- The full optimizer state, in the layout the optimizer had before
--- sharding (state.<i>.<slot> of each original parameter, the groups'
--- hyper-parameters), from every rank's optimizer file; `path` names the
--- layout's file in errors.
-function sharded_state.full_optimizer(layout, files, path)
-  local state, first = {}, 0
+-- Walks the keys of a sharded optimizer's file (`names`, sorted) in the
+-- layout before sharding: groups(key, params) for each group's `params`
+-- entry (key and the indices of its parameters) and for its options
+-- (params nil); slots(flat, key, slot) for each slot of each flat
+-- parameter the optimizer steps.
+local function walk_optimizer(layout, names, groups, slots)
+  local first = 0
   for g, n in ipairs(layout.group_sizes) do
     local prefix = "param_groups." .. (g - 1) .. "."
-    state[prefix .. "params"] = core.arange(first, first + n)
+    groups(prefix .. "params", core.arange(first, first + n))
     first = first + n
-    for key, value in pairs(files[1]) do
-      if key:sub(1, #prefix) == prefix and key ~= prefix .. "params" then state[key] = value end
+    for _, key in ipairs(names) do
+      if key:sub(1, #prefix) == prefix and key ~= prefix .. "params" then groups(key) end
     end
   end
   for _, flat in ipairs(layout.flats) do
     if flat.optimizer_index >= 0 then
       local prefix = "state." .. flat.optimizer_index .. "."
-      for key, value in pairs(files[1]) do
-        if key:sub(1, #prefix) == prefix then
-          local slot = key:sub(#prefix + 1)
-          local whole = value
-          if value:dim() > 0 then
-            local pieces = {}
-            for r = 1, layout.world_size do pieces[r] = shard_piece(files[r][key], flat, r, key, path) end
-            whole = core.cat(pieces, 1):narrow(1, 1, flat.numel)
-          end
-          for _, p in ipairs(flat.params) do
-            if p.optimizer_index >= 0 then
-              state["state." .. p.optimizer_index .. "." .. slot] = value:dim() > 0 and cut(whole, p) or value:clone()
-            end
-          end
+      for _, key in ipairs(names) do
+        if key:sub(1, #prefix) == prefix then slots(flat, key, key:sub(#prefix + 1)) end
+      end
+    end
+  end
+end
+
+-- The full optimizer state, in the layout the optimizer had before
+-- sharding (state.<i>.<slot> of each original parameter, the groups'
+-- hyper-parameters), from every rank's optimizer file; `path` names the
+-- layout's file in errors.
+function sharded_state.full_optimizer(layout, files, path)
+  local state = {}
+  walk_optimizer(layout, sorted_keys(files[1]), function(key, params) state[key] = params or files[1][key] end,
+    function(flat, key, slot)
+      local value = files[1][key]
+      local whole = value
+      if value:dim() > 0 then
+        local pieces = {}
+        for r = 1, layout.world_size do pieces[r] = shard_piece(files[r][key], flat, r, key, path) end
+        whole = core.cat(pieces, 1):narrow(1, 1, flat.numel)
+      end
+      for _, p in ipairs(flat.params) do
+        if p.optimizer_index >= 0 then
+          state["state." .. p.optimizer_index .. "." .. slot] = value:dim() > 0 and cut(whole, p) or value:clone()
+        end
+      end
+    end)
+  return state
+end
+
+-- Reading flat shards one parameter at a time, for loading on another mesh
+-- or world size without any rank holding the whole model
+-- (checkpointing/mesh_reshard.lua).
+
+local function numel_of(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+-- Parameter `p` of flat parameter `flat`, a new tensor in p's shape, from
+-- the shards holding its elements: `shard(s)` gives the tensor named `name`
+-- in shard s's file (from 0; nil when the file lacks it) and is asked only
+-- for the shards p overlaps.
+local function read_param(flat, p, name, shard, path)
+  local numel, size = numel_of(p.shape), flat.shard_numel
+  local function piece(s) return shard_piece(shard(s), flat, s + 1, name, path) end
+  if numel == 0 then return core.empty(p.shape, { dtype = piece(0).dtype }) end
+  local out
+  for s = math.floor(p.offset / size), math.floor((p.offset + numel - 1) / size) do
+    local from = piece(s)
+    out = out or core.empty({ numel }, { dtype = from.dtype })
+    local first, last = math.max(p.offset, s * size), math.min(p.offset + numel, (s + 1) * size)
+    out:narrow(1, first - p.offset + 1, last - first):copy_(from:narrow(1, first - s * size + 1, last - first))
+  end
+  return out:view(p.shape)
+end
+
+-- An empty source, and the function adding entry `entry` under `key`.
+local function new_source()
+  local source = { keys = {}, entries = {} }
+  return source, function(key, entry)
+    source.keys[#source.keys + 1] = key
+    source.entries[key] = entry
+  end
+end
+
+-- The entry of a source for `key` of parameter `p` of `flat` (p itself,
+-- or a slot of its optimizer state), in tensor `name` of the shards of a
+-- checkpoint saved on `tp` ranks' slices (split along `split(key, ndim)`):
+-- its full shape, and each saved tp rank's slice read from the shards
+-- holding it.
+local function flat_entry(key, flat, p, name, dtype, split, tp, files, file_of, path)
+  local dim = split(key, #p.shape)
+  local shape = { unpack(p.shape) }
+  if dim then shape[dim] = shape[dim] * tp end
+  return { shape = shape, dtype = dtype, dim = dim, tp = tp, piece = function(t)
+    return read_param(flat, p, name, function(s) return files.tensor(file_of(s, t), name) end, path)
+  end }
+end
+
+-- The full model state of the flat shards of a checkpoint saved on `tp`
+-- ranks' slices (1 without tensor parallelism), as a source
+-- (mesh_checkpoint.lua: its tensors read one at a time): `files.tensor(
+-- file_of(s, t), name)` is tensor `name` of shard s of tp rank t's slices
+-- (both from 0), `files.keys` and `files.info` its names and their shape;
+-- `split(key, ndim)` is a tensor's split dim over tp; `path` names the
+-- layout in errors. The buffers are tp rank 0's first shard's, whole.
+function sharded_state.model_source(layout, tp, files, file_of, split, path)
+  local source, add = new_source()
+  local first = file_of(0, 0)
+  for k, flat in ipairs(layout.flats) do
+    local name = "flat_" .. k
+    local dtype = (files.info(first, name) or {}).dtype  -- a file lacking it fails when read
+    for _, p in ipairs(flat.params) do
+      add(p.name, flat_entry(p.name, flat, p, name, dtype, split, tp, files, file_of, path))
+    end
+  end
+  for _, key in ipairs(files.keys(first)) do
+    if not key:match("^flat_%d+$") then
+      local info = files.info(first, key)
+      add(key, { shape = info.shape, dtype = info.dtype, piece = function(t)
+        return files.tensor(file_of(0, t), key)
+          or error(string.format("tp rank %d's file lacks '%s' that '%s' lists", t, key, path), 0)
+      end })
+    end
+  end
+  table.sort(source.keys)
+  return source
+end
+
+-- The full optimizer state (as full_optimizer makes it) of the same
+-- shards' optimizer files, as a source.
+function sharded_state.optimizer_source(layout, tp, files, file_of, split, path)
+  local source, add = new_source()
+  local first = file_of(0, 0)
+  -- Tensor `key` of tp rank t's first shard.
+  local function saved(key)
+    return function(t)
+      return files.tensor(file_of(0, t), key)
+        or error(string.format("tp rank %d's first shard lacks '%s' that '%s' lists", t, key, path), 0)
+    end
+  end
+  walk_optimizer(layout, files.keys(first), function(key, params)
+    if params then
+      add(key, { shape = { params:numel() }, dtype = "int64", piece = function() return params end })
+    else
+      add(key, { shape = files.info(first, key).shape, dtype = files.info(first, key).dtype, piece = saved(key) })
+    end
+  end, function(flat, key, slot)
+    local info = files.info(first, key)
+    for _, p in ipairs(flat.params) do
+      if p.optimizer_index >= 0 then
+        local full_key = "state." .. p.optimizer_index .. "." .. slot
+        if #info.shape == 0 then
+          add(full_key, { shape = {}, dtype = info.dtype, piece = saved(key) })
+        else
+          add(full_key, flat_entry(full_key, flat, p, key, info.dtype, split, tp, files, file_of, path))
         end
       end
     end
+  end)
+  table.sort(source.keys)
+  return source
+end
+
+-- This rank's shard (of `rank`, from 0) of flat parameter `flat` (of the
+-- layout in force), a new tensor of `dtype`: the elements of its
+-- parameters that fall in it, `part(p)` giving parameter p whole (nil: it
+-- has none, zeros), asked only for the parameters that overlap the shard;
+-- zeros past the last one.
+function sharded_state.shard_of(flat, rank, dtype, part)
+  local size = flat.shard_numel
+  local out, first = core.zeros({ size }, { dtype = dtype }), rank * size
+  for _, p in ipairs(flat.params) do
+    local numel = numel_of(p.shape)
+    local a, b = math.max(first, p.offset), math.min(first + size, p.offset + numel)
+    local whole = a < b and part(p)
+    if whole then out:narrow(1, a - first + 1, b - a):copy_(whole:reshape(-1):narrow(1, a - p.offset + 1, b - a)) end
+  end
+  return out
+end
+
+-- This rank's state of the sharded optimizer `optimizer` (the engine's) of
+-- `layout` (the model in force), in the optimizer's own layout, one entry a
+-- shard, as restore_own takes it; from a full optimizer state read one
+-- entry at a time: `full.keys` (state.<i>.<slot> of each parameter i of
+-- the layout before sharding, param_groups.<g>.<option>), `full.shape(key)`,
+-- `full.dtype(key)` and `full.read(key)`, the entry as this rank keeps it
+-- (its tp slice).
+function sharded_state.own_optimizer(layout, rank, optimizer, full)
+  local slots, options = {}, {}
+  for _, key in ipairs(full.keys) do
+    local index, slot = key:match("^state%.(%d+)%.(.+)$")
+    local group, option = key:match("^param_groups%.(%d+)%.(.+)$")
+    if index then
+      index = tonumber(index)
+      slots[index] = slots[index] or {}
+      slots[index][slot] = key
+    elseif group and option ~= "params" then
+      group = tonumber(group)
+      options[group] = options[group] or {}
+      options[group][#options[group] + 1] = key
+    end
+  end
+  local state = {}
+  for _, flat in ipairs(layout.flats) do
+    if flat.optimizer_index >= 0 then
+      local kept = {}  -- slot -> a key of it in the full state
+      for _, p in ipairs(flat.params) do
+        for slot, key in pairs(slots[p.optimizer_index] or {}) do kept[slot] = kept[slot] or key end
+      end
+      for _, slot in ipairs(sorted_keys(kept)) do
+        local key, sample = "state." .. flat.optimizer_index .. "." .. slot, kept[slot]
+        if #full.shape(sample) == 0 then  -- a step count, the same for every parameter
+          state[key] = full.read(sample)
+        else
+          state[key] = sharded_state.shard_of(flat, rank, full.dtype(sample), function(p)
+            local own = slots[p.optimizer_index] and slots[p.optimizer_index][slot]
+            return own and full.read(own)
+          end)
+        end
+      end
+    end
+  end
+  local at = 0
+  for g = 1, optimizer:num_param_groups() do
+    local n = #optimizer:params(g)
+    state["param_groups." .. (g - 1) .. ".params"] = core.arange(at, at + n)
+    at = at + n
+    for _, key in ipairs(options[g - 1] or {}) do state[key] = full.read(key) end
   end
   return state
 end
