@@ -1,6 +1,7 @@
 #include "engine/nn/attention.h"
 
 #include <ATen/ATen.h>
+#include <torch/autograd.h>
 
 #include <cmath>
 #include <limits>
@@ -32,7 +33,7 @@ Tensor either(const Tensor& a, const Tensor& b) {
 // (..., H / G, G * L, S): a mask shared by every head is repeated G times
 // along the length, a per-head one regrouped.
 Tensor fold_mask(Tensor mask, int64_t groups, int64_t length) {
-  if (!mask.defined()) return mask;
+  if (!mask.defined() || groups == 1) return mask;
   while (mask.dim() < 3) mask = mask.unsqueeze(0);
   std::vector<int64_t> sizes = mask.sizes().vec();
   const int64_t heads = sizes.end()[-3];
@@ -52,8 +53,9 @@ Tensor fold_mask(Tensor mask, int64_t groups, int64_t length) {
 
 // LibTorch 2's fused attention (flash, memory-efficient or cuDNN kernels on
 // a GPU, a flash kernel on the CPU) keeps no L x S matrix for backward, where
-// the explicit path below keeps the weights, their dropout mask and the
-// dropped weights of every layer. It is taken whenever the weights are not
+// `attend` keeps the weights, their dropout mask and the dropped weights of
+// every layer (on LibTorch 1.13 RecomputedAttention, below, keeps none when
+// there is no dropout). It is taken whenever the weights are not
 // asked for, as PyTorch 2's multi_head_attention_forward does with
 // need_weights=False. Its mask: true where attention is allowed, or added to
 // the scores in the query's dtype; `causal` is the kernels' own causal flag,
@@ -72,21 +74,123 @@ Tensor fused(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bi
 }
 #endif
 
-}  // namespace
-
-// The scores are updated in place where they can be: matmul saves its
-// inputs for backward, not its output.
-std::tuple<at::Tensor, at::Tensor> attend(const at::Tensor& q, const at::Tensor& k,
-                                          const at::Tensor& v, const at::Tensor& bias,
-                                          const at::Tensor& blocked, double dropout_p,
-                                          double scale) {
-  at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(scale);
+// q k^T * scale + bias, with the `blocked` positions at -inf (bias and
+// blocked may be undefined): the scores, updated in place where they can be,
+// as matmul saves its inputs for backward, not its output.
+Tensor masked_scores(const Tensor& q, const Tensor& k, const Tensor& bias, const Tensor& blocked, double scale) {
+  Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul_(scale);
   const double inf = std::numeric_limits<double>::infinity();
   if (bias.defined()) scores = fits(scores, bias) ? scores.add_(bias) : scores + bias;
   if (blocked.defined()) {
     scores = fits(scores, blocked) ? scores.masked_fill_(blocked, -inf) : scores.masked_fill(blocked, -inf);
   }
-  at::Tensor weights = at::softmax(scores, -1);
+  return scores;
+}
+
+#if !ACCEL_TORCH_AT_LEAST(2, 0)
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// Attention without dropout whose backward recomputes the weights, as the
+// fused kernels of LibTorch 2 do: autograd through `attend` keeps every
+// layer's weights (..., L, S) until backward, this keeps q, k, v, the masks
+// and each row's log-sum-exp; not the output, which the fused kernels keep
+// but a model's next op copies (kept for this alone, it would cost a quarter
+// of the weights at 64 features a head). For grouped queries q comes folded
+// (see scaled_dot_product_attention) and the masks unfolded, folded here in
+// forward and again in backward: a mask shared by the heads, folded, is G
+// copies of it. The output is `attend`'s, to the bit. A row with every key
+// blocked gives NaN, as softmax does: its log-sum-exp is -inf, and
+// exp(-inf - -inf) is NaN.
+struct RecomputedAttention : public torch::autograd::Function<RecomputedAttention> {
+  static Tensor forward(AutogradContext* ctx, const Tensor& q, const Tensor& k, const Tensor& v,
+                        const OptTensor& bias, const OptTensor& blocked, int64_t groups, double scale) {
+    const Tensor b = bias.value_or(Tensor()), m = blocked.value_or(Tensor());
+    const int64_t length = q.size(-2) / groups;
+    const Tensor scores = masked_scores(q, k, fold_mask(b, groups, length), fold_mask(m, groups, length), scale);
+    const Tensor logsumexp = at::logsumexp(scores, -1, /*keepdim=*/true);
+    const Tensor out = at::matmul(at::softmax(scores, -1), v);
+    ctx->save_for_backward({q, k, v, b, m, logsumexp});
+    ctx->saved_data["groups"] = groups;
+    ctx->saved_data["scale"] = scale;
+    ctx->saved_data["bias"] = b.defined();
+    return out;
+  }
+
+  // dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(P dP)), zero where
+  // blocked (as masked_fill's backward makes it: a row with every key
+  // blocked has NaN weights but no gradient for its scores), dQ = dS K
+  // scale, dK = dS^T Q scale, d bias = dS unfolded and summed to the bias's
+  // shape. With create_graph (grad mode on in backward) the gradients carry
+  // their own history: nothing is updated in place, and the weights come
+  // from softmax, as the saved log-sum-exp, computed without grad, has none.
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &bias = saved[3], &blocked = saved[4],
+                 &logsumexp = saved[5];
+    const int64_t groups = ctx->saved_data["groups"].toInt(), length = q.size(-2) / groups;
+    const double scale = ctx->saved_data["scale"].toDouble();
+    const bool has_bias = ctx->saved_data["bias"].toBool();
+    const bool differentiable = at::GradMode::is_enabled();
+    const Tensor& grad = grads[0];
+    const Tensor folded_blocked = fold_mask(blocked, groups, length);
+    Tensor scores = masked_scores(q, k, fold_mask(bias, groups, length), folded_blocked, scale);
+    const Tensor weights = differentiable ? at::softmax(scores, -1) : scores.sub_(logsumexp).exp_();
+    const Tensor dv = at::sum_to(at::matmul(weights.transpose(-2, -1), grad), v.sizes());
+    Tensor dscores = at::matmul(grad, v.transpose(-2, -1));
+    const Tensor rows = (weights * dscores).sum(-1, /*keepdim=*/true);
+    dscores = differentiable ? weights * (dscores - rows) : dscores.sub_(rows).mul_(weights);
+    if (blocked.defined()) {
+      dscores = differentiable ? dscores.masked_fill(folded_blocked, 0) : dscores.masked_fill_(folded_blocked, 0);
+    }
+    Tensor dq, dk, dbias;
+    if (ctx->needs_input_grad(0)) dq = at::sum_to(at::matmul(dscores, k) * scale, q.sizes());
+    if (ctx->needs_input_grad(1)) dk = at::sum_to(at::matmul(dscores.transpose(-2, -1), q) * scale, k.sizes());
+    // The bias, when given, is the fourth tensor input, and so the fourth
+    // edge. Unfolded, (..., H / G, G * L, S) -> (..., H, L, S): q's heads.
+    if (has_bias && ctx->needs_input_grad(3)) {
+      std::vector<int64_t> unfolded = dscores.sizes().vec();
+      unfolded.end()[-3] *= groups;
+      unfolded.end()[-2] = length;
+      dbias = at::sum_to(dscores.reshape(unfolded), bias.sizes());
+    }
+    return {dq, dk, dv, dbias, Tensor(), Tensor(), Tensor()};
+  }
+};
+#endif
+
+// softmax(q k^T * scale + bias) v with `blocked` positions excluded, the
+// weights not kept: recomputed in backward where LibTorch 1.13 would keep
+// them (no dropout, gradients recorded, outside autocast, whose casts this
+// path does not repeat). q comes folded for `groups` query heads a key/value
+// head, the masks not.
+Tensor attention_output(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& bias,
+                        const Tensor& blocked, [[maybe_unused]] int64_t groups, double dropout_p,
+                        double scale) {
+#if !ACCEL_TORCH_AT_LEAST(2, 0)
+  const bool tracked = at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() ||
+                                                      v.requires_grad() || (bias.defined() && bias.requires_grad()));
+  const bool same_dtype = k.scalar_type() == q.scalar_type() && v.scalar_type() == q.scalar_type() &&
+                          (!bias.defined() || bias.scalar_type() == q.scalar_type());
+  if (dropout_p == 0.0 && tracked && same_dtype && !compat::autocast_enabled(q.device().type())) {
+    return RecomputedAttention::apply(q, k, v, bias.defined() ? OptTensor(bias) : c10::nullopt,
+                                      blocked.defined() ? OptTensor(blocked) : c10::nullopt, groups, scale);
+  }
+  const int64_t length = q.size(-2) / groups;
+  return std::get<0>(attend(q, k, v, fold_mask(bias, groups, length), fold_mask(blocked, groups, length),
+                            dropout_p, scale));
+#else
+  return std::get<0>(attend(q, k, v, bias, blocked, dropout_p, scale));
+#endif
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> attend(const at::Tensor& q, const at::Tensor& k,
+                                          const at::Tensor& v, const at::Tensor& bias,
+                                          const at::Tensor& blocked, double dropout_p,
+                                          double scale) {
+  at::Tensor weights = at::softmax(masked_scores(q, k, bias, blocked, scale), -1);
   if (dropout_p > 0.0) weights = at::dropout(weights, dropout_p, true);
   return {at::matmul(weights, v), weights};
 }
@@ -131,18 +235,17 @@ at::Tensor scaled_dot_product_attention(const at::Tensor& q, const at::Tensor& k
   return fused(q, k, v, bias, blocked, options.is_causal, options.dropout_p, scale);
 #else
   if (options.is_causal) blocked = causal_mask(q.size(-2), k.size(-2), q.options());
-  if (groups == 1) return std::get<0>(attend(q, k, v, bias, blocked, options.dropout_p, scale));
+  if (groups == 1) return attention_output(q, k, v, bias, blocked, 1, options.dropout_p, scale);
   // The query heads that share a key/value head are laid end to end along
   // the length, (..., H, L, E) -> (..., H / G, G * L, E), so each key/value
   // head meets all of its queries in one product and k and v are never
   // repeated (a copy of the whole cache at every decoding step otherwise).
   // The element order is the repeated form's, dropout's draws included.
+  // The masks are folded alike, by attention_output.
   std::vector<int64_t> folded = q.sizes().vec();
-  const int64_t length = folded.end()[-2];
   folded.end()[-3] /= groups;
   folded.end()[-2] *= groups;
-  const Tensor out = std::get<0>(attend(q.reshape(folded), k, v, fold_mask(bias, groups, length),
-                                        fold_mask(blocked, groups, length), options.dropout_p, scale));
+  const Tensor out = attention_output(q.reshape(folded), k, v, bias, blocked, groups, options.dropout_p, scale);
   std::vector<int64_t> shape = q.sizes().vec();
   shape.back() = v.size(-1);
   return out.reshape(shape);
@@ -254,7 +357,11 @@ std::tuple<at::Tensor, at::Tensor> multi_head_attention(at::Tensor query, at::Te
 #if ACCEL_TORCH_AT_LEAST(2, 0)
   if (fuse) attended = fused(q, k, v, bias, blocked, causal_only, options.dropout_p, scale);
 #endif
-  if (!fuse) std::tie(attended, attention) = attend(q, k, v, bias, blocked, options.dropout_p, scale);
+  if (!fuse && options.need_weights) {
+    std::tie(attended, attention) = attend(q, k, v, bias, blocked, options.dropout_p, scale);
+  } else if (!fuse) {
+    attended = attention_output(q, k, v, bias, blocked, 1, options.dropout_p, scale);
+  }
   Tensor out = nn::linear(attended.transpose(1, 2).reshape({n, tgt, embed}), weights.out_proj_weight,
                           weights.out_proj_bias);
   if (!batched) out = out.squeeze(0);
