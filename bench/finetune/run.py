@@ -141,12 +141,7 @@ def main():
     p.add_argument("--lora-alpha", type=int, default=32)
     p.add_argument("--lora-targets", default="q_proj,k_proj,v_proj,o_proj")
     p.add_argument("--lr", type=float, default=1e-4)
-    p.add_argument("--work", default="/tmp/accel-models-bench")
-    p.add_argument("--build", default=os.environ.get("ACCEL_BENCH_BUILD", "build"))
-    p.add_argument("--python", default=os.path.join(
-        os.environ.get("ACCEL_ORACLE_VENV", os.path.expanduser("~/.cache/accel/transformers-venv")), "bin/python"))
-    p.add_argument("--quiet-load", type=float, default=1.5)
-    p.add_argument("--wait", type=int, default=600)
+    models_run.add_run_arguments(p, quiet_load=1.5, wait=600)
     p.add_argument("--profile", type=int, default=0, metavar="N",
                    help="after the timed launches, one profiled step a side and setting (1 rank): "
                         "the N operators taking the most time, by their own time")

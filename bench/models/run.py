@@ -93,6 +93,18 @@ def add_model_arguments(p):
     p.add_argument("--vocab", type=int, default=32000)
 
 
+# Where the checkpoint and the builds are, the oracle's Python, and how quiet
+# the machine must be first: shared with bench/finetune/run.py, each with its
+# own defaults for the load and the wait.
+def add_run_arguments(p, quiet_load, wait):
+    p.add_argument("--work", default="/tmp/accel-models-bench")
+    p.add_argument("--build", default=os.environ.get("ACCEL_BENCH_BUILD", "build"))
+    p.add_argument("--python", default=os.path.join(
+        os.environ.get("ACCEL_ORACLE_VENV", os.path.expanduser("~/.cache/accel/transformers-venv")), "bin/python"))
+    p.add_argument("--quiet-load", type=float, default=quiet_load)
+    p.add_argument("--wait", type=int, default=wait)
+
+
 def fill_model_sizes(a):
     a.heads = a.heads or max(1, a.hidden // 64)
     a.kv_heads = a.kv_heads or max(1, a.heads // 3)
@@ -124,12 +136,7 @@ def main():
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--load-repeats", type=int, default=3)
     p.add_argument("--batches", default="b1,b8", help="b1, b8 or both (comma-separated)")
-    p.add_argument("--work", default="/tmp/accel-models-bench")
-    p.add_argument("--build", default=os.environ.get("ACCEL_BENCH_BUILD", "build"))
-    p.add_argument("--python", default=os.path.join(
-        os.environ.get("ACCEL_ORACLE_VENV", os.path.expanduser("~/.cache/accel/transformers-venv")), "bin/python"))
-    p.add_argument("--quiet-load", type=float, default=1.0)
-    p.add_argument("--wait", type=int, default=900)
+    add_run_arguments(p, quiet_load=1.0, wait=900)
     p.add_argument("--smoke", action="store_true",
                    help="hidden 256, 2 layers, 32 new tokens, 1 repeat, no waiting (under a minute)")
     a = p.parse_args()

@@ -48,17 +48,24 @@ expect "--backend mpi, a failing rank: it is named" contains "$err" "accel-run: 
 expect "--backend mpi, a failing rank: with its Lua error" \
   contains "$err" "error_on_rank1.lua:2: rank one cannot go on"
 
+# A rank that sleeps past the 3 s timeout: the run fails at the timeout,
+# not after the sleep, with MESSAGE in its errors, and leaves no process.
+#   times_out DESCRIPTION RECIPE MESSAGE
+times_out() {
+  run_accel "$2" --backend mpi --nproc 2 --timeout 3
+  expect "--backend mpi, $1: the run fails" [ "$status" -ne 0 ]
+  expect "--backend mpi, $1: at the timeout, not after the sleep" [ "$elapsed" -lt 40 ]
+  expect "--backend mpi, $1: the operation is named" contains "$err" "$3"
+  expect "no process left" no_survivors
+}
+
 cat >"$work/never_arrives.lua" <<'LUA'
 local acc = accel.Accelerator{}
 if acc.process_index == 1 then os.execute("sleep 60") end
 acc:wait_for_everyone()
 LUA
-run_accel "$work/never_arrives.lua" --backend mpi --nproc 2 --timeout 3
-expect "--backend mpi, a missing rank: the run fails" [ "$status" -ne 0 ]
-expect "--backend mpi, a missing rank: at the timeout, not after the sleep" [ "$elapsed" -lt 40 ]
-expect "--backend mpi, a missing rank: the operation and the missing rank are named" \
-  contains "$err" "barrier #2 at $work/never_arrives.lua:3 did not complete within 3 s (--timeout): 1 rank did not arrive"
-expect "no process left" no_survivors
+times_out "a missing rank" "$work/never_arrives.lua" \
+  "barrier #2 at $work/never_arrives.lua:3 did not complete within 3 s (--timeout): 1 rank did not arrive"
 
 # A mesh group over MPI has no stall monitor: its own deadline ends a
 # collective a member never reaches, naming the operation and the group.
@@ -67,11 +74,7 @@ local acc = accel.Accelerator{ parallelism_config = accel.ParallelismConfig{ tp_
 if acc.mesh.tp.rank == 1 then os.execute("sleep 60") end
 acc.mesh.tp:all_reduce(accel.ones(2))
 LUA
-run_accel "$work/group_never_arrives.lua" --backend mpi --nproc 2 --timeout 3
-expect "--backend mpi, a group member that never arrives: the run fails" [ "$status" -ne 0 ]
-expect "--backend mpi, a group member that never arrives: at the timeout, not after the sleep" [ "$elapsed" -lt 40 ]
-expect "--backend mpi, a group member that never arrives: the group's operation is named" \
-  contains "$err" "mpi group all_reduce (rank 0 of 2) did not complete within 3 s: a member of the group did not take part (--timeout)"
-expect "no process left" no_survivors
+times_out "a group member that never arrives" "$work/group_never_arrives.lua" \
+  "mpi group all_reduce (rank 0 of 2) did not complete within 3 s: a member of the group did not take part (--timeout)"
 
 finish

@@ -59,8 +59,9 @@ end
 -- YaRN (transformers' _compute_yarn_parameters): frequencies interpolated
 -- by `factor` below a ramp over the dims whose rotations in the original
 -- context fall between beta_slow and beta_fast, kept above it; returns them
--- and the attention factor that scales cos and sin.
-local function yarn(dim, base, n, scaling, max_positions, where)
+-- and the attention factor that scales cos and sin. pos_freqs: base ^ (2i /
+-- dim), the default frequencies' reciprocals.
+local function yarn(dim, base, pos_freqs, n, scaling, max_positions, where)
   local old_context = n.original_max_position_embeddings
   local factor = n.factor
   if not factor then
@@ -90,7 +91,6 @@ local function yarn(dim, base, n, scaling, max_positions, where)
   if scaling.truncate ~= false then low, high = math.floor(low), math.ceil(high) end
   low, high = math.max(low, 0), math.min(high, dim - 1)
   if low == high then high = high + 0.001 end
-  local pos_freqs = core.full({ dim / 2 }, base) ^ (core.arange(0, dim, 2, { dtype = "int64" }):float() / dim)
   local extrapolation, interpolation = pos_freqs:reciprocal(), (pos_freqs * factor):reciprocal()
   local ramp = ((core.arange(0, dim / 2, { dtype = "int64" }):float() - low) / (high - low)):clamp(0, 1)
   local keep = ramp:neg() + 1  -- the share of each dim's extrapolated frequency
@@ -101,9 +101,10 @@ end
 -- and the factor cos and sin are scaled by (1 but for YaRN).
 local function inverse_frequencies(dim, base, scaling, max_positions, where)
   local exponents = core.arange(0, dim, 2, { dtype = "int64" }):float() / dim
-  local inv_freq = (core.full({ dim / 2 }, base) ^ exponents):reciprocal()
+  local pos_freqs = core.full({ dim / 2 }, base) ^ exponents
+  local inv_freq = pos_freqs:reciprocal()
   local kind, n = scaling_settings(scaling, where)
-  if kind == "yarn" then return yarn(dim, base, n, scaling, max_positions, where) end
+  if kind == "yarn" then return yarn(dim, base, pos_freqs, n, scaling, max_positions, where) end
   if kind == "linear" then return inv_freq / n.factor, 1 end
   if kind == "llama3" then
     local factor, low, high = n.factor, n.low_freq_factor, n.high_freq_factor
