@@ -245,6 +245,10 @@ end
 ---------------------------------------------------------------------------
 local BertModel = PreTrainedModel:extend("BertModel")
 bert.BertModel = BertModel
+-- transformers' names: the layers a device map never splits, and the base
+-- model's field (models/from_pretrained.lua).
+BertModel._no_split_modules = { "BertEmbeddings", "BertLayer" }
+BertModel.base_model_prefix = "bert"
 
 -- options: {add_pooling_layer = true}, as transformers' BertModel(config,
 -- add_pooling_layer).

@@ -61,6 +61,16 @@ function config.read(dir)
   return config.read_file(dir .. "/config.json")
 end
 
+function config.is_folder(path)
+  return type(path) == "string" and core.checkpoint.is_folder(path)
+end
+
+-- accel.models.config(dir): the folder's config.json.
+function config.of_folder(dir)
+  if not config.is_folder(dir) then args.error("accel.models.config: '" .. tostring(dir) .. "' is not a folder") end
+  return config.read(dir)
+end
+
 -- Sets the keys `cfg` lacks (absent, not null) to transformers' defaults for
 -- its model_type, so that the model built and the config.json saved are the
 -- ones transformers would make of it.

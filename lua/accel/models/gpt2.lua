@@ -214,6 +214,10 @@ end
 ---------------------------------------------------------------------------
 local GPT2LMHeadModel = PreTrainedModel:extend("GPT2LMHeadModel")
 gpt2.GPT2LMHeadModel = GPT2LMHeadModel
+-- transformers' names: the layers a device map never splits, and the base
+-- model's field (models/from_pretrained.lua).
+GPT2LMHeadModel._no_split_modules = { "GPT2Block" }
+GPT2LMHeadModel.base_model_prefix = "transformer"
 
 function GPT2LMHeadModel:init(cfg)
   local s = gpt2.settings(cfg)

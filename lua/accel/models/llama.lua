@@ -190,6 +190,10 @@ end
 -- variants' classes, which differ in name and settings only.
 function llama.causal_lm_class(name, settings, make_mlp)
   local cls = PreTrainedModel:extend(name)
+  -- transformers' names: the layers a device map never splits, and the
+  -- base model's field (models/from_pretrained.lua).
+  cls._no_split_modules = { "LlamaDecoderLayer" }
+  cls.base_model_prefix = "model"
 
   function cls:init(cfg)
     local s = settings(cfg)
