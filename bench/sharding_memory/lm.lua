@@ -11,7 +11,7 @@
 -- the recipe, fsdp_empty through cpu_ram_efficient_loading and acc:build_model).
 -- Each rank prints one line `SHARDING {...}` (keys: harness.py's docstring).
 local optim, F = accel.optim, accel.nn.functional
-local wrap_policy = require("accel.sharding.wrap_policy")
+local wrap_policy = require("accel.parallel.fsdp.wrap_policy")
 local status_kib = dofile(arg[0]:match("^(.*/)") .. "../workloads/bench.lua").status_kib
 
 local function fsdp(empty)

@@ -2,6 +2,8 @@
 -- micro-steps that do not synchronise gradients, and with fp16 a step whose
 -- gradients overflowed is skipped; both facts come from the Accelerator's
 -- GradientState. `updates` counts the steps really taken.
+local host_action = require("accel.host_action")
+
 local AcceleratedOptimizer = {}
 AcceleratedOptimizer.__index = AcceleratedOptimizer
 
@@ -11,15 +13,16 @@ function AcceleratedOptimizer.new(optimizer, gradient_state)
     optimizer = optimizer,
     updates = 0,
     step_was_skipped = false,
-    _sharded = {},  -- sharded models whose shards the optimizer steps
+    _hooks = {},  -- the layouts whose shards the optimizer steps (parallel/model_layout.lua)
   }, AcceleratedOptimizer)
 end
 
--- The optimizer steps `sharded`'s shards (sharding/shard_model.lua): their
--- gradient slices are taken before the step and the updated shards gathered
--- into every rank's parameters after it.
-function AcceleratedOptimizer:_step_shards_of(sharded)
-  self._sharded[#self._sharded + 1] = sharded
+-- `hooks` (a ModelLayout's optimizer_hooks) run around each step and
+-- zero_grad: a sharded model's gradient slices are taken before the step
+-- and its updated shards gathered into every rank's parameters after it;
+-- the first gives and takes the optimizer's state.
+function AcceleratedOptimizer:_add_hooks(hooks)
+  self._hooks[#self._hooks + 1] = hooks
 end
 
 function AcceleratedOptimizer:step()
@@ -30,23 +33,17 @@ function AcceleratedOptimizer:step()
     return
   end
   self.step_was_skipped = false
-  for _, sharded in ipairs(self._sharded) do sharded:before_step() end
+  for _, hooks in ipairs(self._hooks) do hooks:before_step() end
   self.optimizer:step()
-  for _, sharded in ipairs(self._sharded) do sharded:after_step() end
-  -- Inside a CUDA graph's capture the count is kept for each replay
-  -- (cuda_graphs.lua).
-  local capture = state._capture
-  if capture then
-    capture[#capture + 1] = function() self.updates = self.updates + 1 end
-  else
-    self.updates = self.updates + 1
-  end
+  for _, hooks in ipairs(self._hooks) do hooks:after_step() end
+  -- Inside a CUDA graph's capture the count is kept for each replay.
+  host_action(state, function() self.updates = self.updates + 1 end)
 end
 
 function AcceleratedOptimizer:zero_grad(set_to_none)
   if not self.gradient_state.sync_gradients then return end
   self.optimizer:zero_grad(set_to_none)
-  for _, sharded in ipairs(self._sharded) do sharded:zero_grad(set_to_none) end
+  for _, hooks in ipairs(self._hooks) do hooks:zero_grad(set_to_none) end
 end
 
 -- The rest is the optimizer's own.
@@ -58,15 +55,20 @@ end
 -- before sharding, as plain data parallel saves it (a collective: call it
 -- on every rank).
 function AcceleratedOptimizer:state_dict()
-  local sharded = self._sharded[1]
-  if sharded then return sharded:full_optimizer_state(self.optimizer) end
+  local hooks = self._hooks[1]
+  if hooks then return hooks:optimizer_state_dict(self.optimizer) end
   return self.optimizer:state_dict()
 end
 
 function AcceleratedOptimizer:load_state_dict(state)
-  local sharded = self._sharded[1]
-  if sharded then return sharded:load_full_optimizer_state(self.optimizer, state) end
+  local hooks = self._hooks[1]
+  if hooks then return hooks:load_optimizer_state_dict(self.optimizer, state) end
   self.optimizer:load_state_dict(state)
+end
+
+-- Whether state_dict gathers the state from every rank's shards.
+function AcceleratedOptimizer:_gathers_state()
+  return #self._hooks > 0
 end
 
 return AcceleratedOptimizer

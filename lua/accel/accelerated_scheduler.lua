@@ -2,6 +2,8 @@
 -- per optimizer update, whatever the number of ranks and however often the
 -- recipe calls step(): calls on micro-steps without an update, and updates
 -- skipped by the fp16 loss scaler, do not move it.
+local host_action = require("accel.host_action")
+
 local AcceleratedScheduler = {}
 AcceleratedScheduler.__index = AcceleratedScheduler
 
@@ -12,16 +14,13 @@ end
 
 function AcceleratedScheduler:step(...)
   -- Inside a CUDA graph's capture, the step is kept for after each replay,
-  -- when the optimizer's update has been counted (cuda_graphs.lua).
-  local capture = self.optimizer.gradient_state._capture
-  if capture then
-    local n, given = select("#", ...), { ... }
-    capture[#capture + 1] = function() self:step(unpack(given, 1, n)) end
-    return
-  end
-  if self.optimizer.updates == self.seen then return end
-  self.seen = self.optimizer.updates
-  return self.scheduler:step(...)
+  -- when the optimizer's update has been counted (host_action.lua).
+  local n, given = select("#", ...), { ... }
+  return host_action(self.optimizer.gradient_state, function()
+    if self.optimizer.updates == self.seen then return end
+    self.seen = self.optimizer.updates
+    return self.scheduler:step(unpack(given, 1, n))
+  end)
 end
 
 function AcceleratedScheduler:get_last_lr()

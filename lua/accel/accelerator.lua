@@ -15,19 +15,17 @@ local PartialState = require("accel.partial_state")
 local GradientAccumulationPlugin = require("accel.gradient_accumulation_plugin")
 local GradientState = require("accel.gradient_state")
 local tracking = require("accel.tracking")
-local tensor_tree = require("accel.tensor_tree")
-local random_state = require("accel.random_state")
-local sharding_settings = require("accel.sharding.settings")
-local shard_model = require("accel.sharding.shard_model")
-local module_states = require("accel.sharding.module_states")
+local tensor_tree = require("accel.util.tensor_tree")
+local random = require("accel.util.random")
 local init_empty_weights = require("accel.big_modeling.init_empty_weights")
 local float8 = require("accel.float8")
-local ParallelismConfig = require("accel.parallelism_config")
-local accelerator_mesh = require("accel.parallel.accelerator_mesh")
-local mesh_sharding = require("accel.parallel.mesh_sharding")
+local ParallelismConfig = require("accel.parallel.parallelism_config")
+local ParallelDims = require("accel.parallel.parallel_dims")
+local ModelLayout = require("accel.parallel.model_layout")
+local SplitCheckpoint = require("accel.parallel.checkpoint.split_checkpoint")
 
 local dist = core.dist
-local args_error = require("accel.args").error
+local args_error = require("accel.util.args").error
 
 local Accelerator = {}
 
@@ -68,10 +66,10 @@ local defaults = {
   sync_each_batch = false,  -- all-reduce gradients on every micro-step (see gradient_accumulation_plugin.lua)
   project_dir = false,  -- the project folder; project_config's project_dir defaults to it
   log_with = false,  -- trackers: "jsonl", "tensorboard", "all" or a list (tracking.lua)
-  zero_stage = false,  -- 1, 2 or 3: sharded data parallel (sharding/settings.lua)
+  zero_stage = false,  -- 1, 2 or 3: sharded data parallel (parallel/fsdp/sharding_settings.lua)
   fsdp_plugin = false,  -- accel.FullyShardedDataParallelPlugin: the same in FSDP's words
   cuda_graphs = false,  -- true or {warmup = n}: train_step captures and replays (cuda_graphs.lua)
-  parallelism_config = false,  -- accel.ParallelismConfig: acc.mesh (parallel/accelerator_mesh.lua)
+  parallelism_config = false,  -- accel.ParallelismConfig: acc.mesh (parallel/parallel_dims.lua)
 }
 
 local function fail(message)
@@ -146,6 +144,13 @@ local function new(_, options)
     return defaults[name]
   end
   local mixed_precision = option("mixed_precision")
+  -- How the work is split (parallel/parallel_dims.lua): sharding, the mesh.
+  local parallel = ParallelDims.new({
+    zero_stage = options.zero_stage or nil, fsdp_plugin = options.fsdp_plugin or nil,
+    parallelism_config = options.parallelism_config or nil,
+    world = state._world, device = state.device, num_processes = state.num_processes,
+    bucket_bytes = option("bucket_bytes"),
+  })
   local self = setmetatable({
     state = state,  -- the process facts below are copied from it
     mixed_precision = mixed_precision,
@@ -162,7 +167,10 @@ local function new(_, options)
     split_batches = option("split_batches"),
     dispatch_batches = option("dispatch_batches"),
     bucket_bytes = option("bucket_bytes"),
-    _models = {},       -- {model, sync, sharded, no_sync}: sync is the model's GradientSync
+    _parallel = parallel,
+    mesh = parallel.mesh,  -- acc.mesh, nil without a parallelism_config
+    sharding = parallel.sharding,  -- nil for plain data parallel, else what is sharded and how
+    _models = {},       -- each prepared model's ModelLayout (parallel/model_layout.lua)
     -- What save_state writes besides the models, in preparation order.
     _optimizers = {},
     _schedulers = {},
@@ -175,18 +183,7 @@ local function new(_, options)
     _log_calls = 0,  -- the step of a log call that gives none
   }, Accelerator)
   for _, name in ipairs(PartialState.FACTS) do self[name] = state[name] end
-  -- nil for plain data parallel, else what is sharded and how.
-  self.sharding = sharding_settings.resolve("accel.Accelerator", options.zero_stage or nil, options.fsdp_plugin or nil)
-  if self.sharding then self.distributed_type = self.sharding.name end
-  -- The recipe's parallelism_config, else the launch's sizes (--parallelism-config-*).
-  local parallelism_config = options.parallelism_config or ParallelismConfig.from_launch()
-  if parallelism_config then
-    self.mesh, self._mesh_state_dict_type = accelerator_mesh.make(parallelism_config, self.sharding)
-    -- FSDP over dp_shard when dp_shard_size > 1; an fsdp_plugin over a
-    -- dp_shard of 1 shards nothing (accelerator_mesh.make).
-    self.sharding = mesh_sharding.settings(parallelism_config, self.sharding, options.fsdp_plugin or nil)
-    if self.sharding then self.distributed_type = self.sharding.name end
-  end
+  self.distributed_type = parallel.distributed_type or self.distributed_type
   -- As Accelerate: the configuration's own project_dir wins; the
   -- Accelerator's fills it in when it has none.
   if options.project_dir and not self.project_configuration.project_dir then
@@ -195,7 +192,7 @@ local function new(_, options)
   self.project_dir = self.project_configuration.project_dir
   self.cuda_graphs = Accelerator._cuda_graph_settings(option("cuda_graphs"))
   if mixed_precision == "fp8" then float8.check(self.device, fail) end
-  if options.seed then random_state.set_seed(options.seed) end
+  if options.seed then random.set_seed(options.seed) end
   return self
 end
 
@@ -224,35 +221,11 @@ local function convert_results(...)
   return unpack(out, 1, n)
 end
 
--- Plain data parallel: weights on the meta device (built under
--- accel.init_empty_weights, or offloaded to disk by
--- load_checkpoint_and_dispatch, which Accelerate refuses to prepare too)
--- have no values to train or broadcast; new tensors made for them here would
--- not be the optimizer's. Sharding takes them on ranks other than the main
--- process (module_states.lua).
-local function refuse_meta_weights(model)
-  local empty = {}
-  for name, t in pairs(model:state_dict()) do
-    if t.device == "meta" then empty[#empty + 1] = name end
-  end
-  if #empty == 0 then return end
-  table.sort(empty)
-  args_error(string.format("Accelerator:prepare: the model's %s on the meta device (built under "
-                           .. "accel.init_empty_weights, or offloaded to disk): load its weights into memory "
-                           .. "(accel.load_checkpoint_and_dispatch) or give them memory (model:to_empty) "
-                           .. "before making its optimizer, or shard it (zero_stage or fsdp_plugin), which "
-                           .. "gives the other ranks the main process's weights",
-                           table.concat(empty, ", ", 1, math.min(#empty, 3)) .. (#empty > 3 and ", ..." or "")
-                             .. (#empty > 1 and " are" or " is")))
-end
-
--- Where the gradients are: the models' parameters, or at ZeRO stages 2 and
--- 3 the shards, whose gradients are this rank's slices.
+-- Where the gradients are, over every prepared model (model_layout.lua).
 local function gradient_holders(self)
   local out = {}
-  for _, entry in ipairs(self._models) do
-    local holders = entry.sharded and entry.sharded:holds_gradient_slices() and entry.sharded:shards() or entry.model:parameters()
-    for _, p in ipairs(holders) do out[#out + 1] = p end
+  for _, layout in ipairs(self._models) do
+    for _, p in ipairs(layout:gradient_holders()) do out[#out + 1] = p end
   end
   return out
 end
@@ -265,54 +238,14 @@ local function overflow_anywhere(self, found_inf)
 end
 
 -- `optimizer` (the engine optimizer holding the model's parameters) is
--- needed when the Accelerator shards: it is pointed at the shards.
+-- needed when the Accelerator shards: it is pointed at the shards. The
+-- Accelerator's ParallelDims applies the parallelisms.
 function Accelerator:prepare_model(model, optimizer)
-  local entry = { model = model, no_sync = false }
-  if self.sharding then
-    if not optimizer then
-      args_error("Accelerator:prepare: with zero_stage or fsdp_plugin, prepare each model together with its "
-                 .. "optimizer (one prepare call), so that the optimizer steps the model's shards")
-    end
-    if self.sharding.cpu_offload and self.device ~= "cpu" then
-      args_error("Accelerator:prepare: cpu_offload on a GPU is not supported yet (docs/api/sharding.md)")
-    end
-    if self.mesh then  -- over the mesh's dp_shard x cp (parallel/mesh_sharding.lua)
-      refuse_meta_weights(model)
-      entry.sharded, entry.param_names = mesh_sharding.shard_model(self.mesh, model, optimizer, self.sharding,
-                                                                   self.bucket_bytes, self.device)
-    else
-      -- Every rank takes the main process's weights, so the others may have
-      -- built the model on the meta device (module_states.lua).
-      module_states.check(self._world, model, "Accelerator:prepare")
-      module_states.sync_buffers(model, self.device, self.num_processes)
-      entry.sharded, entry.param_names = shard_model(model, optimizer, self.sharding, self.bucket_bytes, self.device)
-    end
-    entry.optimizer = optimizer
-    entry.sync = entry.sharded
-    if entry.sharded:holds_gradient_slices() and self.num_processes > 1 then
-      self.gradient_state._agree_overflow = function(found_inf) return overflow_anywhere(self, found_inf) end
-    end
-  elseif self.mesh then
-    refuse_meta_weights(model)
-    if self.device ~= "cpu" then model:to(self.device) end
-    entry.sync = accelerator_mesh.prepare_model(self.mesh, model, self.bucket_bytes)
-    -- The ranks of a tp group hold different slices of the gradients: an
-    -- fp16 overflow in one rank's skips the step on all, as when sharded.
-    if self.mesh.tp.size > 1 then
-      self.gradient_state._agree_overflow = function(found_inf) return overflow_anywhere(self, found_inf) end
-    end
-  else
-    refuse_meta_weights(model)
-    if self.device ~= "cpu" then model:to(self.device) end
-    if self.num_processes > 1 then
-      core.no_grad(function()
-        for _, p in ipairs(model:parameters()) do dist.broadcast(p, 0) end
-        for _, b in ipairs(model:buffers()) do dist.broadcast(b, 0) end
-      end)
-    end
-    -- The reducer synchronises gradients at every world size (alone, it only
-    -- divides by the items counted).
-    entry.sync = dist.GradientReducer(model:parameters(), self.bucket_bytes)
+  local entry = self._parallel:prepare(model, optimizer)
+  -- Ranks holding different parts of the gradients skip an fp16 step
+  -- together when one rank's overflowed.
+  if entry:splits_gradients() then
+    self.gradient_state._agree_overflow = function(found_inf) return overflow_anywhere(self, found_inf) end
   end
   self._models[#self._models + 1] = entry
   self.gradient_state:_set_parameters(gradient_holders(self))
@@ -340,7 +273,7 @@ function Accelerator:build_model(fn)
   if type(fn) ~= "function" then
     args_error("Accelerator:build_model: expected a function that builds the model, got a " .. type(fn))
   end
-  if self.sharding and self.sharding.empty_init and not self.is_main_process then
+  if self._parallel:builds_empty() and not self.is_main_process then
     return init_empty_weights(fn)
   end
   return fn()
@@ -349,8 +282,8 @@ end
 function Accelerator:prepare_data_loader(loader)
   loader.device = self.device
   -- Under a mesh the ranks of one dp group share their data (tp ranks see the same batches).
-  local dp = self.mesh and self.mesh.dp
-  loader:shard(dp and dp.rank or self.process_index, dp and dp.size or self.num_processes, {
+  local rank, size = self._parallel:data_parallel()
+  loader:shard(rank, size, {
     even_batches = self.even_batches,
     split_batches = self.split_batches,
     dispatch_batches = self.dispatch_batches,
@@ -363,7 +296,8 @@ end
 function Accelerator:prepare_optimizer(optimizer)
   local prepared = AcceleratedOptimizer.new(optimizer, self.gradient_state)
   for _, entry in ipairs(self._models) do
-    if entry.optimizer == optimizer then prepared:_step_shards_of(entry.sharded) end
+    local hooks = entry:optimizer_hooks(optimizer)
+    if hooks then prepared:_add_hooks(hooks) end
   end
   self._optimizers[#self._optimizers + 1] = prepared
   return prepared
@@ -429,6 +363,15 @@ local function entry_of(self, model)
   error("the model was not prepared by this Accelerator", 3)
 end
 
+-- The model's layout; a model this Accelerator did not prepare is whole
+-- on this rank (under a mesh, possibly split over tp by the recipe).
+local function layout_of(self, model)
+  for _, entry in ipairs(self._models) do
+    if entry.model == model then return entry end
+  end
+  return ModelLayout.new(self._parallel, model)
+end
+
 require("accel.accelerator_gradients")(Accelerator, entry_of)
 require("accel.profiling")(Accelerator)
 require("accel.cuda_graphs")(Accelerator)
@@ -483,31 +426,13 @@ end
 -- every rank gathers them for the call (a collective: call it on every
 -- rank). With `written`, fn wrote them and the shards take what it wrote.
 function Accelerator:_with_full_parameters(model, fn, written)
-  local sharded
-  for _, entry in ipairs(self._models) do
-    if entry.model == model then sharded = entry.sharded end
-  end
-  if sharded then sharded:gather_all() end
-  local results = { pcall(fn) }
-  if sharded then
-    if written and results[1] then sharded:keep_written_parameters() end
-    sharded:release_all()
-  end
-  if not results[1] then error(results[2], 0) end
-  return unpack(results, 2, table.maxn(results))
+  return layout_of(self, model):with_full_parameters(fn, written)
 end
 
 -- The model's parameters and buffers by name, full (gathered at ZeRO stage
--- 3) and copied: Accelerate's get_state_dict. Call it on every rank.
+-- 3, and over tp) and copied: Accelerate's get_state_dict. Call it on every rank.
 function Accelerator:get_state_dict(model)
-  if self.mesh and self.mesh.tp.size > 1 then
-    return self:_with_full_parameters(model, function() return accelerator_mesh.full_state_dict(self.mesh, model) end)
-  end
-  return self:_with_full_parameters(model, function()
-    local out = {}
-    for name, t in pairs(model:state_dict()) do out[name] = t:clone() end
-    return out
-  end)
+  return layout_of(self, model):full_state_dict()
 end
 
 function Accelerator:unwrap_model(model, options)
@@ -541,21 +466,10 @@ end
 
 -- What a checkpoint holds, as the lists checkpointing.lua takes.
 function Accelerator:_checkpoint_contents()
-  local models, sharded, layouts = {}, {}, {}
-  for i, entry in ipairs(self._models) do
-    models[i] = entry.model
-    if entry.sharded then
-      sharded[entry.model] = entry.sharded
-      layouts[entry.model] = { optimizer = entry.optimizer, param_names = entry.param_names }
-    end
-  end
+  local models = {}
+  for i, entry in ipairs(self._models) do models[i] = entry.model end
   return {
-    sharded_models = sharded,
-    shard_layouts = layouts,
-    sharded_state_dict = (self.sharding or {}).state_dict_type == "SHARDED_STATE_DICT"
-      or self._mesh_state_dict_type == "SHARDED_STATE_DICT",
-    mesh = self.mesh,
-    with_full_parameters = function(model, fn, written) return self:_with_full_parameters(model, fn, written) end,
+    split = SplitCheckpoint.new(self._parallel, self._models),
     state = self.state,
     project_configuration = self.project_configuration,
     gradient_state = self.gradient_state,
@@ -587,26 +501,18 @@ function Accelerator:register_for_checkpointing(...)
 end
 
 -- Weights for other tools: {safe_serialization = true, max_shard_size = "2GB"}.
--- Full weights also when sharded: call it on every rank.
+-- Full weights also when sharded or split: call it on every rank.
 function Accelerator:save_model(model, dir, options)
-  if self.mesh then  -- the full weights, gathered over dp_shard (FSDP), then over tp
-    local full = self:_with_full_parameters(model, function() return accelerator_mesh.full_state_dict(self.mesh, model) end)
+  return layout_of(self, model):with_full_weights(function(full)
     return checkpointing.save_model(self.state, model, dir, options, full)
-  end
-  return self:_with_full_parameters(model, function()
-    return checkpointing.save_model(self.state, model, dir, options)
   end)
 end
 
+-- Full weights, each rank keeping its tp slice and its shards.
 function Accelerator:load_model(model, dir, options)
-  if self.mesh then  -- full weights, each tp rank keeping its slice (and each dp_shard rank its shards)
-    return self:_with_full_parameters(model, function()
-      checkpointing.load_model(model, dir, options, function(weights)
-        return accelerator_mesh.slice_state_dict(self.mesh, model, weights, dir)
-      end)
-    end, true)
-  end
-  self:_with_full_parameters(model, function() checkpointing.load_model(model, dir, options) end, true)
+  layout_of(self, model):load_full_weights(function(fit)
+    checkpointing.load_model(model, dir, options, fit)
+  end)
 end
 
 -- Trackers (lua/accel/tracking.lua) -------------------------------------------

@@ -2,15 +2,14 @@
 -- backward with synchronisation across ranks, fp16 unscaling, clipping
 -- (over the shards' slices at ZeRO stages 2 and 3), and the switches of
 -- gradient accumulation (accumulate, no_sync, trigger_sync_in_backward).
--- They act on the Accelerator's prepared models (self._models, each
--- {model, sync, sharded, no_sync, sync_next_backward}, where sync is the
--- model's gradient synchronisation, a data-parallel reducer or the sharded
--- model, driven alike: engine/parallel/gradient_sync.h) and its
--- GradientState; `entry_of(self, model)` finds a model's entry or raises
--- at the recipe's line.
-local core = require("accel.core")
-local args_error = require("accel.args").error
-local accelerator_mesh = require("accel.parallel.accelerator_mesh")
+-- They act on the Accelerator's prepared models (self._models, each a
+-- ModelLayout, parallel/model_layout.lua, whose sync is the model's
+-- gradient synchronisation, a data-parallel reducer or the sharded model,
+-- driven alike: engine/parallel/gradient_sync.h) and its GradientState;
+-- `entry_of(self, model)` finds a model's layout or raises at the recipe's
+-- line.
+local args_error = require("accel.util.args").error
+local host_action = require("accel.host_action")
 
 return function(Accelerator, entry_of)
 
@@ -36,7 +35,7 @@ return function(Accelerator, entry_of)
     local early = {}
     for _, entry in ipairs(self._models) do
       local sync = self.sync_gradients and not entry.no_sync
-      local reduces_always = entry.sharded and entry.sharded:holds_gradient_slices()
+      local reduces_always = entry:reduces_every_backward()
       if not sync and not reduces_always
          and (entry.sync_next_backward or (self.sync_each_batch and not entry.no_sync)) then
         sync = true
@@ -64,12 +63,7 @@ return function(Accelerator, entry_of)
     if capture and state.items > 0 then
       args_error("cuda_graphs: backward's num_items is one step's count and cannot be captured")
     end
-    local items = 0
-    if capture then
-      capture[#capture + 1] = function() state:_finish_sync() end
-    else
-      items = state:_finish_sync()
-    end
+    local items = host_action(state, function() return state:_finish_sync() end) or 0
     for _, entry in ipairs(self._models) do
       if not entry.no_sync then entry.sync:finalize(items) end
     end
@@ -87,47 +81,20 @@ return function(Accelerator, entry_of)
     return scaler and scaler:scale()
   end
 
-  -- At ZeRO stages 2 and 3 no rank holds the full gradients: clipping acts
-  -- on the sharded model's slices, with the norm over all ranks' (as FSDP's
-  -- model.clip_grad_norm_, which Accelerate calls whatever parameters it is
-  -- given). One sharded model at a time.
-  local function slice_holder(self)
-    local found
-    for _, entry in ipairs(self._models) do
-      if entry.sharded and entry.sharded:holds_gradient_slices() then
-        if found then
-          args_error("Accelerator:clip_grad_norm: clipping covers one model at ZeRO stages 2 and 3; "
-                     .. "this Accelerator has prepared several")
-        end
-        found = entry.sharded
-      end
-    end
-    return found
-  end
-
   -- Clipping acts on synchronised steps only (on other micro-steps the
   -- gradients are partial sums); it returns nil there.
   function Accelerator:clip_grad_norm(params, max_norm, norm_type)
     if not self.sync_gradients then return nil end
     self:unscale_gradients()
-    local sharded = slice_holder(self)
-    if sharded then return sharded:clip_grad_norm(max_norm, norm_type) end
-    -- Under tensor parallelism the norm is the prepared models' (whatever
-    -- `params` lists): split gradients' squares are summed over the tp group.
-    if self.mesh and self.mesh.tp.size > 1 then
-      local models = {}
-      for _, entry in ipairs(self._models) do models[#models + 1] = entry.model end
-      return accelerator_mesh.clip_grad_norm(self.mesh, models, max_norm, norm_type)
-    end
-    return core.clip_grad_norm(params, max_norm, norm_type)
+    -- Over the shards' slices at ZeRO stages 2 and 3, over the prepared
+    -- models' under tensor parallelism (parallel/parallel_dims.lua).
+    return self._parallel:clip_grad_norm(self._models, params, max_norm, norm_type)
   end
 
   function Accelerator:clip_grad_value(params, value)
     if not self.sync_gradients then return end
     self:unscale_gradients()
-    local sharded = slice_holder(self)
-    if sharded then return sharded:clip_grad_value(value) end
-    core.clip_grad_value(params, value)
+    self._parallel:clip_grad_value(self._models, params, value)
   end
 
   -- Runs fn as one micro-step of gradient accumulation: gradients synchronise
@@ -136,12 +103,7 @@ return function(Accelerator, entry_of)
   function Accelerator:accumulate(model, fn)
     entry_of(self, model)
     local state = self.gradient_state
-    local capture = state._capture
-    if capture then
-      capture[#capture + 1] = function() state:_begin_micro_step() end
-    else
-      state:_begin_micro_step()
-    end
+    host_action(state, function() state:_begin_micro_step() end)
     return fn()
   end
 

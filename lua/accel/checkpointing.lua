@@ -14,7 +14,7 @@
 --                                               each rank's loader positions
 --   model_rank_<rank>.safetensors, model_1_rank_<rank> ...
 --                                               a sharded model's slices, each rank's
---                                               (SHARDED_STATE_DICT, sharding/sharded_state.lua)
+--                                               (SHARDED_STATE_DICT, parallel/checkpoint/flat_shards.lua)
 --   optimizer_rank_<rank>.safetensors ...       its optimizer's sharded state, each rank's
 --   model_sharding.lua, model_1_sharding.lua    their layout (main)
 --   gradients_rank_<rank>.safetensors, gradients_1_rank_<rank> ...
@@ -45,7 +45,7 @@
 -- The jobs are in checkpointing/: layout.lua (the folder's names and
 -- order), agreement.lua (ranks failing together), save.lua and load.lua.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local layout = require("accel.checkpointing.layout")
 local load = require("accel.checkpointing.load")
 

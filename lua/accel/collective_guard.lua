@@ -15,7 +15,7 @@
 --   guard(world, fn, ...)           fn(...)'s results
 --   guard.raise_together(message)   raises message at the recipe's line
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local guard = {}
 local together = false  -- the error being raised was raised on every rank

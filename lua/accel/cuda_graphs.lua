@@ -34,8 +34,8 @@
 -- fn) from then on; a call whose tensors differ in shape, dtype or device
 -- from the captured ones, that call.
 local core = require("accel.core")
-local args = require("accel.args")
-local tensor_tree = require("accel.tensor_tree")
+local args = require("accel.util.args")
+local tensor_tree = require("accel.util.tensor_tree")
 
 local CapturedStep = {}
 CapturedStep.__index = CapturedStep

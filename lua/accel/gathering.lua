@@ -3,10 +3,10 @@
 -- broadcast, split_between_processes. Each takes the world (rank, size)
 -- explicitly, so it is testable and holds no state.
 local core = require("accel.core")
-local rank_list = require("accel.rank_list")
-local serialize = require("accel.serialize")
+local rank_list = require("accel.util.rank_list")
+local serialize = require("accel.util.serialize")
 local guard = require("accel.collective_guard")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local dataset = require("accel.data.dataset")
 local Subset = require("accel.data.subset")
 local bit = require("bit")

@@ -8,7 +8,7 @@
 -- unsynchronised gradients (as DDP without no_sync); updates are the same.
 -- adjust_scheduler: the scheduler advances once per optimizer update, which
 -- is what accel always does, so only true is accepted.
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local GradientAccumulationPlugin = {}
 GradientAccumulationPlugin.__index = GradientAccumulationPlugin

@@ -41,7 +41,7 @@
 --     is dropped; a loader not on the stack is pushed.
 --   state:_remove_dataloader(loader): its epoch ended or was abandoned; it
 --     and any loader above it leave the stack.
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local GradientState = {}
 GradientState.__index = GradientState

@@ -15,7 +15,7 @@ accel.float, accel.double, accel.half, accel.long = "float32", "float64", "float
 -- Torch7's typed constructors: the way to ask for integers, since a table of
 -- numbers is always the default float dtype (accel.LongTensor{1, 2, 3}). They
 -- take accel.tensor's options but the dtype, which their name fixes.
-local args = require("accel.args")
+local args = require("accel.util.args")
 for name, dtype in pairs({ LongTensor = "int64", IntTensor = "int32", ByteTensor = "uint8",
                            BoolTensor = "bool", FloatTensor = "float32", DoubleTensor = "float64" }) do
   local where = "accel." .. name
@@ -26,31 +26,31 @@ for name, dtype in pairs({ LongTensor = "int64", IntTensor = "int32", ByteTensor
   end
 end
 
-local random_state = require("accel.random_state")
+local random = require("accel.util.random")
 
--- The seed (random_state.lua) and the generator states, as torch.get_rng_state / set_rng_state; the same for
+-- The seed (random.lua) and the generator states, as torch.get_rng_state / set_rng_state; the same for
 -- math.random; and rank 0's states copied to every rank.
-accel.set_seed = random_state.set_seed
-accel.initial_seed = random_state.initial_seed
-accel.get_rng_state = random_state.get
-accel.set_rng_state = random_state.set
-accel.get_math_random_state = random_state.get_math_random
-accel.set_math_random_state = random_state.set_math_random
+accel.set_seed = random.set_seed
+accel.initial_seed = random.initial_seed
+accel.get_rng_state = random.get
+accel.set_rng_state = random.set
+accel.get_math_random_state = random.get_math_random
+accel.set_math_random_state = random.set_math_random
 function accel.synchronize_rng_states()
   local s = core.dist.state()
   if s.world_size > 1 then core.dist.init() end
-  random_state.synchronize({ rank = s.rank, size = s.world_size })
+  random.synchronize({ rank = s.rank, size = s.world_size })
 end
 
 accel.cuda = core.cuda
-accel.checkpoint = require("accel.activation_checkpoint")
+accel.checkpoint = require("accel.nn.activation_checkpoint")
 accel.nn = require("accel.nn")
 accel.optim = require("accel.optim")
 accel.data = require("accel.data")
 accel.PartialState = require("accel.partial_state")
 accel.GradientAccumulationPlugin = require("accel.gradient_accumulation_plugin")
-accel.FullyShardedDataParallelPlugin = require("accel.sharding.fsdp_plugin")
-accel.ParallelismConfig = require("accel.parallelism_config")
+accel.FullyShardedDataParallelPlugin = require("accel.parallel.fsdp.fsdp_plugin")
+accel.ParallelismConfig = require("accel.parallel.parallelism_config")
 accel.Accelerator = require("accel.accelerator")
 accel.ProjectConfiguration = require("accel.project_configuration")
 accel.find_executable_batch_size = require("accel.batch_size_finder")

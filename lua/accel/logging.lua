@@ -11,7 +11,7 @@
 --   log:info("epoch %d loss %.3f", epoch, loss)
 --   log:warning({ main_process_only = false }, "rank-local detail")
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local logging = {}
 

@@ -4,10 +4,10 @@
 --   local mine = state:split_between_processes(prompts)
 -- The Accelerator is made on one and inherits these methods.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local gathering = require("accel.gathering")
 local guard = require("accel.collective_guard")
-local random_state = require("accel.random_state")
+local random = require("accel.util.random")
 
 local dist = core.dist
 
@@ -90,7 +90,7 @@ end
 -- Copies rank 0's generator states (the engine's and math.random's) to
 -- every rank.
 function PartialState:synchronize_rng_states()
-  random_state.synchronize(self._world)
+  random.synchronize(self._world)
 end
 
 -- Process helpers ------------------------------------------------------------

@@ -18,7 +18,7 @@
 -- and returns the paths it wrote; an error in fn stops the profiler,
 -- writes nothing and is raised again.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local WHERE = "Accelerator:profile"
 

@@ -13,7 +13,7 @@
 -- plain line every `interval` seconds (default 10) and at the end, with no
 -- control characters, which the relay passes on whole.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local Progress = {}
 Progress.__index = Progress

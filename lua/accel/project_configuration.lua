@@ -11,7 +11,7 @@
 -- (the configuration's own project_dir, when it has one, is the one used).
 -- Without either, the configuration is valid until a save_state or
 -- load_state needs the folder, which is then an error saying so.
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local ProjectConfiguration = {}
 ProjectConfiguration.__index = ProjectConfiguration

@@ -8,7 +8,7 @@
 -- recipe passes and turns it into the {name = number} tables the engine
 -- reads. Docs: docs/api/tracking.md.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local tracking = {}
 

@@ -22,7 +22,7 @@ constexpr const char* kTarget = "fuzz_sharded_layout";
 // string saying what went wrong otherwise.
 constexpr const char* kSetup = R"(
 local serialize = require('accel.serialize')
-local sharded_state = require('accel.sharding.sharded_state')
+local sharded_state = require('accel.parallel.checkpoint.flat_shards')
 local core = require('accel.core')
 local path = 'model_sharding.lua'
 debug.getregistry()['fuzz.layout'] = function(bytes)

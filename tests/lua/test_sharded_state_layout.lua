@@ -3,7 +3,7 @@
 -- load slices anything by it; a field of the wrong kind is an error naming
 -- the file and the field.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
-local sharded_state = require("accel.sharding.sharded_state")
+local sharded_state = require("accel.parallel.checkpoint.flat_shards")
 
 local function layout()
   return { world_size = 2, optimizer = 1, group_sizes = { 2 }, stage = 3,

@@ -7,7 +7,7 @@
 -- Attached only when the map names a GPU: on the CPU and disk alone nothing
 -- moves, since everything computes on the CPU.
 local Module = require("accel.nn.module")
-local tensor_tree = require("accel.tensor_tree")
+local tensor_tree = require("accel.util.tensor_tree")
 
 local device_alignment = {}
 

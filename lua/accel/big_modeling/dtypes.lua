@@ -2,7 +2,7 @@
 -- ones a `dtype` option converts (floating ones only, as Accelerate: integer
 -- and boolean buffers such as positions or masks keep their dtype), and
 -- what a checkpoint tensor loads as into a model tensor.
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local dtypes = {}
 

@@ -13,7 +13,7 @@
 -- embedding's weight) go where the part holding the tensor first went, as
 -- Accelerate keeps them together: the tensor is counted there once, so the
 -- parts that share it cost nothing where it already is.
-local args = require("accel.args")
+local args = require("accel.util.args")
 local Module = require("accel.nn.module")
 local dtypes = require("accel.big_modeling.dtypes")
 local module_sizes = require("accel.big_modeling.module_sizes")

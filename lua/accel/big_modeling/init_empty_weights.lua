@@ -6,7 +6,7 @@
 -- rather than quietly computing meta outputs.
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local function still_empty(m)
   local names = {}

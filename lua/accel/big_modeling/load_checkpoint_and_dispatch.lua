@@ -15,7 +15,7 @@
 -- model's prefix).
 local core = require("accel.core")
 local ck = core.checkpoint
-local args = require("accel.args")
+local args = require("accel.util.args")
 local Module = require("accel.nn.module")
 local dtypes = require("accel.big_modeling.dtypes")
 local weights_source = require("accel.big_modeling.weights_source")

@@ -4,7 +4,7 @@
 -- With a dtype, floating tensors count at that dtype's size (integer buffers
 -- keep theirs), which is what loading with that dtype would keep. Works on
 -- models built under accel.init_empty_weights: only shapes are read.
-local args = require("accel.args")
+local args = require("accel.util.args")
 local dtypes = require("accel.big_modeling.dtypes")
 
 local module_sizes = {}

@@ -1,5 +1,5 @@
 -- How ranks save and load a checkpoint together without one failing alone.
-local rank_list = require("accel.rank_list")
+local rank_list = require("accel.util.rank_list")
 local gathering = require("accel.gathering")
 local guard = require("accel.collective_guard")
 

@@ -3,8 +3,6 @@
 -- which a model's tensors and gradients are written, and where automatic
 -- checkpoints go.
 local core = require("accel.core")
-local sharded_state = require("accel.sharding.sharded_state")
-local mesh_checkpoint = require("accel.parallel.mesh_checkpoint")
 
 local ck = core.checkpoint
 
@@ -41,12 +39,7 @@ function layout.sorted_pairs(map)
 end
 
 -- Parameters then buffers, each in definition order, as save_model writes them.
-function layout.ordered_state(model)
-  local out = {}
-  for name, p in model:named_parameters() do out[#out + 1] = { name, p } end
-  for name, b in model:named_buffers() do out[#out + 1] = { name, b } end
-  return out
-end
+layout.ordered_state = require("accel.util.named_tensors")
 
 -- The largest value file saved or read (as manifests are bounded): loader
 -- positions, schedulers and registered objects are small, and a load
@@ -77,56 +70,6 @@ function layout.numbered_checkpoints(config)
   end
   table.sort(out, function(a, b) return a[1] < b[1] end)
   return out
-end
-
--- How many ranks a sharded model's flat parameters are cut over: the
--- world, or under a mesh its dp_shard x cp group (each tp rank shards its
--- own slices, each dp_replicate rank holds a replica of a shard).
-function layout.shard_count(c)
-  return c.mesh and c.mesh.dp_shard_cp.size or c.state.num_processes
-end
-
--- The number, among c.optimizers, of the optimizer stepping `model`'s shards.
-function layout.optimizer_of(c, model)
-  local engine = c.shard_layouts[model].optimizer
-  for j, opt in ipairs(c.optimizers) do
-    if opt.optimizer == engine then return j end
-  end
-  error("the optimizer of a sharded model was not prepared with it", 0)
-end
-
--- The flat layout of sharded model `model` (sharded_state.lua).
-function layout.flat_layout(c, model)
-  local info = c.shard_layouts[model]
-  return sharded_state.layout(c.sharded_models[model], info.optimizer, info.param_names, layout.shard_count(c))
-end
-
--- Under a mesh: how c's models and optimizers are split over tp
--- (mesh_checkpoint.splits), an optimizer of a sharded model by its flat
--- layout's names.
-function layout.mesh_splits(c)
-  local sharded = {}
-  for i, model in ipairs(c.models) do
-    if c.sharded_models[model] then
-      sharded[layout.optimizer_of(c, model)] = { model = i, layout = layout.flat_layout(c, model) }
-    end
-  end
-  return mesh_checkpoint.splits(c.models, c.optimizers, sharded)
-end
-
--- name -> tensor whose .grad holds this rank's accumulated gradient: the
--- model's parameters, or at stages 2 and 3 this rank's slices of the flat
--- buffers ("flat_<k>"), into which every backward reduces (already summed
--- over the ranks); the parameters themselves have none there.
-function layout.gradient_holders(c, model)
-  local holders = {}
-  local sharded = c.sharded_models[model]
-  if sharded and sharded:holds_gradient_slices() then
-    for k, shard in ipairs(sharded:shards()) do holders["flat_" .. k] = shard end
-  else
-    for name, p in model:named_parameters() do holders[name] = p end
-  end
-  return holders
 end
 
 return layout

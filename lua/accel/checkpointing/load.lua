@@ -2,22 +2,20 @@
 -- before anything changes, then the Accelerator's objects take the state
 -- (checkpointing.lua lists the folder).
 local core = require("accel.core")
-local serialize = require("accel.serialize")
+local serialize = require("accel.util.serialize")
 local gathering = require("accel.gathering")
-local args = require("accel.args")
-local sharded_state = require("accel.sharding.sharded_state")
-local mesh_checkpoint = require("accel.parallel.mesh_checkpoint")
-local mesh_reshard = require("accel.checkpointing.mesh_reshard")
+local args = require("accel.util.args")
+local read_split = require("accel.parallel.checkpoint.read_split")
 local layout = require("accel.checkpointing.layout")
 local agreement = require("accel.checkpointing.agreement")
-local state_fields = require("accel.state_fields")
+local field_checks = require("accel.util.field_checks")
 local DataLoader = require("accel.data.dataloader")
 
 local ck = core.checkpoint
 
 local load = {}
 
--- What the value files hold, checked when read (state_fields.lua): a field
+-- What the value files hold, checked when read (field_checks.lua): a field
 -- of the wrong type or range fails the load, naming the file and the
 -- field, before anything changes.
 local ACCELERATOR_FIELDS = {
@@ -74,77 +72,6 @@ local function check_count(what, saved, now, folder)
   end
 end
 
--- A checkpoint saved under a mesh lists its layout (mesh_checkpoint.lua):
--- s.mesh_layout. With SHARDED_STATE_DICT this fills s.models and
--- s.optimizers (or s.own, for flat shards) with this rank's own files when
--- the mesh in force is the one saved on (s.mesh_own) and, for flat shards,
--- the flat layout too; anything else is read in this rank's parts, only
--- what it keeps (mesh_reshard.lua), and s.sliced says that s holds this
--- rank's parts already.
-local function read_mesh_slices(c, s, listed, folder, read_value, read_tensors, open_tensors)
-  if not listed[layout.names.mesh] then return end
-  local path = folder .. "/" .. layout.names.mesh
-  local saved = mesh_checkpoint.check_layout(read_value(layout.names.mesh), path)
-  s.mesh_layout, s.mesh_layout_path = saved, path
-  for _, part in ipairs({ { "models", #c.models }, { "optimizers", #c.optimizers } }) do
-    if #saved[part[1]] ~= part[2] then
-      error(string.format("'%s' lists the splits of %d %s for %d", path, #saved[part[1]], part[1], part[2]), 0)
-    end
-  end
-  if saved.state_dict_type ~= "SHARDED_STATE_DICT" then return end
-  s.mesh_own, s.sliced = mesh_checkpoint.same_mesh(saved, c.mesh), true
-  local rank, flat_layouts, flat_optimizers = c.state.process_index, {}, {}
-  for i, model in ipairs(c.models) do
-    if listed[layout.names.sharding(i)] then
-      local flats_path = folder .. "/" .. layout.names.sharding(i)
-      local flats = sharded_state.check_layout(read_value(layout.names.sharding(i)), flats_path)
-      local shards = saved.mesh.dp_shard * saved.mesh.cp  -- FSDP's shard group, dp_shard x cp
-      if flats.world_size ~= shards then
-        error(string.format("'%s' cuts flat parameters over %d rank(s) but '%s' says dp_shard %d x cp %d", flats_path,
-                            flats.world_size, path, saved.mesh.dp_shard, saved.mesh.cp), 0)
-      end
-      local sharded, j = c.sharded_models[model], flats.optimizer
-      if s.mesh_own and sharded and sharded_state.same_layout(flats, layout.flat_layout(c, model)) then
-        s.own[i] = { sharded = sharded, optimizer = c.shard_layouts[model].optimizer,
-                     tensors = read_tensors(layout.names.model_slices(i, rank)),
-                     optimizer_state = read_tensors(layout.names.optimizer_slices(j, rank)) }
-        s.own_optimizers[j] = true
-      end
-      flat_layouts[i], flat_optimizers[j] = { layout = flats, path = flats_path }, true
-    elseif s.mesh_own then
-      s.models[i] = read_tensors(layout.names.model_slices(i, rank))
-      s.model_files[i] = layout.names.model_slices(i, rank)
-    end
-  end
-  if s.mesh_own then
-    for j = 1, #c.optimizers do
-      if not flat_optimizers[j] and not s.optimizers[j] then
-        s.optimizers[j] = read_tensors(layout.names.optimizer_slices(j, rank))
-      end
-    end
-  end
-  mesh_reshard.read(c, s, folder, open_tensors, flat_layouts)
-end
-
--- The full states read are sliced for the mesh in force (its tp rank's
--- share of each split tensor); s.same_mesh tells whether the checkpoint
--- was saved on the mesh in force (or both without one), so that per-rank
--- state such as accumulated gradients still fits.
-local function fit_to_mesh(c, s, folder)
-  local saved = s.mesh_layout
-  s.same_mesh = (saved == nil and c.mesh == nil) or (saved ~= nil and mesh_checkpoint.same_mesh(saved, c.mesh))
-  if not c.mesh or c.mesh.tp.size == 1 or s.sliced then return end
-  local splits = layout.mesh_splits(c)
-  for i in pairs(s.models) do
-    local path = folder .. "/" .. (s.model_files[i] or layout.names.model(i))
-    s.models[i] = mesh_checkpoint.slice("model", s.models[i], splits.models[i], c.mesh.tp, path)
-  end
-  for j in pairs(s.optimizers) do
-    local path = folder .. "/" .. (s.mesh_layout and layout.names.mesh or layout.names.optimizer(j))
-    s.optimizers[j] = mesh_checkpoint.slice("optimizer", s.optimizers[j], splits.optimizers[j], c.mesh.tp, path)
-  end
-end
-
 -- Applies `fn` to a state, naming the file when it refuses it.
 function load.apply(path, fn, ...)
   local ok, err = pcall(fn, ...)
@@ -166,7 +93,7 @@ local function read_checkpoint(c, folder)
   local function read_tensors(name) return ck.read_safetensors(folder .. "/" .. name, entry(name)) end
   -- A tensor file verified whole against the manifest, its digest computed
   -- reading it through (nothing kept), then opened to be mapped: a rank
-  -- reading parts of the files of others (mesh_reshard.lua) holds only
+  -- reading parts of the files of others (reshard.lua) holds only
   -- what it reads of them.
   local function open_tensors(name)
     local path = folder .. "/" .. name
@@ -185,8 +112,8 @@ local function read_checkpoint(c, folder)
 
   local s = { manifest = manifest, saved = read_value(layout.names.accelerator) }
   local accelerator_path = "'" .. folder .. "/" .. layout.names.accelerator .. "'"
-  state_fields.check(s.saved, ACCELERATOR_FIELDS, accelerator_path)
-  state_fields.check(s.saved.counts, COUNT_FIELDS, accelerator_path .. " (counts)")
+  field_checks.check(s.saved, ACCELERATOR_FIELDS, accelerator_path)
+  field_checks.check(s.saved.counts, COUNT_FIELDS, accelerator_path .. " (counts)")
   local now = layout.counts(c)
   check_count("model(s)", s.saved.counts.models, now.models, folder)
   check_count("optimizer(s)", s.saved.counts.optimizers, now.optimizers, folder)
@@ -199,33 +126,10 @@ local function read_checkpoint(c, folder)
   -- from every rank's, or (under a mesh) this rank's parts of it.
   s.own, s.own_optimizers, s.model_files = {}, {}, {}
   local rank = c.state.process_index
-  read_mesh_slices(c, s, listed, folder, read_value, read_tensors, open_tensors)
-  for i, model in ipairs(c.models) do
-    if s.models[i] or s.own[i] then  -- read from a mesh's files
-    elseif listed[layout.names.sharding(i)] then
-      local layout_path = folder .. "/" .. layout.names.sharding(i)
-      local saved = sharded_state.check_layout(read_value(layout.names.sharding(i)), layout_path)
-      local j = saved.optimizer
-      local sharded, info = c.sharded_models[model], c.shard_layouts[model]
-      -- Saved without a mesh: a mesh's ranks cut their flat parameters otherwise.
-      local current = sharded and not c.mesh and layout.flat_layout(c, model)
-      if current and sharded_state.same_layout(saved, current) then
-        s.own[i] = { sharded = sharded, optimizer = info.optimizer, tensors = read_tensors(layout.names.model_slices(i, rank)),
-                     optimizer_state = read_tensors(layout.names.optimizer_slices(j, rank)) }
-        s.own_optimizers[j] = true
-      else
-        local models, optimizers = {}, {}
-        for r = 0, saved.world_size - 1 do
-          models[r + 1] = read_tensors(layout.names.model_slices(i, r))
-          optimizers[r + 1] = read_tensors(layout.names.optimizer_slices(j, r))
-        end
-        s.models[i] = sharded_state.full_model(saved, models, layout_path)
-        s.model_files[i] = layout.names.sharding(i)
-        s.optimizers[j] = sharded_state.full_optimizer(saved, optimizers, layout_path)
-      end
-    else
-      s.models[i] = read_tensors(layout.names.model(i))
-    end
+  -- Split models' files (parallel/checkpoint/read_split.lua); the others' whole.
+  read_split.read(c, s, listed, folder, { value = read_value, tensors = read_tensors, open = open_tensors })
+  for i in ipairs(c.models) do
+    if not s.models[i] and not s.own[i] then s.models[i] = read_tensors(layout.names.model(i)) end
   end
   for j = 1, now.optimizers do
     if not s.optimizers[j] and not s.own_optimizers[j] then s.optimizers[j] = read_tensors(layout.names.optimizer(j)) end
@@ -233,20 +137,20 @@ local function read_checkpoint(c, folder)
   for i = 1, now.schedulers do s.schedulers[i] = read_value(layout.names.scheduler(i)) end
   for i = 1, now.custom do s.customs[i] = read_value(layout.names.custom(i)) end
   s.scaler = c.gradient_state.scaler and read_value(layout.names.scaler)
-  if s.scaler then state_fields.check(s.scaler, SCALER_FIELDS, "'" .. folder .. "/" .. layout.names.scaler .. "'") end
+  if s.scaler then field_checks.check(s.scaler, SCALER_FIELDS, "'" .. folder .. "/" .. layout.names.scaler .. "'") end
   for _, list in ipairs({ { "optimizer_updates", now.optimizers }, { "scheduler_seen", now.schedulers } }) do
     if #s.saved[list[1]] ~= list[2] then
       error(string.format("%s: '%s' has %d entries for %d", accelerator_path, list[1], #s.saved[list[1]], list[2]), 0)
     end
   end
   s.same_world = manifest.world_size == c.state.num_processes
-  fit_to_mesh(c, s, folder)
+  read_split.fit(c, s, folder)
   -- On another world size every rank continues from rank 0's position,
   -- which the loader re-shards over the current ranks.
   s.loader_rank = s.same_world and c.state.process_index or 0
   for i = 1, now.dataloaders do
     local name = layout.names.dataloader(i, s.loader_rank)
-    s.loaders[i] = state_fields.check(read_value(name), DataLoader.STATE_FIELDS, "'" .. folder .. "/" .. name .. "'")
+    s.loaders[i] = field_checks.check(read_value(name), DataLoader.STATE_FIELDS, "'" .. folder .. "/" .. name .. "'")
   end
   s.rng = listed[layout.names.rng(rank)] and read_tensors(layout.names.rng(rank))
   -- Accumulated gradients are this rank's partial sums: they mean nothing
@@ -256,7 +160,7 @@ local function read_checkpoint(c, folder)
     for i, model in ipairs(c.models) do
       local name = layout.names.gradients(i, rank)
       s.gradients[i] = listed[name] and read_tensors(name)
-      local holders = layout.gradient_holders(c, model)
+      local holders = c.split:gradient_holders(model)
       for grad_name in pairs(s.gradients[i] or {}) do
         if not holders[grad_name] then
           error(string.format("'%s/%s' holds an accumulated gradient '%s' that this model does not have: it was "
@@ -276,10 +180,10 @@ local function restore(c, folder, s)
   for i, model in ipairs(c.models) do
     local own = s.own[i]
     if own then
-      load.apply(own.file or path(layout.names.model_slices(i, c.state.process_index)), sharded_state.restore_own,
-                 own.sharded, model, own.optimizer, own.tensors, own.optimizer_state)
+      load.apply(own.file or path(layout.names.model_slices(i, c.state.process_index)), read_split.restore_own,
+                 own, model)
     else
-      c.with_full_parameters(model, function()
+      c.split:with_full_parameters(model, function()
         load.apply(path(s.model_files[i] or layout.names.model(i)), model.load_state_dict, model, s.models[i])
       end, true)
     end
@@ -299,7 +203,7 @@ local function restore(c, folder, s)
                                      sync_gradients = saved.sync_gradients, scaler = s.scaler })
   for i, model in ipairs(c.models) do
     local grads = s.gradients[i] or {}
-    for name, holder in pairs(layout.gradient_holders(c, model)) do
+    for name, holder in pairs(c.split:gradient_holders(model)) do
       load.apply(path(layout.names.gradients(i, c.state.process_index)), function()
         holder.grad = grads[name] and grads[name]:to(holder.device)   -- read on the CPU
       end)
@@ -340,9 +244,8 @@ function load.load_state(c, dir)
         .. "restored as saved, data loaders continue their epoch re-sharded over %d process(es)%s",
       folder, manifest.world_size, world, world, notes))
   end
-  if not s.same_mesh then
-    local saved = s.mesh_layout and mesh_checkpoint.describe(s.mesh_layout.mesh) or "no mesh"
-    local now = c.mesh and mesh_checkpoint.describe(mesh_checkpoint.sizes(c.mesh)) or "no mesh"
+  local saved, now = read_split.mesh_change(c, s)
+  if saved then
     c.state:print(string.format("accel: '%s' was saved on %s and is loaded on %s: models and optimizers are "
                                 .. "split for this mesh%s", folder, saved, now,
                                 (s.saved.sync_gradients or not s.same_world) and ""

@@ -3,11 +3,10 @@
 -- agree it went well, and the main process writes the manifest and renames
 -- the folder into place.
 local core = require("accel.core")
-local serialize = require("accel.serialize")
+local serialize = require("accel.util.serialize")
 local gathering = require("accel.gathering")
-local args = require("accel.args")
-local sharded_state = require("accel.sharding.sharded_state")
-local mesh_checkpoint = require("accel.parallel.mesh_checkpoint")
+local args = require("accel.util.args")
+local write_split = require("accel.parallel.checkpoint.write_split")
 local layout = require("accel.checkpointing.layout")
 local agreement = require("accel.checkpointing.agreement")
 
@@ -42,65 +41,6 @@ local function prune(config)
   end
 end
 
--- Models whose ranks write their own slices: i -> {model, sharded, j (its
--- optimizer's number), layout}.
-local function per_rank_models(c)
-  local out = {}
-  if not c.sharded_state_dict then return out end
-  for i, model in ipairs(c.models) do
-    local sharded = c.sharded_models[model]
-    if sharded then
-      local flats = layout.flat_layout(c, model)
-      local j = layout.optimizer_of(c, model)
-      flats.optimizer = j
-      out[i] = { model = model, sharded = sharded, optimizer = c.shard_layouts[model].optimizer, j = j, layout = flats }
-    end
-  end
-  return out
-end
-
--- Under a mesh: how its tensors are split (out.splits), and with
--- FULL_STATE_DICT every model's and optimizer's full state, gathered over
--- dp_shard (a sharded model's flat parameters; its optimizer's state_dict)
--- then over tp (collectives, on every rank, in the same order).
-local function full_mesh_states(c, out)
-  out.splits = layout.mesh_splits(c)
-  if c.sharded_state_dict then return out end
-  for i, model in ipairs(c.models) do
-    local own = c.with_full_parameters(model, function()
-      local state = {}
-      for name, t in pairs(model:state_dict()) do state[name] = t:clone() end
-      return state
-    end)
-    out.models[i] = mesh_checkpoint.gather("model", own, out.splits.models[i], c.mesh.tp)
-  end
-  for j, opt in ipairs(c.optimizers) do
-    out.optimizers[j] = mesh_checkpoint.gather("optimizer", opt:state_dict(), out.splits.optimizers[j], c.mesh.tp)
-  end
-  return out
-end
-
--- The full state of sharded models and of their optimizers, gathered on
--- every rank (collectives) before any rank writes.
-local function full_states(c)
-  local out = { models = {}, optimizers = {} }
-  if c.mesh then return full_mesh_states(c, out) end
-  if c.sharded_state_dict then return out end
-  for i, model in ipairs(c.models) do
-    if c.sharded_models[model] then
-      out.models[i] = c.with_full_parameters(model, function()
-        local state = {}
-        for name, t in pairs(model:state_dict()) do state[name] = t:clone() end
-        return state
-      end)
-    end
-  end
-  for i, opt in ipairs(c.optimizers) do
-    if opt._sharded and #opt._sharded > 0 then out.optimizers[i] = opt:state_dict() end
-  end
-  return out
-end
-
 -- Writes this rank's share into `tmp`; returns the manifest entries;
 -- `full`: what full_states gathered.
 local function write_files(c, tmp, full)
@@ -127,52 +67,27 @@ local function write_files(c, tmp, full)
   tensors_file(layout.names.rng(rank), generators)
   for i, loader in ipairs(c.dataloaders) do lua_file(layout.names.dataloader(i, rank), loader:state_dict()) end
   local progress = c.gradient_state:state_dict()
-  local own = per_rank_models(c)
-  local own_optimizers = {}
-  for i, m in pairs(own) do
-    tensors_file(layout.names.model_slices(i, rank), sharded_state.model_tensors(m.sharded, m.model))
-    tensors_file(layout.names.optimizer_slices(m.j, rank), layout.sorted_pairs(m.optimizer:state_dict()))
-    own_optimizers[m.j] = true
-  end
-  -- Under a mesh with SHARDED_STATE_DICT every rank writes its own tp
-  -- slices of every model and optimizer not sharded over dp_shard (whose
-  -- flat shards it wrote above; the mesh layout says how they split).
-  local mesh_slices = c.mesh ~= nil and c.sharded_state_dict
-  if mesh_slices then
-    for i, model in ipairs(c.models) do
-      if not own[i] then tensors_file(layout.names.model_slices(i, rank), layout.sorted_pairs(model:state_dict())) end
-    end
-    for j, opt in ipairs(c.optimizers) do
-      if not own_optimizers[j] then
-        tensors_file(layout.names.optimizer_slices(j, rank), layout.sorted_pairs(opt:state_dict()))
-        own_optimizers[j] = true
-      end
-    end
-  end
+  -- Split models' own slices (parallel/checkpoint/write_split.lua).
+  local own = write_split.rank_files(c, rank, tensors_file)
   if not progress.sync_gradients then
     -- Between micro-steps the gradients summed so far are part of the next update.
     for i, model in ipairs(c.models) do
       local grads = {}
-      for name, holder in pairs(layout.gradient_holders(c, model)) do grads[name] = holder.grad end
+      for name, holder in pairs(c.split:gradient_holders(model)) do grads[name] = holder.grad end
       tensors_file(layout.names.gradients(i, rank), layout.sorted_pairs(grads))
     end
   end
   if not c.state.is_main_process then return entries end
 
-  if c.mesh then
-    lua_file(layout.names.mesh, mesh_checkpoint.layout(c.mesh, full.splits, c.state.num_processes,
-                                                       c.sharded_state_dict and "SHARDED_STATE_DICT" or "FULL_STATE_DICT"))
-  end
+  write_split.mesh_layout(c, lua_file, full)
   for i, model in ipairs(c.models) do
-    if own[i] then
-      lua_file(layout.names.sharding(i), own[i].layout)
-    elseif not mesh_slices then
+    if not write_split.flat_layout(i, lua_file, own) and not own.models[i] then
       tensors_file(layout.names.model(i), layout.sorted_pairs(full.models[i] or model:state_dict()))
     end
   end
   local updates, seen = {}, {}
   for i, opt in ipairs(c.optimizers) do
-    if not own_optimizers[i] then
+    if not own.optimizers[i] then
       tensors_file(layout.names.optimizer(i), layout.sorted_pairs(full.optimizers[i] or opt:state_dict()))
     end
     updates[i] = opt.updates
@@ -230,7 +145,7 @@ function save.save_state(c, dir)
   -- No rank writes before the temporary folder exists.
   agreement.agree(c, where, main and agreement.try(ck.make_empty_folder, tmp) or {})
   -- Every rank's files are fsynced once it hands its entries over.
-  local full = full_states(c)
+  local full = write_split.full_states(c)
   local reports = gathering.gather_object(c.state._world, agreement.try(write_files, c, tmp, full))
   agreement.raise_failures(c, where, reports, discard)
 

@@ -3,7 +3,7 @@
 -- main process prints one "pass" or "FAIL" line per check, with what every
 -- failing rank saw; the run fails when any check failed on any rank.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local nn = accel.nn
 
 local dist = core.dist

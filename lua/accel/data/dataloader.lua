@@ -76,8 +76,8 @@
 --   twice, and a message saying so is returned (and printed by rank 0).
 --   Errors name the key when t is for another data set size or shuffle.
 local core = require("accel.core")
-local random_state = require("accel.random_state")
-local state_fields = require("accel.state_fields")
+local random = require("accel.util.random")
+local field_checks = require("accel.util.field_checks")
 local dataset_util = require("accel.data.dataset")
 local default_collate = require("accel.data.collate")
 local device_placement = require("accel.data.device_placement")
@@ -244,7 +244,7 @@ function DataLoader:rank_batch_size()
 end
 
 function DataLoader:epoch_seed()
-  return self.seed or random_state.initial_seed()
+  return self.seed or random.initial_seed()
 end
 
 -- The epoch plan of a map-style loader, for this rank or rank `rank`.
@@ -428,7 +428,7 @@ function DataLoader:state_dict()
   }
 end
 
--- What state_dict writes, as load_state_dict checks it (state_fields.lua);
+-- What state_dict writes, as load_state_dict checks it (field_checks.lua);
 -- the checkpoint reader checks a loader file by it too, before anything
 -- changes.
 DataLoader.STATE_FIELDS = {
@@ -453,7 +453,7 @@ function DataLoader:load_round_state(t)
 end
 
 function DataLoader:load_state_dict(t)
-  state_fields.check(t, DataLoader.STATE_FIELDS, "DataLoader:load_state_dict")
+  field_checks.check(t, DataLoader.STATE_FIELDS, "DataLoader:load_state_dict")
   if self.kind ~= "map" then return self:load_round_state(t) end
   local n = dataset_util.length(self.dataset)
   if t.dataset_size ~= n then

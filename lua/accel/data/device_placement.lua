@@ -3,7 +3,7 @@
 -- that the copy to the GPU runs asynchronously, as PyTorch's DataLoader with
 -- pin_memory=True and `.to(device, non_blocking=True)` do; the caching host
 -- allocator keeps the pinned block until the copy has completed.
-local tensor_tree = require("accel.tensor_tree")
+local tensor_tree = require("accel.util.tensor_tree")
 
 local device_placement = {}
 

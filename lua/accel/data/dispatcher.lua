@@ -6,8 +6,8 @@
 -- rank's rows) is broadcast, then every joined tensor (all ranks' rows
 -- concatenated along dim 1); each rank narrows its rows.
 local core = require("accel.core")
-local sorted_keys = require("accel.sorted_keys")
-local serialize = require("accel.serialize")
+local sorted_keys = require("accel.util.sorted_keys")
+local serialize = require("accel.util.serialize")
 
 local dist = core.dist
 local PLACEHOLDER = "__dispatched_tensor"

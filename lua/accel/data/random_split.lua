@@ -8,7 +8,7 @@
 -- for `seed` (default: the seed given to accel.set_seed), which is
 -- PyTorch's randperm for a generator seeded with it.
 local core = require("accel.core")
-local random_state = require("accel.random_state")
+local random = require("accel.util.random")
 local dataset = require("accel.data.dataset")
 local Subset = require("accel.data.subset")
 
@@ -49,7 +49,7 @@ return function(ds, lengths, options)
   end
   local n = dataset.length(ds)
   local sizes = counts(lengths, n)
-  local order = core.data.permutation(n, options.seed or random_state.initial_seed()) + 1
+  local order = core.data.permutation(n, options.seed or random.initial_seed()) + 1
   local subsets, offset = {}, 0
   for i, size in ipairs(sizes) do
     subsets[i] = Subset(ds, size > 0 and order:narrow(1, offset + 1, size) or {})

@@ -8,8 +8,8 @@
 -- permutation of seed + epoch (engine/data/epoch_plan.h), as shuffling
 -- loaders do; seed defaults to accel.initial_seed() when an epoch starts.
 local core = require("accel.core")
-local random_state = require("accel.random_state")
-local args = require("accel.args")
+local random = require("accel.util.random")
+local args = require("accel.util.args")
 local dataset_util = require("accel.data.dataset")
 
 local samplers = {}
@@ -44,7 +44,7 @@ function RandomSampler:iter(epoch)
   local n = self:len()
   local plan = core.data.EpochPlan({
     dataset_size = n, world_size = 1, rank = 0, batch_size = math.max(n, 1), shuffle = true,
-    seed = self.seed or random_state.initial_seed(), drop_last = false, even_batches = true,
+    seed = self.seed or random.initial_seed(), drop_last = false, even_batches = true,
     epoch = epoch or 0, start = 0,
   })
   return (plan:indices(1) + 1):totable()

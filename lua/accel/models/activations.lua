@@ -2,7 +2,7 @@
 -- and BERT's, activation_function in GPT-2's). gelu_new and gelu_fast are
 -- the tanh approximation transformers writes out in Python.
 local F = require("accel.core").functional
-local args = require("accel.args")
+local args = require("accel.util.args")
 local config = require("accel.models.config")
 
 local activations = {}

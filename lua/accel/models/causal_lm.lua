@@ -4,7 +4,7 @@
 -- float32), and the checks on the token ids a model is given.
 local core = require("accel.core")
 local F = core.functional
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local causal_lm = {}
 

@@ -7,7 +7,7 @@
 --   local cfg = config.from_table(t, where)
 --   config.to_json(cfg) -> text
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local config = {}
 

@@ -13,7 +13,7 @@
 -- then transformers' (top_k 50 when sampling).
 local core = require("accel.core")
 local F = core.functional
-local args = require("accel.args")
+local args = require("accel.util.args")
 local KVCache = require("accel.models.kv_cache")
 local attention_mask = require("accel.models.attention_mask")
 

@@ -10,7 +10,6 @@
 local core = require("accel.core")
 local F = core.functional
 local nn = require("accel.nn")
-local args = require("accel.args")
 local config = require("accel.models.config")
 local activations = require("accel.models.activations")
 local attention_mask = require("accel.models.attention_mask")
@@ -91,17 +90,20 @@ function LlamaAttention:forward(x, cos, sin, mask, cache)
   v = v:view(B, T, kv_heads, d):transpose(2, 3)
   q, k = nn.RotaryEmbedding.apply(q, k, cos, sin)
   if cache then k, v = cache:update(self.layer_idx + 1, k, v) end
-  -- Under context parallelism (accel.parallel.context_parallel) this rank
-  -- holds part of the sequence, and attention goes around the cp group's ring.
-  local ring = rawget(self, "context_parallel")
-  local out = ring and ring:ring_attention(q, k, v, { scale = d ^ -0.5 })
-      or F.scaled_dot_product_attention(q, k, v, {
+  local out = self:attention(q, k, v, mask, d ^ -0.5)
+  return self.o_proj(out:transpose(2, 3):reshape(B, T, heads * d))
+end
+
+-- The attention itself, over q (B, heads, T, d) and k, v (B, kv_heads, S,
+-- d): scaled dot-product attention. The seam a parallelism replaces on a
+-- module (the cp plan's ring_attention: accel.parallel.context_parallel).
+function LlamaAttention:attention(q, k, v, mask, scale)
+  return F.scaled_dot_product_attention(q, k, v, {
     attn_mask = mask,
-    enable_gqa = heads ~= kv_heads,
-    scale = d ^ -0.5,
+    enable_gqa = q:size(2) ~= k:size(2),
+    scale = scale,
     dropout_p = self.training and self.dropout or 0,
   })
-  return self.o_proj(out:transpose(2, 3):reshape(B, T, heads * d))
 end
 
 ---------------------------------------------------------------------------
@@ -186,10 +188,20 @@ function LlamaModel:forward(inputs)
 end
 
 ---------------------------------------------------------------------------
+-- How accel.parallel.context_parallel splits this decoder over a mesh's cp
+-- dim: every attention goes around the cp group's ring, and no layer may
+-- attend within a sliding window (the ring is causal over the whole
+-- sequence). Every variant's plan (mistral.lua's windows are refused).
+llama.cp_plan = {
+  ["layers.*"] = "no_sliding_window",
+  ["layers.*.self_attn"] = "ring_attention",
+}
+
 -- A causal language model of this decoder: LlamaForCausalLM and the
 -- variants' classes, which differ in name and settings only.
 function llama.causal_lm_class(name, settings, make_mlp)
   local cls = PreTrainedModel:extend(name)
+  cls.cp_plan = llama.cp_plan
   -- transformers' names: the layers a device map never splits, and the
   -- base model's field (models/from_pretrained.lua).
   cls._no_split_modules = { "LlamaDecoderLayer" }
@@ -210,11 +222,6 @@ function llama.causal_lm_class(name, settings, make_mlp)
   function cls:forward(inputs)
     causal_lm.check_inputs(inputs, name)
     local h = self.model(inputs)
-    local sp = rawget(self, "sequence_parallel_state")  -- accel.parallel.tensor_parallel's, under SP
-    if sp and sp.split and inputs.logits_to_keep ~= nil then
-      args.error(name .. ": logits_to_keep while sequence parallelism splits the sequence (a forward recording "
-                 .. "gradients): each rank holds part of the positions; leave it out, or run without gradients")
-    end
     local logits = self.lm_head(causal_lm.kept_positions(h, inputs, name))
     local out = { logits = logits, past_key_values = inputs.past_key_values }
     if inputs.labels ~= nil then out.loss = causal_lm.loss(logits, inputs.labels) end

@@ -5,9 +5,9 @@
 local core = require("accel.core")
 local ck = core.checkpoint
 local nn = require("accel.nn")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local config = require("accel.models.config")
-local layout = require("accel.checkpointing.layout")
+local named_tensors = require("accel.util.named_tensors")
 
 local PreTrainedModel = nn.Module:extend("PreTrainedModel")
 
@@ -24,7 +24,7 @@ function PreTrainedModel:save_pretrained(dir, options)
                            max_shard_size = "string|number" })
   if type(dir) ~= "string" then args.error(where .. ": the folder must be a string, got a " .. type(dir)) end
   if not o.is_main_process then return end
-  local state = layout.ordered_state(self)
+  local state = named_tensors(self)
   for _, pair in ipairs(state) do
     if pair[2].device == "meta" then
       args.error(string.format("%s: '%s' is on the meta device (never loaded); load the weights before saving",

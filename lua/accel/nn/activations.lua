@@ -2,7 +2,7 @@
 -- take PyTorch's arguments (dims are 1-based).
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local F = core.functional
 

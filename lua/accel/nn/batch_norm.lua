@@ -7,7 +7,7 @@
 -- PyTorch's momentum=None.
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local F = core.functional
 

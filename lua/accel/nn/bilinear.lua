@@ -4,7 +4,7 @@
 -- (the bias flag may also be given alone: nn.Bilinear(2, 3, 4, false)).
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local init = require("accel.nn.initialization")
 
 local Bilinear = Module:extend("Bilinear")

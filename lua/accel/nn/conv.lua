@@ -3,7 +3,7 @@
 -- defaults and initialisation (weight and bias U(-k, k), k = 1/sqrt(fan_in)).
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local init = require("accel.nn.initialization")
 
 local F = core.functional

@@ -4,7 +4,7 @@
 -- or as an options table (nn.Dropout{p = 0.1}).
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local F = core.functional
 

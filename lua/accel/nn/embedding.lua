@@ -6,7 +6,7 @@
 -- tokenizers give them (the pretrained models of accel.models take those).
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local init = require("accel.nn.initialization")
 
 local Embedding = Module:extend("Embedding")

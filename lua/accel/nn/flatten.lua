@@ -2,7 +2,7 @@
 -- stays), also as {start_dim, end_dim}; Unflatten(dim, sizes) splits one
 -- dim into sizes.
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local function check_dim(where, name, dim)
   if type(dim) ~= "number" or dim == 0 or dim % 1 ~= 0 then

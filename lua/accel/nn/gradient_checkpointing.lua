@@ -14,9 +14,9 @@
 -- and its files are untouched. model.is_gradient_checkpointing says which.
 local Module = require("accel.nn.module")
 local ModuleList = require("accel.nn.module_list")
-local checkpoint = require("accel.activation_checkpoint")
+local checkpoint = require("accel.nn.activation_checkpoint")
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local gradient_checkpointing = {}
 

@@ -3,7 +3,7 @@
 -- weight starts at ones, bias at zeros, one per channel.
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local GroupNorm = Module:extend("GroupNorm")
 

@@ -1,7 +1,7 @@
 -- Returns its input unchanged: a placeholder where a layer is optional.
 -- It takes no options (nn.Identity() or nn.Identity{}).
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local Identity = Module:extend("Identity")
 

@@ -38,7 +38,7 @@ nn.functional = core.functional
 -- field holding it is registered as a parameter.
 function nn.Parameter(t)
   if type(t) ~= "userdata" then
-    require("accel.args").error("nn.Parameter: expected a tensor, got a " .. type(t))
+    require("accel.util.args").error("nn.Parameter: expected a tensor, got a " .. type(t))
   end
   return t:detach():requires_grad_(true)
 end

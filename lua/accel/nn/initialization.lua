@@ -2,7 +2,7 @@
 -- Each fills its tensor under no_grad and returns it:
 --   nn.init.kaiming_uniform_(conv.weight, { nonlinearity = "relu" })
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local init = {}
 

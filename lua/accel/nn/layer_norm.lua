@@ -3,7 +3,7 @@
 -- weight starts at ones, bias at zeros, both of normalized_shape.
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local LayerNorm = Module:extend("LayerNorm")
 

@@ -4,7 +4,7 @@
 -- nn.Linear(3, 2, false).
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local Linear = Module:extend("Linear")
 

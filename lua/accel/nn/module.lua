@@ -5,8 +5,8 @@
 -- Fields holding modules or parameters (leaf tensors that require grad) are
 -- registered in assignment order; buffers are registered explicitly.
 local core = require("accel.core")
-local sorted_keys = require("accel.sorted_keys")
-local args = require("accel.args")
+local sorted_keys = require("accel.util.sorted_keys")
+local args = require("accel.util.args")
 
 local Module = { __name = "Module" }
 

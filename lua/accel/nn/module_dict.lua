@@ -5,7 +5,7 @@
 -- of {name, module} pairs keeps its order. Names may not contain "." or
 -- shadow a method or field of the module ("forward", "training", ...).
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local ModuleDict = Module:extend("ModuleDict")
 

@@ -6,7 +6,7 @@
 -- {index_base = 0} their names count from 0 ("0.weight", as PyTorch and the
 -- checkpoints of transformers name them); `list[1]` is still the first.
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local ModuleList = Module:extend("ModuleList")
 

@@ -14,7 +14,7 @@
 local core = require("accel.core")
 local Module = require("accel.nn.module")
 local Linear = require("accel.nn.linear")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local init = require("accel.nn.initialization")
 
 local MultiheadAttention = Module:extend("MultiheadAttention")

@@ -4,7 +4,7 @@
 -- AdaptiveAvgPool1d/2d(output_size). stride defaults to the kernel size.
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local F = core.functional
 

@@ -7,7 +7,7 @@
 -- bfloat16 outputs match transformers'); weight starts at ones.
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local RMSNorm = Module:extend("RMSNorm")
 

@@ -17,7 +17,7 @@
 -- at first use.
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local RotaryEmbedding = Module:extend("RotaryEmbedding")
 

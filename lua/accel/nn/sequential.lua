@@ -2,7 +2,7 @@
 -- "1.weight", "2.bias", ...). `seq[i]`, `#seq` and `ipairs(seq)` reach them.
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local Sequential = Module:extend("Sequential")
 

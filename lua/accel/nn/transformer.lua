@@ -12,7 +12,7 @@ local Linear = require("accel.nn.linear")
 local LayerNorm = require("accel.nn.layer_norm")
 local Dropout = require("accel.nn.dropout").Dropout
 local MultiheadAttention = require("accel.nn.multihead_attention")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local F = core.functional
 

@@ -15,7 +15,7 @@
 -- gathered it (that gather's backward sums the gradient).
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local shard = require("accel.parallel.shard")
+local tp_slice = require("accel.parallel.tp_slice")
 local sequence_parallel = require("accel.parallel.sequence_parallel")
 
 local ColwiseLinear = Module:extend("ColwiseLinear")
@@ -27,8 +27,8 @@ local ColwiseLinear = Module:extend("ColwiseLinear")
 -- inputs "sequence" and "gathered": a forward that does not split the
 -- sequence gives this layer the whole sequence, replicated.
 function ColwiseLinear:init(linear, tp, name, gather_output, input, sp)
-  self.weight = shard.slice(linear.weight, 1, tp, name .. ".weight")
-  if linear.bias then self.bias = shard.slice(linear.bias, 1, tp, name .. ".bias") end
+  self.weight = tp_slice.slice(linear.weight, 1, tp, name .. ".weight")
+  if linear.bias then self.bias = tp_slice.slice(linear.bias, 1, tp, name .. ".bias") end
   self.in_features, self.out_features = linear.weight:size(2), self.weight:size(1)
   rawset(self, "tp", tp)
   rawset(self, "gather_output", gather_output or false)

@@ -3,9 +3,9 @@
 -- part of each sequence (context_parallel_layout.lua: its two chunks of the
 -- load-balanced layout) and the model's attention becomes ring attention
 -- over the cp group (engine/parallel/ring_attention.h), the only place where
--- tokens meet. The Llama decoders' attention (llama, mistral, qwen2,
--- mixtral) takes the ring when it carries the group (llama.lua); here every
--- attention of the model gets it, and the model's calls are checked: a
+-- tokens meet. The architecture's cp_plan (llama.lua: the Llama decoders,
+-- llama, mistral, qwen2, mixtral) names the attentions; each gets the
+-- ring, and the model's calls are checked: a
 -- rank's tokens need their positions in the whole sequence (position_ids),
 -- and its labels must be shifted before the sequence was split
 -- (shift_labels), since the next token of a chunk's last one lives on
@@ -20,8 +20,9 @@
 -- cp of cp_size x (each rank's share) is the sum of the shares.
 local core = require("accel.core")
 local F = core.functional
-local args = require("accel.args")
+local args = require("accel.util.args")
 local Module = require("accel.nn.module")
+local plan = require("accel.parallel.plan")
 
 local context_parallel = {}
 
@@ -78,29 +79,48 @@ local function wrap_forward(model, mesh)
   end)
 end
 
+-- The cp plan's kinds (the architectures' cp_plan, llama.lua), each
+-- called (name, module, cp group): ring_attention swaps the module's
+-- attention (its `attention` method, the seam of llama.lua's) for ring
+-- attention over the group; no_sliding_window refuses a layer attending
+-- within a window.
+local kinds = {
+  ring_attention = function(name, m, group)
+    if rawget(m, "dropout") > 0 then
+      args.error(string.format("%s: %s has attention dropout %g; ring attention has none (set "
+                               .. "attention_dropout = 0)", where, name, rawget(m, "dropout")))
+    end
+    rawset(m, "attention", function(_, q, k, v, _, scale) return group:ring_attention(q, k, v, { scale = scale }) end)
+    return true
+  end,
+  no_sliding_window = function(name, m)
+    if rawget(m, "window") then
+      args.error(string.format("%s: %s attends within a sliding window of %d; ring attention is causal over the "
+                               .. "whole sequence only", where, name, rawget(m, "window")))
+    end
+  end,
+}
+
 function context_parallel.apply(model, mesh)
   if not Module.is_module(model) then args.error(where .. ": expected a model (an nn.Module) as argument 1") end
   if not (mesh and mesh.cp) then args.error(where .. ": expected acc.mesh (a device mesh with a cp dim) as argument 2") end
-  local llama = require("accel.models.llama")  -- loaded when used, as accel.models is
+  local cp_plan = model.cp_plan
   local attentions = 0
-  for _, pair in ipairs(model:named_modules()) do
-    local name, m = pair[1], pair[2]
-    local class = getmetatable(m)
-    if class == llama.DecoderLayer and rawget(m, "window") then
-      args.error(string.format("%s: %s attends within a sliding window of %d; ring attention is causal over the "
-                               .. "whole sequence only", where, name, rawget(m, "window")))
-    elseif class == llama.Attention then
-      if rawget(m, "dropout") > 0 then
-        args.error(string.format("%s: %s has attention dropout %g; ring attention has none (set "
-                                 .. "attention_dropout = 0)", where, name, rawget(m, "dropout")))
+  if type(cp_plan) == "table" then
+    for key, kind in pairs(cp_plan) do
+      if not kinds[kind] then
+        args.error(string.format("%s: %s's cp_plan entry %s = %s: the kind must be one of %s", where, model.__name,
+                                 tostring(key), tostring(kind), plan.kind_names(kinds)))
       end
-      rawset(m, "context_parallel", mesh.cp.group)
-      attentions = attentions + 1
     end
+    plan.each_match(model, cp_plan, function(name, m, kind)
+      if kinds[kind](name, m, mesh.cp.group) then attentions = attentions + 1 end
+    end)
   end
   if attentions == 0 then
-    args.error(string.format("%s: %s has no attention that ring attention replaces (the Llama decoders': llama, "
-                             .. "mistral, qwen2, mixtral)", where, model.__name or "the model"))
+    args.error(string.format("%s: %s has no attention that ring attention replaces (no cp_plan: the Llama "
+                             .. "decoders' have one: llama, mistral, qwen2, mixtral)", where,
+                             model.__name or "the model"))
   end
   wrap_forward(model, mesh)
   return model

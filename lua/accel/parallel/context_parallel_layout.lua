@@ -9,7 +9,7 @@
 --   part(t, mesh [, dim]) -> this rank's part of one tensor along dim (default 2)
 --   gather(t, mesh [, dim]) -> the whole sequence from every cp rank's part
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local layout = {}
 

@@ -9,7 +9,7 @@
 -- backward all-gathers the gradient), and the bias is added to that part.
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local shard = require("accel.parallel.shard")
+local tp_slice = require("accel.parallel.tp_slice")
 local sequence_parallel = require("accel.parallel.sequence_parallel")
 
 local RowwiseLinear = Module:extend("RowwiseLinear")
@@ -17,7 +17,7 @@ local RowwiseLinear = Module:extend("RowwiseLinear")
 -- sequence_output: the model's sequence-parallel state (sequence_parallel.lua)
 -- when the output is split over the sequence (rowwise_sequence), else nil.
 function RowwiseLinear:init(linear, tp, name, sequence_output)
-  self.weight = shard.slice(linear.weight, 2, tp, name .. ".weight")
+  self.weight = tp_slice.slice(linear.weight, 2, tp, name .. ".weight")
   if linear.bias then self.bias = linear.bias:detach():clone():requires_grad_(linear.bias.requires_grad) end
   self.in_features, self.out_features = self.weight:size(2), linear.weight:size(1)
   rawset(self, "tp", tp)

@@ -28,12 +28,11 @@
 -- sequence, the row-parallel outputs are all-reduced and nothing is
 -- gathered, so generate's one-token steps and its last-position logits
 -- work. The model's sequence-parallel modules share one state, `sp`
--- ({split = true | false}; tensor_parallel keeps it as the model's
--- sequence_parallel_state), set per forward by the vocabulary-parallel
+-- ({split = true | false}, made by tensor_parallel), set per forward by the vocabulary-parallel
 -- embedding that starts the split (vocab_embedding_sequence) and read by
 -- the others.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local Module = require("accel.nn.module")
 local Dropout = require("accel.nn.dropout").Dropout
 

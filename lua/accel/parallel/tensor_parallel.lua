@@ -28,12 +28,15 @@
 -- module with `head_dim` whose colwise children would split a head across
 -- ranks is refused, naming the heads and tp_size.
 -- Not yet: tied weights split together (tie_word_embeddings is refused).
-local args = require("accel.args")
+local core = require("accel.core")
+local args = require("accel.util.args")
 local Module = require("accel.nn.module")
 local ColwiseLinear = require("accel.parallel.colwise_linear")
 local RowwiseLinear = require("accel.parallel.rowwise_linear")
 local VocabParallelEmbedding = require("accel.parallel.vocab_parallel_embedding")
 local sequence_parallel = require("accel.parallel.sequence_parallel")
+local plan_of = require("accel.parallel.plan")
+local sorted_keys = require("accel.util.sorted_keys")
 
 local where = "accel.parallel.tensor_parallel"
 
@@ -53,24 +56,7 @@ local kinds = {
 }
 
 local function kind_names()
-  local names = {}
-  for k in pairs(kinds) do names[#names + 1] = k end
-  table.sort(names)
-  return table.concat(names, ", ")
-end
-
--- "layers.*.mlp.up_proj" -> a Lua pattern for the whole name or a dotted suffix.
-local function matcher(key)
-  local body = key:gsub("[%^%$%(%)%%%.%[%]%+%-%?]", "%%%0"):gsub("%*", "[^.]+")
-  local whole, suffix = "^" .. body .. "$", "%." .. body .. "$"
-  return function(name) return name:find(whole) ~= nil or name:find(suffix) ~= nil end
-end
-
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys)
-  return keys
+  return plan_of.kind_names(kinds)
 end
 
 local function check_heads(model)
@@ -106,6 +92,21 @@ local function mark_gathered_inputs(model, sp)
   end
 end
 
+-- Under sequence parallelism a forward recording gradients splits the
+-- sequence (sequence_parallel.lua): each rank holds part of the positions,
+-- so the model's call refuses logits_to_keep then.
+local function refuse_kept_logits(model)
+  local inner = Module.forward_wrapper(model)
+  Module.set_forward_wrapper(model, function(m, inputs, ...)
+    if type(inputs) == "table" and inputs.logits_to_keep ~= nil and core.is_grad_enabled() then
+      args.error(m.__name .. ": logits_to_keep while sequence parallelism splits the sequence (a forward recording "
+                 .. "gradients): each rank holds part of the positions; leave it out, or run without gradients")
+    end
+    if inner then return inner(m, inputs, ...) end
+    return m:forward(inputs, ...)
+  end)
+end
+
 return function(model, mesh, plan, options)
   if not Module.is_module(model) then args.error(where .. ": expected a model (an nn.Module) as argument 1") end
   local tp = mesh and mesh.tp
@@ -136,20 +137,15 @@ return function(model, mesh, plan, options)
   end
   -- Match on the names as built, then replace: a replaced module's own
   -- children are not visited again.
-  local modules, by_name = model:named_modules(), {}
-  for _, pair in ipairs(modules) do by_name[pair[1]] = pair[2] end
-  local replacements, matched = {}, {}
-  for _, pair in ipairs(modules) do
-    for _, key in ipairs(sorted_keys(plan)) do
-      if pair[1] ~= "" and matcher(key)(pair[1]) then
-        if replacements[#replacements] and replacements[#replacements].name == pair[1] then
-          args.error(string.format("%s: %s matches more than one plan entry", where, pair[1]))
-        end
-        replacements[#replacements + 1] = { name = pair[1], kind = plan[key] }
-        matched[key] = true
-      end
+  local by_name = {}
+  for _, pair in ipairs(model:named_modules()) do by_name[pair[1]] = pair[2] end
+  local replacements = {}
+  local matched = plan_of.each_match(model, plan, function(name, _, kind)
+    if replacements[#replacements] and replacements[#replacements].name == name then
+      args.error(string.format("%s: %s matches more than one plan entry", where, name))
     end
-  end
+    replacements[#replacements + 1] = { name = name, kind = kind }
+  end)
   for _, key in ipairs(sorted_keys(plan)) do
     if not matched[key] then
       args.error(string.format("%s: plan entry '%s' matches no module of %s", where, key,
@@ -166,7 +162,6 @@ return function(model, mesh, plan, options)
   end
   mark_gathered_inputs(model, sp)
   check_heads(model)
-  rawset(model, "tp_dim", tp)
-  if sequence_plan then rawset(model, "sequence_parallel_state", sp) end
+  if sequence_plan then refuse_kept_logits(model) end
   return model
 end

@@ -2,7 +2,7 @@
 -- tp (and along which dim) and which are whole on every tp rank, for the
 -- gradient norm over the whole model and for gathering full weights.
 local core = require("accel.core")
-local shard = require("accel.parallel.shard")
+local tp_slice = require("accel.parallel.tp_slice")
 
 local tp_parameters = {}
 
@@ -63,7 +63,7 @@ function tp_parameters.full_state_dict(model, tp)
   local out = {}
   for name, t in pairs(model:state_dict()) do out[name] = t end
   for _, entry in ipairs(tp_parameters.list(model)) do
-    if entry[3] then out[entry[1]] = shard.gather(entry[2], entry[3], tp) end
+    if entry[3] then out[entry[1]] = tp_slice.gather(entry[2], entry[3], tp) end
   end
   return out
 end

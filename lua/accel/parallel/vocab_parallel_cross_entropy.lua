@@ -12,7 +12,7 @@
 -- ranks and the target's logit, found on one rank and zero elsewhere, each
 -- summed over the group by reduce_from (all-reduce forward, identity
 -- backward): every rank's gradient is then that of its own columns.
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local where = "accel.parallel.vocab_parallel_cross_entropy"
 

@@ -8,8 +8,8 @@
 -- the sequence instead: each rank keeps its part of the positions.
 local core = require("accel.core")
 local Module = require("accel.nn.module")
-local args = require("accel.args")
-local shard = require("accel.parallel.shard")
+local args = require("accel.util.args")
+local tp_slice = require("accel.parallel.tp_slice")
 local sequence_parallel = require("accel.parallel.sequence_parallel")
 
 local VocabParallelEmbedding = Module:extend("VocabParallelEmbedding")
@@ -21,7 +21,7 @@ function VocabParallelEmbedding:init(embedding, tp, name, sequence_output)
     args.error("accel.parallel.tensor_parallel: " .. name .. " uses max_norm or scale_grad_by_freq, "
                .. "which a vocabulary-parallel embedding does not support")
   end
-  self.weight = shard.slice(embedding.weight, 1, tp, name .. ".weight")
+  self.weight = tp_slice.slice(embedding.weight, 1, tp, name .. ".weight")
   local rows = self.weight:size(1)
   self.num_embeddings, self.embedding_dim = rows * tp.size, self.weight:size(2)
   rawset(self, "tp", tp)

@@ -11,7 +11,7 @@
 -- that only describe (peft_version, revision, ...) are ignored, as are
 -- options PEFT adds later while they hold an empty value.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local LoraConfig = require("accel.peft.lora_config")
 
 local json = core.json

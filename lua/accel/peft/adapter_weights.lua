@@ -8,7 +8,7 @@
 --   adapter_weights.pairs(peft_model) -> {{state name, file name}, ...} in state order
 --   adapter_weights.load(peft_model, path): the file's tensors into the model
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local layout = require("accel.checkpointing.layout")
 local LoraModel = require("accel.peft.lora_model")
 local LoraLayer = require("accel.peft.lora_layer")

@@ -6,7 +6,7 @@
 --   model:save_pretrained(dir)                                -- PEFT's adapter_config.json, adapter_model.safetensors
 --   local tuned = accel.peft.from_pretrained(base, dir)       -- a PEFT adapter folder
 local Module = require("accel.nn.module")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local LoraConfig = require("accel.peft.lora_config")
 local PeftModel = require("accel.peft.peft_model")
 local LoraModel = require("accel.peft.lora_model")

@@ -14,7 +14,7 @@
 --                               zeros; "gaussian": lora_A N(0, 1/r^2); false: both random (tests)
 --   use_rslora = false
 --   task_type, base_model_name_or_path   recorded in adapter_config.json for PEFT
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local LoraConfig = {}
 LoraConfig.__index = LoraConfig

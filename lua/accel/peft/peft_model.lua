@@ -12,7 +12,7 @@
 --   peft_model:get_base_model() -> the model (adapters in place)
 local core = require("accel.core")
 local nn = require("accel.nn")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local models_config = require("accel.models.config")
 local generation = require("accel.models.generation")
 local LoraModel = require("accel.peft.lora_model")

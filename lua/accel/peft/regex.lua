@@ -12,7 +12,7 @@
 -- and "$" last. Everything else (lookarounds, backreferences, flags, \b,
 -- possessive quantifiers, anchors inside) is refused with an error naming
 -- the construct, rather than matched differently from Python.
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local regex = {}
 

@@ -14,7 +14,7 @@
 -- module = the module}, in the model's order.
 local Module = require("accel.nn.module")
 local Linear = require("accel.nn.linear")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local regex = require("accel.peft.regex")
 
 local targets = {}

@@ -7,7 +7,7 @@
 --   accel.tokenizers.sentencepiece_available() -> bool, why
 -- Ids are the tokenizer file's own, 0-based (tokenizer.lua says why).
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local Tokenizer = require("accel.tokenizers.tokenizer")
 local special_tokens = require("accel.tokenizers.special_tokens")
 

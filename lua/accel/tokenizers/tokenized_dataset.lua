@@ -20,7 +20,7 @@
 -- prompt's tokens (as many as the prompt alone gives), so only the
 -- completion is learnt. The rows are tensors, so the DataLoader shards and
 -- gathers them in C++ on any number of ranks. Ids are the file's, 0-based.
-local args = require("accel.args")
+local args = require("accel.util.args")
 local core = require("accel.core")
 
 local TokenizedDataset = {}

@@ -8,7 +8,7 @@
 -- says why): config.json's eos_token_id and pre-tokenized data sets hold
 -- the same ids, and accel.models take them as they are.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local special_tokens = require("accel.tokenizers.special_tokens")
 
 local Tokenizer = {}

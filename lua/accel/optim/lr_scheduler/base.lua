@@ -4,7 +4,7 @@
 -- tables that wrap them. As in PyTorch, making a schedule performs its step
 -- 0 (the lr becomes the schedule's first value), and each step() advances
 -- one step.
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local base = {}
 

@@ -4,7 +4,7 @@
 -- CosineAnnealingLR with T_max = total and eta_min = min_lr; with it,
 -- Hugging Face's cosine schedule with warmup. min_lr may be a table, one
 -- per param group.
-local args = require("accel.args")
+local args = require("accel.util.args")
 local base = require("accel.optim.lr_scheduler.base")
 
 local CosineLR = base.class("cosine")

@@ -1,6 +1,6 @@
 -- exponential(opt, {gamma}): multiplies the lr by gamma every step
 -- (PyTorch's ExponentialLR).
-local args = require("accel.args")
+local args = require("accel.util.args")
 local base = require("accel.optim.lr_scheduler.base")
 
 local ExponentialLR = base.class("exponential")

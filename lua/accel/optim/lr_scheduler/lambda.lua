@@ -1,7 +1,7 @@
 -- lambda(opt, fn): lr = base lr x fn(step), fn a Lua function of the step
 -- number (0 at construction); a table of functions gives one per param group
 -- (PyTorch's LambdaLR). The functions are not part of the state dict.
-local args = require("accel.args")
+local args = require("accel.util.args")
 local base = require("accel.optim.lr_scheduler.base")
 
 local LambdaLR = base.class("lambda")

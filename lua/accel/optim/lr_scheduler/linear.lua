@@ -5,7 +5,7 @@
 -- total_iters = total); with total = warmup and end_factor = 1, LinearLR's
 -- warmup (start_factor, 1, warmup); the defaults give Hugging Face's linear
 -- schedule with warmup.
-local args = require("accel.args")
+local args = require("accel.util.args")
 local base = require("accel.optim.lr_scheduler.base")
 
 local LinearLR = base.class("linear")

@@ -1,7 +1,7 @@
 -- multistep(opt, {milestones, gamma = 0.1}): multiplies the lr by gamma at
 -- each milestone step (PyTorch's MultiStepLR; a milestone listed twice
 -- multiplies twice).
-local args = require("accel.args")
+local args = require("accel.util.args")
 local base = require("accel.optim.lr_scheduler.base")
 
 local MultiStepLR = base.class("multistep")

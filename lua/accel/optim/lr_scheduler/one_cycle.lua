@@ -6,7 +6,7 @@
 -- final_div_factor; the momentum (beta1 for Adam-type optimizers) moves the
 -- other way between max_momentum and base_momentum. Stepping past `total`
 -- is an error. max_lr and the momenta may be tables, one per param group.
-local args = require("accel.args")
+local args = require("accel.util.args")
 local base = require("accel.optim.lr_scheduler.base")
 
 local OneCycleLR = base.class("one_cycle")

@@ -5,7 +5,7 @@
 -- improvement beyond the threshold, the lr is multiplied by factor (not
 -- below min_lr, and not when the change would be smaller than eps), then
 -- `cooldown` steps pass before counting again.
-local args = require("accel.args")
+local args = require("accel.util.args")
 local base = require("accel.optim.lr_scheduler.base")
 
 local ReduceLROnPlateau = base.class("reduce_on_plateau")

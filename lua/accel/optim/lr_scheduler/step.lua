@@ -1,6 +1,6 @@
 -- step(opt, {step_size, gamma = 0.1}): multiplies the lr by gamma every
 -- step_size steps (PyTorch's StepLR).
-local args = require("accel.args")
+local args = require("accel.util.args")
 local base = require("accel.optim.lr_scheduler.base")
 
 local StepLR = base.class("step")

@@ -4,7 +4,7 @@
 -- require the whole accel module. The states can be read, restored and
 -- copied from rank 0 to every rank.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local dist = core.dist
 local random_state = {}

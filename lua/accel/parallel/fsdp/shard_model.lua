@@ -3,8 +3,8 @@
 -- unit's forward is wrapped: the unit is gathered before it and released
 -- after it (the root stays gathered through backward when autograd records).
 local core = require("accel.core")
-local tensor_tree = require("accel.tensor_tree")
-local wrap_policy = require("accel.sharding.wrap_policy")
+local tensor_tree = require("accel.util.tensor_tree")
+local wrap_policy = require("accel.parallel.fsdp.wrap_policy")
 
 local dist = core.dist
 
@@ -43,7 +43,7 @@ local function take_replacements(model, given, now)
 end
 
 -- Returns the ShardedModel of `model` at settings.stage, and each unit's
--- parameter names (for sharded checkpoints, sharded_state.lua); `optimizer`
+-- parameter names (for sharded checkpoints, flat_shards.lua); `optimizer`
 -- is the engine optimizer holding the model's parameters. Every rank's
 -- parameters take the main process's values (module_states.lua); the flat
 -- buffers are made on `device`. On a device mesh, `mesh_groups` is

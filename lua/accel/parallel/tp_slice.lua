@@ -1,6 +1,6 @@
 -- This rank's slice of a weight split evenly over a tensor-parallel group,
 -- as a new leaf parameter; errors name the module, the size and tp_size.
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local shard = {}
 

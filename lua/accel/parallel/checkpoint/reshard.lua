@@ -6,17 +6,17 @@
 -- range of a saved tensor brings in only its own pages. For each tensor of
 -- the state in force (a parameter, a buffer, an optimizer slot) the saved
 -- pieces holding some of this rank's part are found (tp slices by the mesh
--- layout, mesh_checkpoint.lua; flat shards by the flat layout,
--- sharded_state.lua) and only they are read. A rank holds its own share,
+-- layout, tp_slices.lua; flat shards by the flat layout,
+-- flat_shards.lua) and only they are read. A rank holds its own share,
 -- and besides it one tensor's part at a time (with flat shards, one saved
 -- tp rank's slice of one parameter, assembled from its shards).
 local core = require("accel.core")
 local layout = require("accel.checkpointing.layout")
-local mesh_checkpoint = require("accel.parallel.mesh_checkpoint")
-local sharded_state = require("accel.sharding.sharded_state")
-local sorted_keys = require("accel.sorted_keys")
+local tp_slices = require("accel.parallel.checkpoint.tp_slices")
+local flat_shards = require("accel.parallel.checkpoint.flat_shards")
+local sorted_keys = require("accel.util.sorted_keys")
 
-local mesh_reshard = {}
+local reshard = {}
 
 -- A tp group of one rank: no mesh, or tp 1.
 local WHOLE = { rank = 0, size = 1 }
@@ -83,15 +83,15 @@ end
 -- of its models and optimizers (splits.models[i], splits.optimizers[j]),
 -- and a sharded model's shard rank.
 local function mesh_in_force(c)
-  if not c.mesh then return { tp = WHOLE, splits = { models = {}, optimizers = {} }, shard = c.state.process_index } end
-  return { tp = c.mesh.tp, splits = layout.mesh_splits(c), shard = c.mesh.dp_shard_cp.rank }
+  if not c.split.mesh then return { tp = WHOLE, splits = { models = {}, optimizers = {} }, shard = c.state.process_index } end
+  return { tp = c.split.mesh.tp, splits = c.split:mesh_splits(c.models, c.optimizers), shard = c.split.mesh.dp_shard_cp.rank }
 end
 
 -- This rank's part of `key` of `source`: its tp slice when the model in
 -- force splits it (`dims`, of a "model" or an "optimizer").
 local function read_part(files, source, kind, dims, tp, key, path)
-  local dim = tp.size > 1 and mesh_checkpoint.split_dim(kind, dims or {}, key, #source.entries[key].shape) or nil
-  local t = mesh_checkpoint.part(source, key, dim, tp, path)
+  local dim = tp.size > 1 and tp_slices.split_dim(kind, dims or {}, key, #source.entries[key].shape) or nil
+  local t = tp_slices.part(source, key, dim, tp, path)
   files.made(t)
   return t
 end
@@ -103,7 +103,7 @@ local function own_state(files, source, kind, dims, tp, path)
   return out
 end
 
--- An optimizer's full state as sharded_state.own_optimizer reads it.
+-- An optimizer's full state as flat_shards.own_optimizer reads it.
 local function full_reader(files, source, dims, tp, path)
   return {
     keys = source.keys,
@@ -143,12 +143,12 @@ local function misfit(source, names, tp, dims)
 end
 
 -- A sharded model in force takes its shards as its own files would give
--- them (s.own[i], sharded_state.restore_own), built here without
+-- them (s.own[i], flat_shards.restore_own), built here without
 -- gathering its parameters: each flat shard from the parameters that
 -- overlap it, its optimizer's state shard by shard.
 local function own_shards(c, s, i, model, files, sources, now, path)
-  local sharded, info = c.sharded_models[model], c.shard_layouts[model]
-  local flats = layout.flat_layout(c, model)
+  local sharded, optimizer = c.split:sharded(model), c.split:shard_optimizer(model)
+  local flats = c.split:flat_layout(model)
   local dims = now.splits.models[i] or {}
   local names = {}
   for _, flat in ipairs(flats.flats) do
@@ -159,16 +159,16 @@ local function own_shards(c, s, i, model, files, sources, now, path)
   if problem then error(string.format("'%s' does not fit: %s", path, problem), 0) end
   local tensors = {}
   for k, shard in ipairs(sharded:shards()) do
-    tensors["flat_" .. k] = sharded_state.shard_of(flats.flats[k], now.shard, shard.dtype, function(p)
+    tensors["flat_" .. k] = flat_shards.shard_of(flats.flats[k], now.shard, shard.dtype, function(p)
       return read_part(files, sources.model, "model", dims, now.tp, p.name, path)
     end)
   end
   for name in model:named_buffers() do
     tensors[name] = read_part(files, sources.model, "model", dims, now.tp, name, path)
   end
-  local j = layout.optimizer_of(c, model)
-  s.own[i] = { sharded = sharded, optimizer = info.optimizer, tensors = tensors, file = path,
-               optimizer_state = sharded_state.own_optimizer(flats, now.shard, info.optimizer,
+  local j = c.split:optimizer_of(c.optimizers, model)
+  s.own[i] = { sharded = sharded, optimizer = optimizer, tensors = tensors, file = path,
+               optimizer_state = flat_shards.own_optimizer(flats, now.shard, optimizer,
                  full_reader(files, sources.optimizer, now.splits.optimizers[j], now.tp, path)) }
   s.own_optimizers[j] = true
 end
@@ -179,7 +179,7 @@ end
 -- s.optimizers[j] when `j`).
 local function take(c, s, i, j, files, sources, now, path)
   local model = c.models[i]
-  if c.sharded_models[model] then return own_shards(c, s, i, model, files, sources, now, path) end
+  if c.split:sharded(model) then return own_shards(c, s, i, model, files, sources, now, path) end
   s.models[i] = own_state(files, sources.model, "model", now.splits.models[i], now.tp, path)
   if j then
     s.optimizers[j] = own_state(files, sources.optimizer, "optimizer", now.splits.optimizers[j], now.tp,
@@ -194,7 +194,7 @@ end
 -- `open(name)` opens a tensor file verified against the manifest;
 -- `flat_layouts[i]` = {layout = checked, path} when model i was saved as
 -- flat shards (FSDP on the mesh).
-function mesh_reshard.read(c, s, folder, open, flat_layouts)
+function reshard.read(c, s, folder, open, flat_layouts)
   local models, optimizers = {}, {}
   for i in ipairs(c.models) do
     if not s.models[i] and not s.own[i] then models[#models + 1] = i end
@@ -206,16 +206,16 @@ function mesh_reshard.read(c, s, folder, open, flat_layouts)
   local saved, path = s.mesh_layout, s.mesh_layout_path
   local tp, files, now = saved.mesh.tp, tensor_files(open), mesh_in_force(c)
   local function split(kind, dims)
-    return function(key, ndim) return mesh_checkpoint.split_dim(kind, dims or {}, key, ndim) end
+    return function(key, ndim) return tp_slices.split_dim(kind, dims or {}, key, ndim) end
   end
   -- Model i's and optimizer j's files of tp rank r (the first tp group's).
   local function model_slices(i)
     local function file(r) return layout.names.model_slices(i, r) end
-    return mesh_checkpoint.slices_source(files, "model", file, tp, saved.splits.models[i], path)
+    return tp_slices.slices_source(files, "model", file, tp, saved.splits.models[i], path)
   end
   local function optimizer_slices(j)
     local function file(r) return layout.names.optimizer_slices(j, r) end
-    return mesh_checkpoint.slices_source(files, "optimizer", file, tp, saved.splits.optimizers[j], path)
+    return tp_slices.slices_source(files, "optimizer", file, tp, saved.splits.optimizers[j], path)
   end
   local ok, err = pcall(function()
     for _, i in ipairs(models) do
@@ -226,9 +226,9 @@ function mesh_reshard.read(c, s, folder, open, flat_layouts)
         local function model_file(shard, t) return layout.names.model_slices(i, shard * tp + t) end
         local function optimizer_file(shard, t) return layout.names.optimizer_slices(j, shard * tp + t) end
         local sources = {
-          model = sharded_state.model_source(flats.layout, tp, files, model_file,
+          model = flat_shards.model_source(flats.layout, tp, files, model_file,
                                              split("model", saved.splits.models[i]), flats.path),
-          optimizer = sharded_state.optimizer_source(flats.layout, tp, files, optimizer_file,
+          optimizer = flat_shards.optimizer_source(flats.layout, tp, files, optimizer_file,
                                                      split("optimizer", saved.splits.optimizers[j]), flats.path),
         }
         s.model_files[i] = layout.names.sharding(i)
@@ -236,7 +236,7 @@ function mesh_reshard.read(c, s, folder, open, flat_layouts)
       else
         s.model_files[i] = layout.names.model_slices(i, c.state.process_index)
         local sources = { model = model_slices(i) }
-        if c.sharded_models[model] then sources.optimizer = optimizer_slices(layout.optimizer_of(c, model)) end
+        if c.split:sharded(model) then sources.optimizer = optimizer_slices(c.split:optimizer_of(c.optimizers, model)) end
         take(c, s, i, nil, files, sources, now, folder .. "/" .. s.model_files[i])
       end
     end
@@ -250,4 +250,4 @@ function mesh_reshard.read(c, s, folder, open, flat_layouts)
   if not ok then error(err, 0) end
 end
 
-return mesh_reshard
+return reshard

@@ -10,23 +10,23 @@
 --                       says how each tensor is split, so another mesh
 --                       reads, tensor by tensor, only the parts of the
 --                       first tp group's slices that each rank keeps
---                       (a source, below; checkpointing/mesh_reshard.lua)
+--                       (a source, below; parallel/checkpoint/reshard.lua)
 -- With FSDP on the mesh (dp_shard > 1) a rank's flat shards are of its tp
 -- slices: FULL gathers them over dp_shard first (the Accelerator's full
 -- parameters, the sharded optimizer's full state), SHARDED writes them as
--- plain FSDP does (sharding/sharded_state.lua), and another mesh reads each
+-- plain FSDP does (parallel/checkpoint/flat_shards.lua), and another mesh reads each
 -- tp rank's slice of a parameter from the shards holding it.
 -- A model parameter is split when its module says so (tp_split_dims, as
 -- ColwiseLinear does); an optimizer's state for a parameter
 -- ("state.<i>.<slot>", the engine's flat state dict) is split like the
 -- parameter, except 0-dim slots (AdamW's step), which are whole.
 local core = require("accel.core")
-local state_fields = require("accel.state_fields")
+local field_checks = require("accel.util.field_checks")
 local tp_parameters = require("accel.parallel.tp_parameters")
-local shard = require("accel.parallel.shard")
-local sorted_keys = require("accel.sorted_keys")
+local tp_slice = require("accel.parallel.tp_slice")
+local sorted_keys = require("accel.util.sorted_keys")
 
-local mesh_checkpoint = {}
+local tp_slices = {}
 
 -- The layout's mesh sizes, outermost dim first (device_mesh.lua).
 local SIZES = { "dp_replicate", "dp_shard", "cp", "tp" }
@@ -46,9 +46,9 @@ end
 -- parameter is found among the models' by identity (is_set_to); one that is
 -- no model's is whole. An optimizer stepping a model's flat shards (FSDP
 -- over dp_shard) holds no parameter of the model: `sharded[j]` = {model =
--- i, layout = sharded_state.layout(...)} names the parameter of each index
+-- i, layout = flat_shards.layout(...)} names the parameter of each index
 -- of its full state (the indices before sharding).
-function mesh_checkpoint.splits(models, optimizers, sharded)
+function tp_slices.splits(models, optimizers, sharded)
   local out, by_shape = { models = {}, optimizers = {} }, {}
   for i, model in ipairs(models) do
     local dims = {}
@@ -86,7 +86,7 @@ end
 -- "model") or an optimizer's state, or nil when it is whole; an optimizer's
 -- entry is split like its parameter ("state.<i>.<slot>") unless it has
 -- fewer dims (a step count).
-function mesh_checkpoint.split_dim(kind, dims, key, ndim)
+function tp_slices.split_dim(kind, dims, key, ndim)
   if kind == "model" then return dims[key] end
   local index = key:match("^state%.(%d+)%.")
   local dim = index and dims[tonumber(index)]
@@ -100,7 +100,7 @@ local function map_split(kind, state, dims, fn)
   local out = {}
   for _, key in ipairs(sorted_keys(state)) do
     local t = state[key]
-    local dim = mesh_checkpoint.split_dim(kind, dims, key, t:dim())
+    local dim = tp_slices.split_dim(kind, dims, key, t:dim())
     out[key] = dim and fn(key, t, dim) or t
   end
   return out
@@ -108,8 +108,8 @@ end
 
 -- `state` (name -> this rank's tensor) with its split tensors gathered over
 -- `tp`: the full state, on every tp rank (a collective).
-function mesh_checkpoint.gather(kind, state, dims, tp)
-  return map_split(kind, state, dims, function(_, t, dim) return shard.gather(t, dim, tp) end)
+function tp_slices.gather(kind, state, dims, tp)
+  return map_split(kind, state, dims, function(_, t, dim) return tp_slice.gather(t, dim, tp) end)
 end
 
 -- The error for a split of `n` along `dim` that tp cannot cut evenly.
@@ -120,7 +120,7 @@ end
 
 -- This tp rank's slice of every split tensor of a full `state`; the error
 -- names `path` and the key when a size does not divide by tp.
-function mesh_checkpoint.slice(kind, state, dims, tp, path)
+function tp_slices.slice(kind, state, dims, tp, path)
   return map_split(kind, state, dims, function(key, t, dim)
     local n = t:size(dim)
     if n % tp.size ~= 0 then error(uneven(path, key, n, dim, tp), 0) end
@@ -130,7 +130,7 @@ function mesh_checkpoint.slice(kind, state, dims, tp, path)
 end
 
 -- A saved state read one tensor at a time (loading on another mesh without
--- any rank holding the whole state: checkpointing/mesh_reshard.lua) is a
+-- any rank holding the whole state: parallel/checkpoint/reshard.lua) is a
 -- source: {keys = its keys, sorted; entries = {key = {shape = the full
 -- tensor's, dtype, dim = the dim it was saved split along over `tp` ranks
 -- or nil, tp, piece = function(t) -> saved tp rank t's part, read only
@@ -139,11 +139,11 @@ end
 -- The source of the tp slices in the files of one tp group's ranks
 -- (`files.keys`, `files.info` and `files.tensor` of file `name_of(r)`, tp
 -- rank r's, from 0); `path` names the layout in errors.
-function mesh_checkpoint.slices_source(files, kind, name_of, tp, dims, path)
+function tp_slices.slices_source(files, kind, name_of, tp, dims, path)
   local source = { keys = files.keys(name_of(0)), entries = {} }
   for _, key in ipairs(source.keys) do
     local info = files.info(name_of(0), key)
-    local dim = mesh_checkpoint.split_dim(kind, dims, key, #info.shape)
+    local dim = tp_slices.split_dim(kind, dims, key, #info.shape)
     local shape = { unpack(info.shape) }
     if dim then shape[dim] = shape[dim] * tp end
     source.entries[key] = { shape = shape, dtype = info.dtype, dim = dim, tp = tp, piece = function(r)
@@ -157,7 +157,7 @@ end
 -- This tp rank's part of `key` of `source`: its slice along `dim` (nil:
 -- the whole tensor), a new tensor made from the saved pieces that overlap
 -- it, each read only if it does; `path` names the file in errors.
-function mesh_checkpoint.part(source, key, dim, tp, path)
+function tp_slices.part(source, key, dim, tp, path)
   local e = source.entries[key]
   local shape, first = { unpack(e.shape) }, 0
   if #shape == 0 then return e.piece(0):clone() end
@@ -205,7 +205,7 @@ end
 
 -- What the layout file holds: the mesh saved on, the world size, the
 -- state-dict type, and each split tensor's dim.
-function mesh_checkpoint.layout(mesh, splits, world_size, state_dict_type)
+function tp_slices.layout(mesh, splits, world_size, state_dict_type)
   local models, optimizers = {}, {}
   for i, dims in ipairs(splits.models) do
     models[i] = {}
@@ -215,7 +215,7 @@ function mesh_checkpoint.layout(mesh, splits, world_size, state_dict_type)
     optimizers[j] = {}
     for _, index in ipairs(sorted_keys(dims)) do table.insert(optimizers[j], { index = index, dim = dims[index] }) end
   end
-  return { mesh = mesh_checkpoint.sizes(mesh), world_size = world_size, state_dict_type = state_dict_type, models = models,
+  return { mesh = tp_slices.sizes(mesh), world_size = world_size, state_dict_type = state_dict_type, models = models,
            optimizers = optimizers }
 end
 
@@ -223,13 +223,13 @@ end
 -- field of the wrong kind is an error naming the file and the field), with
 -- its split dims as lookups: {models = {[i] = {name = dim}}, optimizers =
 -- {[j] = {[index] = dim}}} in `layout.splits`.
-function mesh_checkpoint.check_layout(layout, path)
+function tp_slices.check_layout(layout, path)
   local where = "'" .. path .. "'"
-  state_fields.check(layout, { { "mesh", "table" }, { "world_size", "positive count" }, { "models", "table" },
+  field_checks.check(layout, { { "mesh", "table" }, { "world_size", "positive count" }, { "models", "table" },
                                { "optimizers", "table" } }, where)
   local product = 1
   for _, dim in ipairs(SIZES) do
-    state_fields.check(layout.mesh, { { dim, "positive count" } }, where .. " (mesh)")
+    field_checks.check(layout.mesh, { { dim, "positive count" } }, where .. " (mesh)")
     product = product * layout.mesh[dim]
   end
   if product ~= layout.world_size then
@@ -243,14 +243,14 @@ function mesh_checkpoint.check_layout(layout, path)
   local splits = { models = {}, optimizers = {} }
   for _, part in ipairs({ { "models", "name", "string" }, { "optimizers", "index", "number" } }) do
     local lists = layout[part[1]]
-    local problem = state_fields.list_problem(lists)
+    local problem = field_checks.list_problem(lists)
     if problem then error(string.format("%s: '%s' must be a list, but it %s", where, part[1], problem), 0) end
     for i, list in ipairs(lists) do
       local at = string.format("%s (%s[%d])", where, part[1], i)
-      if type(list) ~= "table" or state_fields.list_problem(list) then error(at .. ": must be a list", 0) end
+      if type(list) ~= "table" or field_checks.list_problem(list) then error(at .. ": must be a list", 0) end
       splits[part[1]][i] = {}
       for _, entry in ipairs(list) do
-        state_fields.check(entry, { { "dim", "positive count" } }, at)
+        field_checks.check(entry, { { "dim", "positive count" } }, at)
         if type(entry[part[2]]) ~= part[3] then
           error(string.format("%s: '%s' must be a %s, got %s", at, part[2], part[3], tostring(entry[part[2]])), 0)
         end
@@ -264,7 +264,7 @@ end
 
 -- Whether `mesh` (acc.mesh, or nil for none) has the sizes the layout was
 -- saved on, so that every rank's own files fit it as they are.
-function mesh_checkpoint.same_mesh(layout, mesh)
+function tp_slices.same_mesh(layout, mesh)
   if not mesh then return false end
   for _, dim in ipairs(SIZES) do
     if layout.mesh[dim] ~= mesh[dim].size then return false end
@@ -273,17 +273,17 @@ function mesh_checkpoint.same_mesh(layout, mesh)
 end
 
 -- A mesh's sizes by dim: {dp_replicate = 1, dp_shard = 1, cp = 1, tp = 2}.
-function mesh_checkpoint.sizes(mesh)
+function tp_slices.sizes(mesh)
   local sizes = {}
   for _, dim in ipairs(SIZES) do sizes[dim] = mesh[dim].size end
   return sizes
 end
 
--- "dp_replicate 1 x dp_shard 1 x cp 1 x tp 2" for mesh_checkpoint.sizes' table, for messages.
-function mesh_checkpoint.describe(sizes)
+-- "dp_replicate 1 x dp_shard 1 x cp 1 x tp 2" for tp_slices.sizes' table, for messages.
+function tp_slices.describe(sizes)
   local parts = {}
   for _, dim in ipairs(SIZES) do parts[#parts + 1] = dim .. " " .. sizes[dim] end
   return table.concat(parts, " x ")
 end
 
-return mesh_checkpoint
+return tp_slices

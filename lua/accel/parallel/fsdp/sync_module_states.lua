@@ -4,12 +4,12 @@
 -- So ranks other than the main process may build the model under
 -- accel.init_empty_weights (meta tensors, no memory) and never hold it whole.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local gathering = require("accel.gathering")
 
 local dist = core.dist
 
-local module_states = {}
+local sync_module_states = {}
 
 -- This rank's model as the others compare it: "parameter float32[3, 8]"
 -- by name, and the names of its tensors on the meta device, sorted.
@@ -48,7 +48,7 @@ end
 -- process holds meta tensors (it has no values to give) or when a rank's
 -- parameters and buffers differ from the main process's in name, dtype or
 -- shape. Returns whether this rank's model has meta tensors.
-function module_states.check(world, model, where)
+function sync_module_states.check(world, model, where)
   local mine = describe(model)
   local all = gathering.gather_object(world, mine)
   local main = all[1]
@@ -72,7 +72,7 @@ end
 -- The model's buffers on `device` with the main process's values: a meta
 -- buffer gets new memory there first (one shared by several modules stays
 -- shared). A collective.
-function module_states.sync_buffers(model, device, world_size)
+function sync_module_states.sync_buffers(model, device, world_size)
   local moved = {}
   for _, m in ipairs(model:modules()) do
     for _, key in ipairs(m._fields) do
@@ -96,4 +96,4 @@ function module_states.sync_buffers(model, device, world_size)
   end
 end
 
-return module_states
+return sync_module_states

@@ -17,25 +17,25 @@
 -- context-parallel loss needs: context_parallel.lua), and the gradient norm
 -- sums the slices over it. With dp_shard_size 1 nothing is sharded, cp or
 -- not (torchtitan would shard over cp alone): the gradients are averaged
--- over dp x cp as plain data parallel (accelerator_mesh.prepare_model).
-local core = require("accel.core")
-local args = require("accel.args")
-local sharding_settings = require("accel.sharding.settings")
-local FullyShardedDataParallelPlugin = require("accel.sharding.fsdp_plugin")
-local shard_model = require("accel.sharding.shard_model")
+-- over dp x cp as plain data parallel (data_parallel.lua).
+local args = require("accel.util.args")
+local sharding_settings = require("accel.parallel.fsdp.sharding_settings")
+local FullyShardedDataParallelPlugin = require("accel.parallel.fsdp.fsdp_plugin")
+local shard_model = require("accel.parallel.fsdp.shard_model")
 local tp_parameters = require("accel.parallel.tp_parameters")
+local data_parallel = require("accel.parallel.data_parallel")
 
 local mesh_sharding = {}
 
 local where = "accel.Accelerator"
 
 -- What the Accelerator shards under `config`, given what its fsdp_plugin
--- (`plugin`, or nil) and sharding/settings.lua's resolution of it and of
+-- (`plugin`, or nil) and parallel/fsdp/sharding_settings.lua's resolution of it and of
 -- the launch (`sharding`) asked for: nil when dp_shard_size is 1 (an
 -- fsdp_plugin then only says how checkpoints are written,
--- accelerator_mesh.make), else FULL_SHARD over dp_shard with the plugin's
+-- parallel_dims.lua), else FULL_SHARD over dp_shard with the plugin's
 -- wrap policy, or the launch's (--use-fsdp and its options), or NO_WRAP.
--- zero_stage with a parallelism_config is refused by accelerator_mesh.make.
+-- zero_stage with a parallelism_config is refused by parallel_dims.lua.
 function mesh_sharding.settings(config, sharding, plugin)
   if config.dp_shard_size == 1 then return nil end
   local function refuse(what)
@@ -55,19 +55,14 @@ function mesh_sharding.settings(config, sharding, plugin)
 end
 
 -- Shards `model` (its optimizer `optimizer`) over mesh.dp_shard_cp
--- (dp_shard without context parallelism), as sharding/shard_model.lua does
+-- (dp_shard without context parallelism), as parallel/fsdp/shard_model.lua does
 -- over the world. Every rank of a dp x cp group starts from the group's
 -- first rank's weights and buffers (a tp rank keeps its own slices); the
 -- parameters split over tp are told to the engine, for the gradient norm.
 -- Returns the ShardedModel and its parameter names.
 function mesh_sharding.shard_model(mesh, model, optimizer, settings, bucket_bytes, device)
   if device ~= "cpu" then model:to(device) end
-  if mesh.dp_cp.size > 1 then
-    core.no_grad(function()
-      for _, p in ipairs(model:parameters()) do mesh.dp_cp:broadcast(p, 0) end
-      for _, b in ipairs(model:buffers()) do mesh.dp_cp:broadcast(b, 0) end
-    end)
-  end
+  if mesh.dp_cp.size > 1 then data_parallel.broadcast_weights(model, mesh.dp_cp) end
   local split = {}
   for _, entry in ipairs(tp_parameters.list(model)) do
     if entry[3] then split[#split + 1] = entry[2] end

@@ -26,7 +26,7 @@
 -- Launch options and config-file keys (accel.core.launch.fsdp) give
 -- the defaults of what the recipe leaves out.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local Plugin = {}
 Plugin.__index = Plugin

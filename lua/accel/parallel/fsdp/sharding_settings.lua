@@ -9,8 +9,8 @@
 -- zero3_init_flag (accel.core.launch.zero3_init_flag) at stage 3, where
 -- Accelerate uses it too.
 local core = require("accel.core")
-local args = require("accel.args")
-local FullyShardedDataParallelPlugin = require("accel.sharding.fsdp_plugin")
+local args = require("accel.util.args")
+local FullyShardedDataParallelPlugin = require("accel.parallel.fsdp.fsdp_plugin")
 
 local settings = {}
 

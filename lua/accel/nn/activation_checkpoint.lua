@@ -13,8 +13,8 @@
 -- gradient as it is. fn must compute the same thing both times. Without
 -- grad mode (accel.no_grad, evaluation) it is a plain call.
 local core = require("accel.core")
-local args = require("accel.args")
-local sorted_keys = require("accel.sorted_keys")
+local args = require("accel.util.args")
+local sorted_keys = require("accel.util.sorted_keys")
 
 local is_tensor = core.is_tensor
 local run_checkpointed = core.autograd.checkpoint

@@ -12,17 +12,17 @@
 -- state from every rank's files, in the layout FULL_STATE_DICT writes, and
 -- loads that. Checkpoints of a device mesh are read instead one parameter
 -- at a time, each rank only the ranges of shards it keeps (the sources and
--- shards at the end; checkpointing/mesh_reshard.lua).
+-- shards at the end; parallel/checkpoint/reshard.lua).
 local core = require("accel.core")
-local args = require("accel.args")
-local state_fields = require("accel.state_fields")
-local sorted_keys = require("accel.sorted_keys")
+local args = require("accel.util.args")
+local field_checks = require("accel.util.field_checks")
+local sorted_keys = require("accel.util.sorted_keys")
 
-local sharded_state = {}
+local flat_shards = {}
 
 -- The layout of `sharded`, whose shards `optimizer` (the engine's) steps;
 -- `unit_names[u][j]` names the j-th parameter of unit u.
-function sharded_state.layout(sharded, optimizer, unit_names, world_size)
+function flat_shards.layout(sharded, optimizer, unit_names, world_size)
   local raw = sharded:flat_parameters(optimizer)
   local flats = {}
   for k, flat in ipairs(raw.flats) do
@@ -39,7 +39,7 @@ end
 
 -- This rank's model file: its slice of every flat parameter, and the
 -- model's buffers (the same on every rank).
-function sharded_state.model_tensors(sharded, model)
+function flat_shards.model_tensors(sharded, model)
   local out = {}
   for k, shard in ipairs(sharded:shards()) do out[#out + 1] = { "flat_" .. k, shard } end
   for name, b in model:named_buffers() do out[#out + 1] = { name, b } end
@@ -49,7 +49,7 @@ end
 -- A layout read from a checkpoint, checked before anything is sliced by
 -- it: a file's contents are data, and a field of the wrong kind is an error
 -- naming the file and the field.
-function sharded_state.check_layout(layout, path)
+function flat_shards.check_layout(layout, path)
   local function fail(what) error(string.format("'%s': %s", path, what), 0) end
   local function whole(v, what, least)
     if type(v) ~= "number" or v % 1 ~= 0 or v < least then
@@ -63,7 +63,7 @@ function sharded_state.check_layout(layout, path)
   -- A list holds keys 1 to n and nothing else (ipairs would skip the rest).
   local function list(v, what)
     if type(v) ~= "table" then fail(what .. " must be a list, got a " .. type(v)) end
-    local problem = state_fields.list_problem(v)
+    local problem = field_checks.list_problem(v)
     if problem then fail(what .. " must be a list, but " .. problem) end
     return v
   end
@@ -136,14 +136,14 @@ end
 -- Whether this rank can take its own files as they are: the same world
 -- size and the same flat parameters (the stage itself may differ between 1
 -- and 2, which cut flat parameters alike).
-function sharded_state.same_layout(saved, current)
+function flat_shards.same_layout(saved, current)
   return saved.world_size == current.world_size and same(saved.flats, current.flats)
 end
 
 -- Gives the shards, the buffers and the optimizer this rank's own state;
 -- at stages 1 and 2 the full parameters are gathered from the shards after
 -- (a collective).
-function sharded_state.restore_own(sharded, model, optimizer, tensors, optimizer_state)
+function flat_shards.restore_own(sharded, model, optimizer, tensors, optimizer_state)
   core.no_grad(function()
     for k, shard in ipairs(sharded:shards()) do shard:copy_(tensors["flat_" .. k]) end
     for name, b in model:named_buffers() do b:copy_(tensors[name]) end
@@ -184,7 +184,7 @@ end
 
 -- The full model state, {name = tensor}, from every rank's model file;
 -- `path` names the layout's file in errors.
-function sharded_state.full_model(layout, files, path)
+function flat_shards.full_model(layout, files, path)
   local state = {}
   for k, whole in ipairs(whole_flats(layout, files, path)) do
     for _, p in ipairs(layout.flats[k].params) do state[p.name] = cut(whole, p) end
@@ -224,7 +224,7 @@ end
 -- sharding (state.<i>.<slot> of each original parameter, the groups'
 -- hyper-parameters), from every rank's optimizer file; `path` names the
 -- layout's file in errors.
-function sharded_state.full_optimizer(layout, files, path)
+function flat_shards.full_optimizer(layout, files, path)
   local state = {}
   walk_optimizer(layout, sorted_keys(files[1]), function(key, params) state[key] = params or files[1][key] end,
     function(flat, key, slot)
@@ -246,7 +246,7 @@ end
 
 -- Reading flat shards one parameter at a time, for loading on another mesh
 -- or world size without any rank holding the whole model
--- (checkpointing/mesh_reshard.lua).
+-- (parallel/checkpoint/reshard.lua).
 
 local function numel_of(shape)
   local n = 1
@@ -297,12 +297,12 @@ end
 
 -- The full model state of the flat shards of a checkpoint saved on `tp`
 -- ranks' slices (1 without tensor parallelism), as a source
--- (mesh_checkpoint.lua: its tensors read one at a time): `files.tensor(
+-- (checkpoint/tp_slices.lua: its tensors read one at a time): `files.tensor(
 -- file_of(s, t), name)` is tensor `name` of shard s of tp rank t's slices
 -- (both from 0), `files.keys` and `files.info` its names and their shape;
 -- `split(key, ndim)` is a tensor's split dim over tp; `path` names the
 -- layout in errors. The buffers are tp rank 0's first shard's, whole.
-function sharded_state.model_source(layout, tp, files, file_of, split, path)
+function flat_shards.model_source(layout, tp, files, file_of, split, path)
   local source, add = new_source()
   local first = file_of(0, 0)
   for k, flat in ipairs(layout.flats) do
@@ -327,7 +327,7 @@ end
 
 -- The full optimizer state (as full_optimizer makes it) of the same
 -- shards' optimizer files, as a source.
-function sharded_state.optimizer_source(layout, tp, files, file_of, split, path)
+function flat_shards.optimizer_source(layout, tp, files, file_of, split, path)
   local source, add = new_source()
   local first = file_of(0, 0)
   -- Tensor `key` of tp rank t's first shard.
@@ -365,7 +365,7 @@ end
 -- parameters that fall in it, `part(p)` giving parameter p whole (nil: it
 -- has none, zeros), asked only for the parameters that overlap the shard;
 -- zeros past the last one.
-function sharded_state.shard_of(flat, rank, dtype, part)
+function flat_shards.shard_of(flat, rank, dtype, part)
   local size = flat.shard_numel
   local out, first = core.zeros({ size }, { dtype = dtype }), rank * size
   for _, p in ipairs(flat.params) do
@@ -384,7 +384,7 @@ end
 -- the layout before sharding, param_groups.<g>.<option>), `full.shape(key)`,
 -- `full.dtype(key)` and `full.read(key)`, the entry as this rank keeps it
 -- (its tp slice).
-function sharded_state.own_optimizer(layout, rank, optimizer, full)
+function flat_shards.own_optimizer(layout, rank, optimizer, full)
   local slots, options = {}, {}
   for _, key in ipairs(full.keys) do
     local index, slot = key:match("^state%.(%d+)%.(.+)$")
@@ -411,7 +411,7 @@ function sharded_state.own_optimizer(layout, rank, optimizer, full)
         if #full.shape(sample) == 0 then  -- a step count, the same for every parameter
           state[key] = full.read(sample)
         else
-          state[key] = sharded_state.shard_of(flat, rank, full.dtype(sample), function(p)
+          state[key] = flat_shards.shard_of(flat, rank, full.dtype(sample), function(p)
             local own = slots[p.optimizer_index] and slots[p.optimizer_index][slot]
             return own and full.read(own)
           end)
@@ -429,4 +429,4 @@ function sharded_state.own_optimizer(layout, rank, optimizer, full)
   return state
 end
 
-return sharded_state
+return flat_shards

@@ -7,10 +7,10 @@
 -- ParallelismConfig reads PARALLELISM_CONFIG_*_SIZE. The sizes are checked against the world once,
 -- when the Accelerator makes its mesh (engine/parallel/device_mesh.h): each a
 -- positive integer, their product the number of processes.
--- dp_shard_size > 1 is FSDP over dp_shard (parallel/mesh_sharding.lua);
+-- dp_shard_size > 1 is FSDP over dp_shard (parallel/fsdp/mesh_sharding.lua);
 -- docs/api/parallelism.md says which layouts are implemented.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local ParallelismConfig = {}
 ParallelismConfig.__index = ParallelismConfig

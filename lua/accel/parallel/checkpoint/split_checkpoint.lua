@@ -1,0 +1,99 @@
+-- What a checkpoint asks about how the Accelerator's models are split
+-- (checkpointing.lua's `c.split`): which models are sharded (ZeRO / FSDP)
+-- and by which optimizer, their flat layouts (flat_shards.lua), how the
+-- tensors split over tp (tp_slices.lua), where the accumulated gradients
+-- are, and whether each rank writes its own slices (SHARDED_STATE_DICT).
+-- Made from the ParallelDims and the prepared models' layouts
+-- (parallel_dims.lua, model_layout.lua); write_split.lua and
+-- read_split.lua cut, save, load and reshard by it.
+local flat_shards = require("accel.parallel.checkpoint.flat_shards")
+local tp_slices = require("accel.parallel.checkpoint.tp_slices")
+
+local SplitCheckpoint = {}
+SplitCheckpoint.__index = SplitCheckpoint
+
+-- `layouts`: the ModelLayouts in preparation order.
+function SplitCheckpoint.new(dims, layouts)
+  local by_model = {}
+  for _, layout in ipairs(layouts) do by_model[layout.model] = layout end
+  return setmetatable({
+    dims = dims,
+    mesh = dims.mesh,  -- nil without a parallelism_config
+    -- Each rank writes its own slices (SHARDED_STATE_DICT).
+    per_rank = dims.state_dict_type == "SHARDED_STATE_DICT",
+    _layouts = by_model,
+  }, SplitCheckpoint)
+end
+
+-- The ShardedModel of `model`, or nil.
+function SplitCheckpoint:sharded(model)
+  local layout = self._layouts[model]
+  return layout and layout.sharded
+end
+
+-- The engine optimizer stepping sharded `model`'s shards.
+function SplitCheckpoint:shard_optimizer(model)
+  return self._layouts[model].optimizer
+end
+
+-- The number, among `optimizers` (the prepared ones), of the optimizer
+-- stepping `model`'s shards.
+function SplitCheckpoint:optimizer_of(optimizers, model)
+  local engine = self:shard_optimizer(model)
+  for j, opt in ipairs(optimizers) do
+    if opt.optimizer == engine then return j end
+  end
+  error("the optimizer of a sharded model was not prepared with it", 0)
+end
+
+-- The flat layout of sharded `model` (flat_shards.lua), cut over the
+-- shard group (ParallelDims:shard_count).
+function SplitCheckpoint:flat_layout(model)
+  local layout = self._layouts[model]
+  return flat_shards.layout(layout.sharded, layout.optimizer, layout.param_names, self.dims:shard_count())
+end
+
+-- This rank's place in the shard group.
+function SplitCheckpoint:shard_rank()
+  return self.dims:shard_rank()
+end
+
+-- Under a mesh: how `models` and `optimizers` are split over tp
+-- (tp_slices.splits), an optimizer of a sharded model by its flat
+-- layout's names.
+function SplitCheckpoint:mesh_splits(models, optimizers)
+  local sharded = {}
+  for i, model in ipairs(models) do
+    if self:sharded(model) then
+      sharded[self:optimizer_of(optimizers, model)] = { model = i, layout = self:flat_layout(model) }
+    end
+  end
+  return tp_slices.splits(models, optimizers, sharded)
+end
+
+-- The tp dim the models in force are split over, or nil.
+function SplitCheckpoint:tp()
+  return self.dims:tp()
+end
+
+-- name -> tensor whose .grad holds this rank's accumulated gradient
+-- (model_layout.lua).
+function SplitCheckpoint:gradient_holders(model)
+  return self._layouts[model]:named_gradient_holders()
+end
+
+-- fn() with `model`'s full parameters in place (a collective when sharded).
+function SplitCheckpoint:with_full_parameters(model, fn, written)
+  return self._layouts[model]:with_full_parameters(fn, written)
+end
+
+-- A copy of `model`'s state dict with its full parameters (gathered when sharded).
+function SplitCheckpoint:full_model_state(model)
+  return self:with_full_parameters(model, function()
+    local state = {}
+    for name, t in pairs(model:state_dict()) do state[name] = t:clone() end
+    return state
+  end)
+end
+
+return SplitCheckpoint

@@ -1,0 +1,43 @@
+-- Sharded data parallel (ZeRO stages 1 to 3, FSDP), applied by
+-- prepare_model when the Accelerator shards (parallel_dims.lua): the model
+-- is cut into flat shards over the world, or under a mesh over its
+-- dp_shard x cp group (mesh_sharding.lua), and its optimizer is pointed at
+-- the shards (shard_model.lua). The sharded model is also the model's
+-- gradient synchronisation.
+local args = require("accel.util.args")
+local data_parallel = require("accel.parallel.data_parallel")
+local sync_module_states = require("accel.parallel.fsdp.sync_module_states")
+local shard_model = require("accel.parallel.fsdp.shard_model")
+local mesh_sharding = require("accel.parallel.fsdp.mesh_sharding")
+
+local fully_shard = {}
+
+function fully_shard.applies(dims)
+  return dims.sharding ~= nil
+end
+
+-- `optimizer`: the engine optimizer holding the model's parameters.
+function fully_shard.apply(layout, dims, optimizer)
+  local model, sharding = layout.model, dims.sharding
+  if not optimizer then
+    args.error("Accelerator:prepare: with zero_stage or fsdp_plugin, prepare each model together with its "
+               .. "optimizer (one prepare call), so that the optimizer steps the model's shards")
+  end
+  if sharding.cpu_offload and dims.device ~= "cpu" then
+    args.error("Accelerator:prepare: cpu_offload on a GPU is not supported yet (docs/api/sharding.md)")
+  end
+  local sharded, names
+  if dims.mesh then
+    data_parallel.refuse_meta_weights(model)
+    sharded, names = mesh_sharding.shard_model(dims.mesh, model, optimizer, sharding, dims.bucket_bytes, dims.device)
+  else
+    -- Every rank takes the main process's weights, so the others may have
+    -- built the model on the meta device (sync_module_states.lua).
+    sync_module_states.check(dims.world, model, "Accelerator:prepare")
+    sync_module_states.sync_buffers(model, dims.device, dims.num_processes)
+    sharded, names = shard_model(model, optimizer, sharding, dims.bucket_bytes, dims.device)
+  end
+  layout.sharded, layout.param_names, layout.optimizer, layout.sync = sharded, names, optimizer, sharded
+end
+
+return fully_shard

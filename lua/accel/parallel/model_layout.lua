@@ -1,0 +1,139 @@
+-- One prepared model's layout (parallel_dims.lua makes it in prepare_model):
+-- how its gradients synchronise, which tensors hold them, its full
+-- weights, its optimizer's hooks and its part of a checkpoint. Whatever
+-- the parallelisms applied (data_parallel.lua, fsdp/fully_shard.lua, and
+-- tensor, sequence or context parallelism before prepare), the
+-- Accelerator asks this object and never tests the layout itself.
+--   layout.model          the recipe's model
+--   layout.sync           its gradient synchronisation, a data-parallel
+--                         reducer or the sharded model, driven alike
+--                         (engine/parallel/gradient_sync.h)
+--   layout.sharded        the ShardedModel (ZeRO / FSDP), or nil
+--   layout.optimizer      the engine optimizer stepping its shards, or nil
+--   layout.param_names    each shard unit's parameter names (sharded)
+--   layout.no_sync, layout.sync_next_backward
+--                         the switches of gradient accumulation
+--                         (accelerator_gradients.lua)
+--   layout.unwrapped_forward
+--                         the forward before autocast wrapped it
+local tp_parameters = require("accel.parallel.tp_parameters")
+local tp_slices = require("accel.parallel.checkpoint.tp_slices")
+
+local ModelLayout = {}
+ModelLayout.__index = ModelLayout
+
+function ModelLayout.new(dims, model)
+  return setmetatable({ dims = dims, model = model, no_sync = false }, ModelLayout)
+end
+
+-- Whether gradients are reduced on every backward, into this rank's
+-- slices (ZeRO stages 2 and 3, sharded_model.h), rather than on sync steps.
+function ModelLayout:reduces_every_backward()
+  return self.sharded ~= nil and self.sharded:holds_gradient_slices()
+end
+
+-- Whether ranks hold different parts of the gradients (slices of a
+-- sharded model, or tp slices), so that an fp16 overflow in one rank's
+-- must skip the step on all.
+function ModelLayout:splits_gradients()
+  if self.sharded then return self:reduces_every_backward() and self.dims.num_processes > 1 end
+  return self.dims:tp() ~= nil
+end
+
+-- Where the gradients are: the model's parameters, or at ZeRO stages 2 and
+-- 3 the shards, whose gradients are this rank's slices.
+function ModelLayout:gradient_holders()
+  if self:reduces_every_backward() then return self.sharded:shards() end
+  return self.model:parameters()
+end
+
+-- The same by name, as checkpoints save accumulated gradients: the
+-- parameters', or this rank's slices of the flat buffers ("flat_<k>"),
+-- into which every backward reduces (already summed over the ranks).
+function ModelLayout:named_gradient_holders()
+  local holders = {}
+  if self:reduces_every_backward() then
+    for k, shard in ipairs(self.sharded:shards()) do holders["flat_" .. k] = shard end
+  else
+    for name, p in self.model:named_parameters() do holders[name] = p end
+  end
+  return holders
+end
+
+-- Runs fn() with the full parameters in place: at ZeRO stage 3 every rank
+-- gathers them for the call (a collective: call it on every rank). With
+-- `written`, fn wrote them and the shards take what it wrote.
+function ModelLayout:with_full_parameters(fn, written)
+  local sharded = self.sharded
+  if sharded then sharded:gather_all() end
+  local results = { pcall(fn) }
+  if sharded then
+    if written and results[1] then sharded:keep_written_parameters() end
+    sharded:release_all()
+  end
+  if not results[1] then error(results[2], 0) end
+  return unpack(results, 2, table.maxn(results))
+end
+
+-- The unsplit model's parameters and buffers by name, copied: gathered at
+-- ZeRO stage 3, then over tp. A collective.
+function ModelLayout:full_state_dict()
+  local tp = self.dims:tp()
+  return self:with_full_parameters(function()
+    local out = {}
+    local state = tp and tp_parameters.full_state_dict(self.model, tp) or self.model:state_dict()
+    for name, t in pairs(state) do out[name] = tp and t:detach():clone() or t:clone() end
+    return out
+  end)
+end
+
+-- save_model's weights: fn(full) with the model's full parameters in
+-- place; `full` is the full weights by name under a mesh (gathered over
+-- dp_shard, then over tp), nil where the model's own are whole.
+function ModelLayout:with_full_weights(fn)
+  local mesh = self.dims.mesh
+  if mesh then
+    local full = self:with_full_parameters(function()
+      local out = {}
+      for name, t in pairs(tp_parameters.full_state_dict(self.model, mesh.tp)) do out[name] = t:detach():clone() end
+      return out
+    end)
+    return fn(full)
+  end
+  return self:with_full_parameters(function() return fn(nil) end)
+end
+
+-- load_model's weights: fn(fit) with the full parameters in place, which
+-- fn writes; under a mesh `fit(weights, path)` makes full weights this
+-- rank's (its tp slices; the shards then keep their part).
+function ModelLayout:load_full_weights(fn)
+  local mesh = self.dims.mesh
+  local fit = mesh and function(weights, path)
+    return tp_slices.slice("model", weights, tp_slices.splits({ self.model }, {}).models[1], mesh.tp, path)
+  end
+  self:with_full_parameters(function() fn(fit) end, true)
+end
+
+-- The optimizer's hooks (accelerated_optimizer.lua), for the engine
+-- optimizer `optimizer`: this layout when it steps the model's shards
+-- (their gradient slices taken before the step, the updated shards
+-- gathered into every rank's parameters after it), else nil.
+function ModelLayout:optimizer_hooks(optimizer)
+  if self.sharded and self.optimizer == optimizer then return self end
+end
+
+function ModelLayout:before_step() self.sharded:before_step() end
+function ModelLayout:after_step() self.sharded:after_step() end
+function ModelLayout:zero_grad(set_to_none) self.sharded:zero_grad(set_to_none) end
+
+-- The optimizer's state in its layout before sharding, as plain data
+-- parallel saves it (a collective), and the reverse.
+function ModelLayout:optimizer_state_dict(optimizer)
+  return self.sharded:full_optimizer_state(optimizer)
+end
+
+function ModelLayout:load_optimizer_state_dict(optimizer, state)
+  return self.sharded:load_full_optimizer_state(optimizer, state)
+end
+
+return ModelLayout
