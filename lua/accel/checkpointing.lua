@@ -33,14 +33,14 @@
 --   c.gradient_state: step counters, sync_gradients and the fp16 scaler
 --   c.models, c.optimizers, c.schedulers, c.dataloaders, c.custom_objects:
 --     the prepared and registered objects, in preparation order
---   c.sharded_models: model -> its ShardedModel (ZeRO / FSDP); their state
---     and their optimizers' are written full, as plain data parallel writes
---     them (FULL_STATE_DICT), so any stage and world size loads them, or
---     with c.sharded_state_dict each rank's slices (SHARDED_STATE_DICT);
---     c.shard_layouts: model -> {optimizer = the engine optimizer stepping
---     its shards, param_names = each unit's parameter names}
---   c.with_full_parameters(model, fn, written): runs fn with the model's
---     full parameters in place (a collective when sharded)
+--   c.split: how the models are split (a SplitCheckpoint,
+--     parallel/checkpoint/split_checkpoint.lua): sharded models (ZeRO /
+--     FSDP) and split ones (a device mesh) are written full, as plain data
+--     parallel writes them (FULL_STATE_DICT), so any layout loads them, or
+--     as each rank's slices with the layouts that cut them
+--     (SHARDED_STATE_DICT); parallel/checkpoint/write_split.lua and
+--     read_split.lua write and read that part, and its gradient holders
+--     and full parameters are asked of it
 --
 -- The jobs are in checkpointing/: layout.lua (the folder's names and
 -- order), agreement.lua (ranks failing together), save.lua and load.lua.
@@ -91,14 +91,14 @@ function checkpointing.save_model(state, model, dir, options, full)
   return files
 end
 
--- `fit(weights)`, when given, makes what was read fit the model (this tp
--- rank's slices of full weights).
+-- `fit(weights, dir)`, when given, makes what was read fit the model (this
+-- tp rank's slices of full weights; errors name `dir`).
 function checkpointing.load_model(model, dir, options, fit)
   local o = args.options("Accelerator:load_model", options, { strict = true })
   if type(dir) ~= "string" then args.error("Accelerator:load_model: the folder must be a string, got a " .. type(dir)) end
   local weights = ck.load_weights(dir)
   if fit then
-    local ok, fitted = pcall(fit, weights)
+    local ok, fitted = pcall(fit, weights, dir)
     if not ok then args.error("Accelerator:load_model: " .. tostring(fitted)) end
     weights = fitted
   end

@@ -54,7 +54,8 @@ local function unsupported(acc)
     return "gradient accumulation alternates steps with and without synchronisation"
   end
   if acc.mixed_precision == "fp16" then return "fp16's loss scaler reads the overflow flag on the host" end
-  if acc.sharding then return "sharded models gather and release parameters on the host" end
+  local refusal = acc._parallel:capture_refusal()
+  if refusal then return refusal end
   for _, opt in ipairs(acc._optimizers) do
     local name = opt.optimizer:name()
     if name ~= "Adam" and name ~= "AdamW" then

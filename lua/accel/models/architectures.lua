@@ -2,7 +2,7 @@
 -- What transformers keeps on the class stays on it here: the layers device
 -- maps never split (_no_split_modules), the base model's prefix
 -- (base_model_prefix) and the parallel plans (tp_plan, sp_plan, cp_plan).
-local args = require("accel.args")
+local args = require("accel.util.args")
 local config = require("accel.models.config")
 
 local architectures = {}

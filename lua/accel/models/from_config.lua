@@ -1,7 +1,7 @@
 -- accel.models.from_config(cfg_or_dir, {dtype}): a model of the config's
 -- architecture with fresh weights, N(0, initializer_range^2) as
 -- transformers initialises them; {dtype} converts it.
-local args = require("accel.args")
+local args = require("accel.util.args")
 local config = require("accel.models.config")
 local architectures = require("accel.models.architectures")
 local dtypes = require("accel.big_modeling.dtypes")

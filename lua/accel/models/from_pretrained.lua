@@ -7,7 +7,7 @@
 -- mode, as transformers returns it. dtype = "auto" loads as config.json's
 -- torch_dtype (or dtype) says.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local config = require("accel.models.config")
 local architectures = require("accel.models.architectures")
 local init_empty_weights = require("accel.big_modeling.init_empty_weights")

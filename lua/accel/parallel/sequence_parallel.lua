@@ -42,7 +42,7 @@ local sequence_parallel = {}
 sequence_parallel.DIM = 2
 
 -- A model's shared state (above): split until a forward says otherwise.
-function sequence_parallel.new_state()
+function sequence_parallel.new_split_flag()
   return { split = true }
 end
 

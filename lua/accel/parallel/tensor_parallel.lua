@@ -153,7 +153,7 @@ return function(model, mesh, plan, options)
     end
   end
   if tp.size == 1 then return model end
-  local sp = sequence_parallel.new_state()
+  local sp = sequence_parallel.new_split_flag()
   for _, r in ipairs(replacements) do
     local parent_name, field = r.name:match("^(.*)%.([^.]+)$")
     local parent = by_name[parent_name or ""]

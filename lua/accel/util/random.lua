@@ -7,16 +7,16 @@ local core = require("accel.core")
 local args = require("accel.util.args")
 
 local dist = core.dist
-local random_state = {}
+local random = {}
 
-local seed_state = { seed = 0 }
+local recipe_seed = { value = 0 }  -- the seed a recipe last set
 
 -- Seeds every generator a recipe uses: the engine's and Lua's math.random.
 -- With {device_specific = true} each rank adds its rank to the seed, for
 -- randomness that should differ between ranks (data augmentation, say).
 -- Data loaders keep shuffling from the seed given, the same on every rank.
-function random_state.set_seed(seed, options)
-  seed_state.seed = seed
+function random.set_seed(seed, options)
+  recipe_seed.value = seed
   local own = seed
   if options and options.device_specific then own = seed + core.dist.state().rank end
   core.manual_seed(own)
@@ -24,16 +24,16 @@ function random_state.set_seed(seed, options)
 end
 
 -- The seed data loaders shuffle from when they are not given one.
-function random_state.initial_seed()
-  return seed_state.seed
+function random.initial_seed()
+  return recipe_seed.value
 end
 
 -- The engine's generator state, a uint8 tensor (as torch.get_rng_state).
-function random_state.get()
+function random.get()
   return core.checkpoint.generator_state()
 end
 
-function random_state.set(state)
+function random.set(state)
   if type(state) ~= "userdata" or state.dtype ~= "uint8" or state:dim() ~= 1 then
     args.error("accel.set_rng_state: expected the uint8 tensor accel.get_rng_state() returns, got a "
                .. (type(state) == "userdata" and tostring(state.dtype) .. " tensor" or type(state)))
@@ -42,11 +42,11 @@ function random_state.set(state)
 end
 
 -- math.random's state, an int64 tensor of 4 words.
-function random_state.get_math_random()
+function random.get_math_random()
   return core.math_random_state()
 end
 
-function random_state.set_math_random(state)
+function random.set_math_random(state)
   if type(state) ~= "userdata" then
     args.error("accel.set_math_random_state: expected the int64 tensor accel.get_math_random_state() returns, got a "
                .. type(state))
@@ -55,14 +55,14 @@ function random_state.set_math_random(state)
 end
 
 -- Every rank takes rank 0's states, so random draws agree from here on.
-function random_state.synchronize(world)
+function random.synchronize(world)
   if world.size == 1 then return end
-  local generator = random_state.get():contiguous()
+  local generator = random.get():contiguous()
   dist.broadcast(generator, 0)
-  random_state.set(generator)
-  local words = random_state.get_math_random():contiguous()
+  random.set(generator)
+  local words = random.get_math_random():contiguous()
   dist.broadcast(words, 0)
-  random_state.set_math_random(words)
+  random.set_math_random(words)
 end
 
-return random_state
+return random

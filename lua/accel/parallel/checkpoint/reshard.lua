@@ -97,7 +97,7 @@ local function read_part(files, source, kind, dims, tp, key, path)
 end
 
 -- This rank's part of every tensor of `source`, as a state {key = tensor}.
-local function own_state(files, source, kind, dims, tp, path)
+local function own_parts(files, source, kind, dims, tp, path)
   local out = {}
   for _, key in ipairs(source.keys) do out[key] = read_part(files, source, kind, dims, tp, key, path) end
   return out
@@ -180,9 +180,9 @@ end
 local function take(c, s, i, j, files, sources, now, path)
   local model = c.models[i]
   if c.split:sharded(model) then return own_shards(c, s, i, model, files, sources, now, path) end
-  s.models[i] = own_state(files, sources.model, "model", now.splits.models[i], now.tp, path)
+  s.models[i] = own_parts(files, sources.model, "model", now.splits.models[i], now.tp, path)
   if j then
-    s.optimizers[j] = own_state(files, sources.optimizer, "optimizer", now.splits.optimizers[j], now.tp,
+    s.optimizers[j] = own_parts(files, sources.optimizer, "optimizer", now.splits.optimizers[j], now.tp,
                                 s.mesh_layout_path)
   end
 end
@@ -242,7 +242,7 @@ function reshard.read(c, s, folder, open, flat_layouts)
     end
     for _, j in ipairs(optimizers) do
       if not s.optimizers[j] and not s.own_optimizers[j] then
-        s.optimizers[j] = own_state(files, optimizer_slices(j), "optimizer", now.splits.optimizers[j], now.tp, path)
+        s.optimizers[j] = own_parts(files, optimizer_slices(j), "optimizer", now.splits.optimizers[j], now.tp, path)
       end
     end
   end)

@@ -45,7 +45,7 @@ end
 -- Returns the ShardedModel of `model` at settings.stage, and each unit's
 -- parameter names (for sharded checkpoints, flat_shards.lua); `optimizer`
 -- is the engine optimizer holding the model's parameters. Every rank's
--- parameters take the main process's values (module_states.lua); the flat
+-- parameters take the main process's values (sync_module_states.lua); the flat
 -- buffers are made on `device`. On a device mesh, `mesh_groups` is
 -- {shard = group, replicate = group, tp = group, tp_split = {p, ...}}: the
 -- shards span the shard group's ranks (whose first rank's values every
