@@ -15,7 +15,7 @@
 -- as transformers saves it) with the tokenizer. Then the main process
 -- prints a sample generated from --sample_prompt. docs/api/finetuning.md
 -- lists every option.
-local args = require("accel.util.args")
+local args = require("accel.args")
 local usage = "usage: accel-run recipes/finetune.lua --nproc N -- MODEL_DIR DATA [--option value ...]"
 
 -- Options and their defaults. A boolean option is given as `--name` (or

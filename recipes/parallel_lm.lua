@@ -15,7 +15,7 @@
 -- the end it saves a checkpoint (OUT/checkpoint, acc:save_state: the full
 -- state, loadable on any mesh) and the full model (OUT/model, save_model).
 local optim, data = accel.optim, accel.data
-local args = require("accel.util.args")
+local args = require("accel.args")
 
 local o = args.key_values("parallel_lm.lua", arg, {
   steps = 60, layers = 2, hidden = 128, heads = 4, kv_heads = 2, intermediate = 256, seq = 64, batch = 8, accum = 2,

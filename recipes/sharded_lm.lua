@@ -14,7 +14,7 @@
 -- resident memory and the bytes of model state it holds (parameter shards,
 -- their gradient slices, AdamW's state for them).
 local optim, data, F = accel.optim, accel.data, accel.nn.functional
-local args = require("accel.util.args")
+local args = require("accel.args")
 
 local o = args.key_values("sharded_lm.lua", arg, { steps = 30, layers = 14, width = 768, heads = 12, seq = 64,
                                                     batch = 4, every = 5, text = "/usr/share/common-licenses/GPL-3" },

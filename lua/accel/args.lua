@@ -1,2 +1,3 @@
--- The public name of accel.util.args (docs/api), which the library itself requires.
+-- accel.args, the name recipes require (recipes/*.lua) for their own
+-- argument checks: accel.util.args, which the library requires itself.
 return require("accel.util.args")

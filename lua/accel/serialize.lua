@@ -1,2 +1,3 @@
--- The public name of accel.util.serialize (docs/api), which the library itself requires.
+-- accel.serialize, the name docs/api/checkpointing.md gives the value-file
+-- format: accel.util.serialize, which the library requires itself.
 return require("accel.util.serialize")

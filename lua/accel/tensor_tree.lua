@@ -1,2 +1,3 @@
--- The public name of accel.util.tensor_tree (docs/api), which the library itself requires.
+-- accel.tensor_tree, the name docs/api/tensors.md gives: accel.util.tensor_tree,
+-- which the library requires itself.
 return require("accel.util.tensor_tree")
