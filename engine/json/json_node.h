@@ -1,15 +1,16 @@
-// A value of a tokenizer file together with where it sits, so that every
-// error names the file and the key: "'tok/tokenizer.json':
+// A value of a JSON file together with where it sits, so that every error
+// (a JsonError) names the file and the key: "'tok/tokenizer.json':
 // pre_tokenizer.pretokenizers[1].pattern is a number, expected a string".
-// Absent keys and JSON null are the same here, as they are to the
-// reference's readers (serde's Option).
+// The typed reads are json_reader.h's. Absent keys and JSON null are the
+// same here, as they are to Hugging Face's Rust readers (serde's Option),
+// whose files (tokenizer.json) are read through it.
 #pragma once
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
 #include <string>
 
-namespace accel::tokenizers {
+namespace accel::strict_json {
 
 class JsonNode {
  public:
@@ -41,7 +42,6 @@ class JsonNode {
   bool is_string() const { return value_->is_string(); }
 
  private:
-  [[noreturn]] void wrong_type(const char* wanted) const;
   JsonNode child(const nlohmann::json& value, const std::string& path) const {
     return JsonNode(value, file_, path);
   }
@@ -51,4 +51,4 @@ class JsonNode {
   std::string path_;
 };
 
-}  // namespace accel::tokenizers
+}  // namespace accel::strict_json

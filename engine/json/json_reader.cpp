@@ -1,17 +1,14 @@
-#include "engine/checkpoint/json.h"
+#include "engine/json/json_reader.h"
 
 #include <vector>
 
-#include "engine/checkpoint/checkpoint_error.h"
+#include "engine/json/json_error.h"
+#include "engine/utf8/utf8.h"
 
-namespace accel::checkpoint {
+namespace accel::strict_json {
 namespace {
 
 using nlohmann::json;
-
-[[noreturn]] void wrong_type(const json& value, const std::string& where, const char* wanted) {
-  throw CheckpointError(where + " is " + json_type_name(value) + ", expected " + wanted);
-}
 
 // Builds the document from nlohmann's parser events, as its own DOM
 // builder does, plus the bounds: nesting at most kMaxJsonDepth, and no key
@@ -36,7 +33,7 @@ class DomBuilder : public nlohmann::json_sax<json> {
   }
   bool key(string_t& key) override {
     if (open_.back()->contains(key)) {
-      throw CheckpointError("'" + source_ + "' has the key '" + key + "' twice in one object");
+      throw JsonError(source_, "has the key " + utf8::quoted_for_message(key) + " twice in one object");
     }
     key_ = std::move(key);
     return true;
@@ -60,7 +57,7 @@ class DomBuilder : public nlohmann::json_sax<json> {
     std::size_t cut = why.find("] ");
     if (cut != std::string::npos) why.erase(0, cut + 2);
     if (why.size() > 300) why = why.substr(0, 300) + "...";
-    throw CheckpointError("'" + source_ + "' is not valid JSON: " + why);
+    throw JsonError(source_, "is not valid JSON: " + utf8::escape_invalid(why));
   }
 
  private:
@@ -82,8 +79,7 @@ class DomBuilder : public nlohmann::json_sax<json> {
   }
   void open(json* container) {
     if (open_.size() >= static_cast<std::size_t>(kMaxJsonDepth)) {
-      throw CheckpointError("'" + source_ + "' nests objects and lists more than " + std::to_string(kMaxJsonDepth) +
-                            " deep");
+      throw JsonError(source_, "nests objects and lists more than " + std::to_string(kMaxJsonDepth) + " deep");
     }
     open_.push_back(container);
   }
@@ -97,12 +93,12 @@ class DomBuilder : public nlohmann::json_sax<json> {
 }  // namespace
 
 const std::string& json_utf8(const std::string& text, const std::string& what) {
-  try {
-    json(text).dump();
-  } catch (const json::type_error&) {
-    throw CheckpointError(what + " is not valid UTF-8, which JSON files cannot hold");
-  }
+  if (!utf8::valid(text)) throw JsonError("", what + " is not valid UTF-8, which JSON files cannot hold");
   return text;
+}
+
+void json_wrong_type(const json& value, const std::string& where, const char* wanted) {
+  throw JsonError("", where + " is " + json_type_name(value) + ", expected " + wanted);
 }
 
 const char* json_type_name(const json& value) {
@@ -118,38 +114,48 @@ const char* json_type_name(const json& value) {
 
 json parse_json(const std::string& text, const std::string& source, uint64_t max_bytes) {
   if (text.size() > max_bytes) {
-    throw CheckpointError("'" + source + "' has " + std::to_string(text.size()) + " bytes of JSON, more than the " +
-                          std::to_string(max_bytes) + " such a file may have");
+    throw JsonError(source, "has " + std::to_string(text.size()) + " bytes of JSON, more than the " +
+                                std::to_string(max_bytes) + " such a file may have");
   }
   json root;
   DomBuilder builder(root, source);
   json::sax_parse(text, &builder);
-  if (!root.is_object()) throw CheckpointError("'" + source + "' is not a JSON object");
+  if (!root.is_object()) throw JsonError(source, "is not a JSON object");
   return root;
 }
 
 const json& json_member(const json& object, const char* key, const std::string& where) {
-  if (!object.is_object()) wrong_type(object, where, "an object");
+  if (!object.is_object()) json_wrong_type(object, where, "an object");
   auto it = object.find(key);
-  if (it == object.end()) throw CheckpointError(where + " has no '" + key + "'");
+  if (it == object.end()) throw JsonError("", where + " has no '" + key + "'");
   return *it;
 }
 
 std::string json_string(const json& value, const std::string& where) {
-  if (!value.is_string()) wrong_type(value, where, "a string");
+  if (!value.is_string()) json_wrong_type(value, where, "a string");
   return value.get<std::string>();
 }
 
 uint64_t json_unsigned(const json& value, const std::string& where) {
-  if (!value.is_number_unsigned()) wrong_type(value, where, "a non-negative integer");
+  if (!value.is_number_unsigned()) json_wrong_type(value, where, "a non-negative integer");
   return value.get<uint64_t>();
 }
 
 int64_t json_integer(const json& value, const std::string& where) {
   if (!value.is_number_integer() || (value.is_number_unsigned() && value.get<uint64_t>() > INT64_MAX)) {
-    wrong_type(value, where, "an integer below 2^63");
+    json_wrong_type(value, where, "an integer below 2^63");
   }
   return value.get<int64_t>();
 }
 
-}  // namespace accel::checkpoint
+bool json_boolean(const json& value, const std::string& where) {
+  if (!value.is_boolean()) json_wrong_type(value, where, "a boolean");
+  return value.get<bool>();
+}
+
+double json_number(const json& value, const std::string& where) {
+  if (!value.is_number()) json_wrong_type(value, where, "a number");
+  return value.get<double>();
+}
+
+}  // namespace accel::strict_json
