@@ -4,13 +4,15 @@
 // So the ranks of one tp group are neighbours (on one machine, when a
 // machine holds a multiple of tp ranks), as Megatron places them.
 //
-// Pure arithmetic, no communication: which ranks share a group with this
-// one along a dim, or along several dims flattened (the data-parallel "dp"
-// is dp_replicate x dp_shard). The groups' collectives are
+// Pure arithmetic, no communication and no LibTorch (so it is protocol's:
+// the workers and `accel-run env` share it): which ranks share a group with
+// this one along a dim, or along several dims flattened (the data-parallel
+// "dp" is dp_replicate x dp_shard). The groups' collectives are
 // make_group_communicator's (engine/comm/group_communicator.h).
 #pragma once
 #include <array>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace accel {
@@ -51,6 +53,16 @@ class DeviceMesh {
   std::vector<int> group_ranks(const std::vector<int>& dims) const;
   int local_rank(const std::vector<int>& dims) const;
 
+  // The flattened dims acc.mesh has (lua/accel/parallel/device_mesh.lua),
+  // outermost first: dp (dp_replicate x dp_shard, the loaders'), dp_cp (dp x
+  // cp, over which gradients are averaged) and dp_shard_cp (dp_shard x cp,
+  // FSDP's shard group).
+  struct FlattenedDim {
+    const char* name;
+    std::vector<int> dims;
+  };
+  static const std::vector<FlattenedDim>& flattened_dims();
+
  private:
   int rank_of(const std::array<int, kDims>& coords) const;
 
@@ -58,5 +70,12 @@ class DeviceMesh {
   std::array<int, kDims> coords_;
   int rank_;
 };
+
+// "name\tgroups" rows, one per dim (dp_replicate, dp_shard, cp, tp) and per
+// flattened dim, each group "{0, 1}" in order of its first rank, past 8
+// groups how many more: what `accel-run env` shows. Throws
+// std::invalid_argument (ParallelDims::check) when the sizes do not make a
+// mesh of `world_size` ranks.
+std::vector<std::pair<std::string, std::string>> mesh_group_rows(const ParallelDims& sizes, int world_size);
 
 }  // namespace accel

@@ -1,9 +1,31 @@
-#include "engine/parallel/device_mesh.h"
+#include "engine/protocol/device_mesh.h"
 
 #include <algorithm>
+#include <sstream>
 #include <stdexcept>
 
 namespace accel {
+namespace {
+
+// Each group along `dims` (flattened), in order of its first rank:
+// "{0, 1} {2, 3}"; past kShown groups, how many more.
+std::string groups_text(const ParallelDims& sizes, int world_size, const std::vector<int>& dims) {
+  constexpr int kShown = 8;
+  std::ostringstream out;
+  int groups = 0;
+  for (int rank = 0; rank < world_size; ++rank) {
+    const std::vector<int> ranks = DeviceMesh(sizes, world_size, rank).group_ranks(dims);
+    if (ranks.front() != rank) continue;  // listed with its first rank
+    if (++groups > kShown) continue;
+    out << (groups > 1 ? " {" : "{");
+    for (size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
+    out << '}';
+  }
+  if (groups > kShown) out << " ... (" << groups << " groups)";
+  return out.str();
+}
+
+}  // namespace
 
 std::string ParallelDims::describe() const {
   return "dp_replicate_size = " + std::to_string(dp_replicate) + ", dp_shard_size = " + std::to_string(dp_shard) +
@@ -81,6 +103,22 @@ std::vector<int> DeviceMesh::group_ranks(const std::vector<int>& dims) const {
 int DeviceMesh::local_rank(const std::vector<int>& dims) const {
   const std::vector<int> ranks = group_ranks(dims);
   return static_cast<int>(std::find(ranks.begin(), ranks.end(), rank_) - ranks.begin());
+}
+
+const std::vector<DeviceMesh::FlattenedDim>& DeviceMesh::flattened_dims() {
+  static const std::vector<FlattenedDim> dims{{"dp", {0, 1}}, {"dp_cp", {0, 1, 2}}, {"dp_shard_cp", {1, 2}}};
+  return dims;
+}
+
+std::vector<std::pair<std::string, std::string>> mesh_group_rows(const ParallelDims& sizes, int world_size) {
+  sizes.check(world_size);
+  std::vector<std::pair<std::string, std::string>> rows;
+  const auto& names = DeviceMesh::dim_names();
+  for (int d = 0; d < DeviceMesh::kDims; ++d) rows.emplace_back(names[d], groups_text(sizes, world_size, {d}));
+  for (const auto& [name, dims] : DeviceMesh::flattened_dims()) {
+    rows.emplace_back(name, groups_text(sizes, world_size, dims));
+  }
+  return rows;
 }
 
 }  // namespace accel
