@@ -11,7 +11,7 @@ and reading the data cancel out. Prints a markdown table.
     bench/instructions.py [--build build]
 
 Instructions are not time: memory and branch behaviour are not counted
-(bench/RESULTS.md has a change that ran fewer instructions and took longer).
+(bench/allocators/RESULTS.md's history has a change that ran fewer instructions and took longer).
 Use this to see what a change does to the work, and bench/run.sh for speed.
 """
 import argparse
@@ -22,6 +22,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import results  # noqa: E402  (bench/results.py: the RESULTS.md it writes)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -85,4 +87,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results.published("bench/instructions", "Instructions per call and per step (callgrind)"):
+        main()

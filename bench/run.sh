@@ -3,7 +3,7 @@
 # builds what it needs, runs the workloads of bench/README.md ("workloads")
 # and prints markdown tables on stdout (progress goes to stderr).
 #   bench/run.sh [--repeats N] [--only digits-mlp|cnn|char-lm] [--no-allreduce]
-#                [--quiet-load 1.5] [--wait 1200] [--output bench/RESULTS.md]
+#                [--quiet-load 1.5] [--wait 1200] [--no-results]
 #   bench/run.sh --allocators [--repeats N] [--only ...]
 #   bench/run.sh --sharding [--ranks 2,4] [--repeats N] [--layers 12 --width 768 ...]
 #   bench/run.sh --watch [--repeats N]

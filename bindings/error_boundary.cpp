@@ -9,7 +9,7 @@
 #include "bindings/error_log.h"
 #include "bindings/tensor_handle.h"
 #include "engine/comm/communicator.h"
-#include "engine/protocol/utf8.h"
+#include "engine/utf8/utf8.h"
 #include "engine/tensor_description.h"
 
 namespace accel::lua {
@@ -50,7 +50,7 @@ std::string describe_arguments(lua_State* L) {
       size_t length = 0;
       const char* text = lua_tolstring(L, i, &length);
       // A string from a file is not printed back raw (utf8.h).
-      out << tracking::quoted_for_message(std::string_view(text, length));
+      out << utf8::quoted_for_message(std::string_view(text, length));
     } else {
       out << type_name_at(L, i);
     }

@@ -1,7 +1,7 @@
 // accel.core.json: JSON files as Lua tables, for the Hugging Face folders
 // recipes start from (config.json, generation_config.json, adapter_config.json,
 // tokenizer.json) and the ones save_pretrained writes. Parsing is the
-// engine's strict reader (engine/checkpoint/json.h: RFC 8259 only, a size
+// engine's strict reader (engine/json/json_reader.h: RFC 8259 only, a size
 // cap, bounded depth, no repeated keys); nothing read is ever executed.
 //   read(path [, max_bytes]) -> table, floats   a file holding one JSON object
 //   decode(text, source [, max_bytes])          the same from a string
@@ -22,7 +22,7 @@
 #include "bindings/lua_support.h"
 #include "bindings/op_tables.h"
 #include "engine/checkpoint/file_io.h"
-#include "engine/checkpoint/json.h"
+#include "engine/json/json_reader.h"
 
 namespace accel::lua {
 namespace {
@@ -92,8 +92,8 @@ void push_json(lua_State* L, const json& value, int floats) {
 // is the stack index of the set of keys written as decimals (0: none), and
 // `decimal` says this value's key is one.
 json to_json(lua_State* L, int index, const std::string& path, int depth, int floats, bool decimal) {
-  if (depth > ckpt::kMaxJsonDepth) throw ArgError(path + " nests deeper than " +
-                                                  std::to_string(ckpt::kMaxJsonDepth) + " levels");
+  if (depth > strict_json::kMaxJsonDepth) throw ArgError(path + " nests deeper than " +
+                                                  std::to_string(strict_json::kMaxJsonDepth) + " levels");
   if (index < 0) index = lua_gettop(L) + index + 1;  // Lua 5.1 has no lua_absindex
   switch (lua_type(L, index)) {
     case LUA_TBOOLEAN:
@@ -107,7 +107,7 @@ json to_json(lua_State* L, int index, const std::string& path, int depth, int fl
     case LUA_TSTRING: {
       size_t length = 0;
       const char* s = lua_tolstring(L, index, &length);
-      return json(ckpt::json_utf8(std::string(s, length), path));
+      return json(strict_json::json_utf8(std::string(s, length), path));
     }
     case LUA_TLIGHTUSERDATA:
       if (lua_touserdata(L, index) == &null_sentinel) return json(nullptr);
@@ -167,7 +167,7 @@ std::vector<Binding> json_bindings() {
   return {
       bind("read", [](lua_State* L, std::string path, c10::optional<double> max_bytes) {
         const uint64_t limit = max_bytes_of(max_bytes);
-        const json value = ckpt::parse_json(ckpt::read_whole_file(path, limit), path, limit);
+        const json value = strict_json::parse_json(ckpt::read_whole_file(path, limit), path, limit);
         lua_newtable(L);
         const int floats = lua_gettop(L);
         push_json(L, value, floats);
@@ -175,7 +175,7 @@ std::vector<Binding> json_bindings() {
         return Pushed{2};
       }),
       bind("decode", [](lua_State* L, std::string text, std::string source, c10::optional<double> max_bytes) {
-        const json value = ckpt::parse_json(text, source, max_bytes_of(max_bytes));
+        const json value = strict_json::parse_json(text, source, max_bytes_of(max_bytes));
         lua_newtable(L);
         const int floats = lua_gettop(L);
         push_json(L, value, floats);

@@ -1,5 +1,5 @@
 // accel.core.dist.device_mesh and new_group: the device mesh's arithmetic
-// (engine/parallel/device_mesh.h) and the collectives of a group of ranks
+// (engine/protocol/device_mesh.h) and the collectives of a group of ranks
 // (engine/comm/group_communicator.h) as the handle accel.ProcessGroup, with
 // tensor parallelism's autograd operators over it
 // (engine/parallel/tensor_parallel_ops.h) and context parallelism's ring
@@ -17,7 +17,7 @@
 #include "engine/comm/communicator.h"
 #include "engine/comm/group_communicator.h"
 #include "engine/comm/reduce_op.h"
-#include "engine/parallel/device_mesh.h"
+#include "engine/protocol/device_mesh.h"
 #include "engine/parallel/gradient_reducer.h"
 #include "engine/parallel/ring_attention.h"
 #include "engine/parallel/ring_shift.h"
@@ -166,13 +166,10 @@ std::vector<Binding> process_group_bindings() {
           push_mesh_dim(L, mesh, {d});
           lua_setfield(L, -2, DeviceMesh::dim_names()[d]);
         }
-        push_mesh_dim(L, mesh, {DeviceMesh::dim_index("dp_replicate"), DeviceMesh::dim_index("dp_shard")});
-        lua_setfield(L, -2, "dp");
-        push_mesh_dim(L, mesh, {DeviceMesh::dim_index("dp_replicate"), DeviceMesh::dim_index("dp_shard"),
-                                DeviceMesh::dim_index("cp")});
-        lua_setfield(L, -2, "dp_cp");
-        push_mesh_dim(L, mesh, {DeviceMesh::dim_index("dp_shard"), DeviceMesh::dim_index("cp")});
-        lua_setfield(L, -2, "dp_shard_cp");
+        for (const auto& [name, flattened] : DeviceMesh::flattened_dims()) {
+          push_mesh_dim(L, mesh, flattened);
+          lua_setfield(L, -2, name);
+        }
         return Pushed{1};
       }),
       // new_group(name, ranks): the collectives of these global ranks (0-based,

@@ -19,7 +19,7 @@
 // for its output's memory than for its arithmetic. Newest first matters:
 // a queue that released dead tensors oldest first (one per new tensor) ran
 // fewer instructions but was 10-15% slower, its memory having left the
-// cache (bench/RESULTS.md).
+// cache (bench/RESULTS.md's git history).
 //
 // Larger blocks returned to glibc get split by the small objects that live
 // on in Lua's garbage (handles, autograd nodes) until the collector runs, so

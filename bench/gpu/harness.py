@@ -24,6 +24,8 @@ import statistics
 import subprocess
 import sys
 import time
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import results  # noqa: E402  (bench/results.py: the RESULTS.md it writes)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -222,4 +224,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results.published("bench/gpu", "GPU benchmark: accel against PyTorch on CUDA"):
+        main()

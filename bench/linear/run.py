@@ -19,6 +19,8 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 TORCH_SIDE = r"""
 import json, sys, time, torch
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import results  # noqa: E402  (bench/results.py: the RESULTS.md it writes)
 torch.set_num_threads(int(sys.argv[1]))
 shapes = json.load(open(sys.argv[2]))["shapes"]
 def median_ms(fn, calls):
@@ -70,4 +72,6 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with results.published("bench/linear", "CPU matrix products through oneDNN"):
+        status = main()
+    sys.exit(status)

@@ -17,6 +17,8 @@ import statistics
 import sys
 
 import harness
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import results  # noqa: E402  (bench/results.py: the RESULTS.md it writes)
 
 LIB = "/usr/lib/x86_64-linux-gnu/"
 JEMALLOC = LIB + "libjemalloc.so.2"
@@ -100,4 +102,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results.published("bench/allocators", "CPU allocators"):
+        main()

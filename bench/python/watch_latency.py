@@ -24,6 +24,8 @@ import threading
 import time
 
 import harness
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import results  # noqa: E402  (bench/results.py: the RESULTS.md it writes)
 
 STEPS = ("1", "1", "1")  # warm-up steps, steps per window, windows
 
@@ -108,4 +110,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results.published("bench/watch", "Save to first finished step under --watch"):
+        main()

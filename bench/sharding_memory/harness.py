@@ -32,6 +32,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "bench", "python"))
 from harness import cpu_model, free_port, loadavg, wait_for_quiet  # noqa: E402  (bench/python's)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import results  # noqa: E402  (bench/results.py: the RESULTS.md it writes)
 
 # (version, mode, label)
 ROWS = [
@@ -210,4 +212,5 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    with results.published("bench/sharding_memory", "Sharding memory: each stage against PyTorch's ZeroRedundancyOptimizer"):
+        main()

@@ -11,9 +11,11 @@
 # each, and fails unless both give the same ids (count and digest). The
 # reference runs from the test-only oracle environment
 # (tests/models/transformers_venv.sh makes it; PyPI is needed once).
-# Figures and the machine they came from: bench/RESULTS.md.
+# It writes its figures, with the machine and date, to
+# bench/tokenizers/RESULTS.md (bench/results.py) when both give the same ids.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+command="bench/tokenizers/run.sh $*"
 repeats=3
 build=build
 while (($#)); do
@@ -32,8 +34,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 "$python" bench/tokenizers/make_text.py "$work"
-echo "Date: $(date -u '+%Y-%m-%d %H:%M UTC')"
-echo "Machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(uname -sr)"
+exec 3>&1 >"$work/results.md"  # the figures, shown and published at the end
 echo "Load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "tokenizers $("$python" -c 'import tokenizers; print(tokenizers.__version__)'), accel $(git rev-parse --short HEAD 2>/dev/null || echo '?') + working tree"
 echo "Text: $(wc -c <"$work/text.txt") bytes; tokenizer: byte-level BPE, $("$python" -c "
@@ -64,3 +65,7 @@ if [ "$accel_ids $accel_digest" != "$hf_ids $hf_digest" ] ||
 fi
 echo
 echo "Both give the same ids ($accel_ids for the whole text, $accel_line_ids line by line)."
+exec 1>&3
+cat "$work/results.md"
+python3 bench/results.py publish bench/tokenizers "Tokenizers: encoding throughput against Hugging Face tokenizers" \
+  "$command" <"$work/results.md"

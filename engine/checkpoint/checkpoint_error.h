@@ -3,11 +3,25 @@
 #pragma once
 #include <stdexcept>
 #include <string>
+#include <utility>
+
+#include "engine/json/json_error.h"
 
 namespace accel::checkpoint {
 
 struct CheckpointError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+
+// Runs `read` (a reader of a file's JSON), its JSON errors (engine/json/)
+// raised as CheckpointError, so callers of this layer catch one type.
+template <class Read>
+auto rethrow_json_errors(Read&& read) -> decltype(read()) {
+  try {
+    return std::forward<Read>(read)();
+  } catch (const strict_json::JsonError& e) {
+    throw CheckpointError(e.what());
+  }
+}
 
 }  // namespace accel::checkpoint

@@ -7,10 +7,16 @@
 #include <cstring>
 
 #include "engine/checkpoint/checkpoint_error.h"
-#include "engine/checkpoint/json.h"
+#include "engine/json/json_reader.h"
 
 namespace accel::checkpoint {
 namespace {
+
+using strict_json::json_integer;
+using strict_json::json_member;
+using strict_json::json_string;
+using strict_json::json_unsigned;
+using strict_json::json_utf8;
 
 // A manifest lists a few files per rank: megabytes would be a run of
 // hundreds of thousands of ranks.
@@ -26,35 +32,8 @@ uint32_t parse_crc(const std::string& text, const std::string& source, const std
   return static_cast<uint32_t>(value);
 }
 
-}  // namespace
-
-const ManifestFile& Manifest::file(const std::string& name, const std::string& folder) const {
-  for (const ManifestFile& f : files) {
-    if (f.name == name) return f;
-  }
-  throw CheckpointError("checkpoint '" + folder + "' has no file '" + name + "' in its manifest");
-}
-
-std::string manifest_to_json(const Manifest& m) {
-  // Keys in the order a reader expects them, as written before.
-  nlohmann::ordered_json root;
-  root["format"] = kManifestFormat;
-  root["format_version"] = m.format_version;
-  root["step"] = m.step;
-  root["iteration"] = m.iteration;
-  root["world_size"] = m.world_size;
-  nlohmann::ordered_json& files = root["files"] = nlohmann::ordered_json::array();
-  for (const ManifestFile& f : m.files) {
-    files.push_back({{"name", json_utf8(f.name, "the checkpoint file name '" + f.name + "'")},
-                     {"format", json_utf8(f.format, "the format of '" + f.name + "'")},
-                     {"size", f.digest.size},
-                     {"crc32c", crc32c_hex(f.digest.crc32c)}});
-  }
-  return root.dump(2) + "\n";
-}
-
-Manifest parse_manifest(const std::string& json, const std::string& source) {
-  nlohmann::json root = parse_json(json, source, kMaxManifestBytes);
+Manifest manifest_from_json(const std::string& json, const std::string& source) {
+  nlohmann::json root = strict_json::parse_json(json, source, kMaxManifestBytes);
   std::string where = "'" + source + "'";
   auto member = [&](const char* key) -> const nlohmann::json& { return json_member(root, key, where); };
   auto named = [&](const char* key) { return where + ": " + key; };
@@ -89,6 +68,37 @@ Manifest parse_manifest(const std::string& json, const std::string& source) {
     m.files.push_back(std::move(f));
   }
   return m;
+}
+
+}  // namespace
+
+const ManifestFile& Manifest::file(const std::string& name, const std::string& folder) const {
+  for (const ManifestFile& f : files) {
+    if (f.name == name) return f;
+  }
+  throw CheckpointError("checkpoint '" + folder + "' has no file '" + name + "' in its manifest");
+}
+
+std::string manifest_to_json(const Manifest& m) {
+  // Keys in the order a reader expects them, as written before.
+  nlohmann::ordered_json root;
+  root["format"] = kManifestFormat;
+  root["format_version"] = m.format_version;
+  root["step"] = m.step;
+  root["iteration"] = m.iteration;
+  root["world_size"] = m.world_size;
+  nlohmann::ordered_json& files = root["files"] = nlohmann::ordered_json::array();
+  for (const ManifestFile& f : m.files) {
+    files.push_back({{"name", json_utf8(f.name, "the checkpoint file name '" + f.name + "'")},
+                     {"format", json_utf8(f.format, "the format of '" + f.name + "'")},
+                     {"size", f.digest.size},
+                     {"crc32c", crc32c_hex(f.digest.crc32c)}});
+  }
+  return root.dump(2) + "\n";
+}
+
+Manifest parse_manifest(const std::string& json, const std::string& source) {
+  return rethrow_json_errors([&] { return manifest_from_json(json, source); });
 }
 
 void write_manifest(const std::string& folder, const Manifest& manifest) {

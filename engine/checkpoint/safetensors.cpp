@@ -7,9 +7,16 @@
 #include <set>
 
 #include "engine/checkpoint/checkpoint_error.h"
-#include "engine/checkpoint/json.h"
+#include "engine/json/json_reader.h"
 
 namespace accel::checkpoint {
+
+using strict_json::json_integer;
+using strict_json::json_member;
+using strict_json::json_string;
+using strict_json::json_unsigned;
+using strict_json::json_utf8;
+
 namespace {
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -102,12 +109,13 @@ FileDigest write_safetensors(const std::string& path, const NamedTensors& tensor
   return writer.finish();
 }
 
-SafetensorsHeader parse_safetensors_header(const std::string& json, uint64_t file_size,
-                                           const std::string& path) {
+// The reader itself; its caller turns its JSON errors into CheckpointError.
+static SafetensorsHeader header_from_json(const std::string& json, uint64_t file_size,
+                                          const std::string& path) {
   SafetensorsHeader header;
   header.data_start = 8 + json.size();
   uint64_t data_size = file_size - header.data_start;
-  nlohmann::json root = parse_json(json, path + " (safetensors header)", kMaxHeaderBytes);
+  nlohmann::json root = strict_json::parse_json(json, path + " (safetensors header)", kMaxHeaderBytes);
   for (const auto& [name, value] : root.items()) {
     if (name == "__metadata__") {
       std::string where = "'" + path + "': __metadata__";
@@ -162,6 +170,11 @@ SafetensorsHeader parse_safetensors_header(const std::string& json, uint64_t fil
     }
   }
   return header;
+}
+
+SafetensorsHeader parse_safetensors_header(const std::string& json, uint64_t file_size,
+                                          const std::string& path) {
+  return rethrow_json_errors([&] { return header_from_json(json, file_size, path); });
 }
 
 SafetensorsHeader read_safetensors_header(FileReader& reader) {

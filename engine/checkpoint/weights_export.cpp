@@ -10,13 +10,16 @@
 
 #include "engine/checkpoint/atomic_folder.h"
 #include "engine/checkpoint/checkpoint_error.h"
-#include "engine/checkpoint/json.h"
 #include "engine/checkpoint/torch_pickle.h"
+#include "engine/json/json_reader.h"
 
 namespace accel::checkpoint {
 namespace {
 
 namespace fs = std::filesystem;
+using strict_json::json_member;
+using strict_json::json_string;
+using strict_json::json_utf8;
 
 struct Layout {
   const char* single;  // model.safetensors
@@ -92,12 +95,12 @@ bool exists(const std::string& path) {
   return true;
 }
 
-WeightsFiles read_index(const std::string& folder, const Layout& layout) {
+WeightsFiles index_files(const std::string& folder, const Layout& layout) {
   WeightsFiles weights;
   weights.safe = &layout == &kSafetensors;
   weights.index = folder + "/" + layout.index;
   const std::string& index_path = weights.index;
-  nlohmann::json index = parse_json(read_whole_file(index_path, kMaxIndexBytes), index_path, kMaxIndexBytes);
+  nlohmann::json index = strict_json::parse_json(read_whole_file(index_path, kMaxIndexBytes), index_path, kMaxIndexBytes);
   const nlohmann::json& map = json_member(index, "weight_map", "'" + index_path + "'");
   if (!map.is_object()) throw CheckpointError("'" + index_path + "': weight_map is not an object");
   std::map<std::string, std::set<std::string>> wanted;  // shard file -> its tensors; shards in name order
@@ -202,7 +205,7 @@ WeightsFiles locate_weights(const std::string& folder) {
       weights.files.emplace_back(folder + "/" + layout->single, std::set<std::string>{});
       return weights;
     }
-    if (exists(folder + "/" + layout->index)) return read_index(folder, *layout);
+    if (exists(folder + "/" + layout->index)) return rethrow_json_errors([&] { return index_files(folder, *layout); });
   }
   throw CheckpointError("'" + folder + "' holds no model weights (looked for model.safetensors, "
                         "model.safetensors.index.json, pytorch_model.bin and pytorch_model.bin.index.json)");

@@ -6,7 +6,7 @@
 #include <string_view>
 
 #include "engine/data/file_text.h"
-#include "engine/protocol/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::data {
 namespace {
@@ -161,9 +161,9 @@ at::Tensor CsvTable::columns(const std::vector<int64_t>& columns, at::ScalarType
       const bool number = parse_number(field, value);
       if (!number || (integral && (!std::isfinite(value) || value != std::trunc(value)))) {
         std::string message = location(path_, row.line) + "column " + std::to_string(c + 1) + " " +
-                              tracking::quoted_for_message(field) + " is not " +
+                              utf8::quoted_for_message(field) + " is not " +
                               (number ? "an integer" : "a number");
-        if (!names_.empty()) message += " (column " + tracking::quoted_for_message(names_[static_cast<size_t>(c)]) + ")";
+        if (!names_.empty()) message += " (column " + utf8::quoted_for_message(names_[static_cast<size_t>(c)]) + ")";
         throw std::runtime_error(message);
       }
       *out++ = value;

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "engine/utf8/utf8.h"
+
 namespace accel::data {
 namespace {
 
@@ -17,31 +19,16 @@ class Utf8Reader {
 
   // The next code point; invalid UTF-8 is an error naming line and column.
   char32_t next() {
-    const auto lead = static_cast<unsigned char>(text_[pos_]);
-    const int length = lead < 0x80           ? 1
-                       : (lead >> 5) == 0x6  ? 2
-                       : (lead >> 4) == 0xE  ? 3
-                       : (lead >> 3) == 0x1E ? 4
-                                             : 0;
-    char32_t cp = length == 1 ? lead : length == 2 ? lead & 0x1F : length == 3 ? lead & 0x0F : lead & 0x07;
-    bool valid = length > 0 && pos_ + length <= text_.size();
-    for (int i = 1; valid && i < length; ++i) {
-      const auto byte = static_cast<unsigned char>(text_[pos_ + i]);
-      valid = (byte & 0xC0) == 0x80;
-      cp = (cp << 6) | (byte & 0x3F);
-    }
     char_line_ = line_;
     char_column_ = column_ + 1;
-    // Overlong forms and surrogates are not valid UTF-8 either.
-    static const char32_t kMinimum[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (!valid || cp < kMinimum[length] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    if (utf8::sequence_length(text_, pos_) == 0) {
       char byte[8];
-      std::snprintf(byte, sizeof(byte), "0x%02X", lead);
+      std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(text_[pos_]));
       throw std::runtime_error(where() + "byte " + byte +
                                " is not valid UTF-8 (read binary text with level = \"byte\")");
     }
     start_ = pos_;
-    pos_ += static_cast<size_t>(length);
+    const char32_t cp = utf8::next_code_point(text_, pos_);
     ++column_;
     if (cp == '\n') {
       ++line_;

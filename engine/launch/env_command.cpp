@@ -6,8 +6,10 @@
 
 #include <ostream>
 #include <sstream>
+#include <stdexcept>
 
 #include "engine/protocol/cpu_cores.h"
+#include "engine/protocol/device_mesh.h"
 #include "engine/protocol/launch_options.h"
 
 namespace accel {
@@ -36,9 +38,10 @@ bool worker_facts(const std::string& library, std::string& facts) {
 }
 
 // The device mesh of the launch's sizes (1 where not given) over its
-// processes: each dim's groups, as the workers' Accelerator will make them
-// (bindings/mesh_facts.cpp), or why there is none.
-void print_mesh(const LaunchOptions& options, const std::string& library, std::ostream& out) {
+// processes: each dim's groups, by the mesh arithmetic the workers'
+// Accelerator makes them with (engine/protocol/device_mesh.h), or why
+// there is none.
+void print_mesh(const LaunchOptions& options, std::ostream& out) {
   const int world = options.nproc * options.nnodes;
   const ParallelismSizes& p = options.parallelism;
   if (!p.given()) {
@@ -46,21 +49,13 @@ void print_mesh(const LaunchOptions& options, const std::string& library, std::o
     return;
   }
   auto size = [](int given) { return given > 0 ? given : 1; };
-  out << "mesh over " << world << " rank(s): dp_replicate " << size(p.dp_replicate) << " x dp_shard "
-      << size(p.dp_shard) << " x cp " << size(p.cp) << " x tp " << size(p.tp) << '\n';
-  std::string why;
-  using Facts = const char* (*)(int, int, int, int, int);
-  auto get = reinterpret_cast<Facts>(worker_function(library, "accel_mesh_facts", why));
-  if (!get) {
-    out << "  groups: " << why << '\n';
-    return;
-  }
-  std::istringstream lines(get(size(p.dp_replicate), size(p.dp_shard), size(p.cp), size(p.tp), world));
-  for (std::string line; std::getline(lines, line);) {
-    size_t tab = line.find('\t');
-    if (tab == std::string::npos) continue;
-    std::string name = line.substr(0, tab);
-    out << "  " << (name == "error" ? "" : name + " groups: ") << line.substr(tab + 1) << '\n';
+  const ParallelDims sizes{size(p.dp_replicate), size(p.dp_shard), size(p.cp), size(p.tp)};
+  out << "mesh over " << world << " rank(s): dp_replicate " << sizes.dp_replicate << " x dp_shard "
+      << sizes.dp_shard << " x cp " << sizes.cp << " x tp " << sizes.tp << '\n';
+  try {
+    for (const auto& [name, groups] : mesh_group_rows(sizes, world)) out << "  " << name << " groups: " << groups << '\n';
+  } catch (const std::invalid_argument& error) {
+    out << "  " << error.what() << '\n';
   }
 }
 
@@ -105,7 +100,7 @@ int run_env_command(const std::vector<std::string>& args, const EnvContext& cont
   out << "config in force:\n";
   std::istringstream settings(describe_settings(options));
   for (std::string line; std::getline(settings, line);) out << "  " << line << '\n';
-  print_mesh(options, context.worker_library, out);
+  print_mesh(options, out);
   return loaded ? 0 : 1;
 }
 

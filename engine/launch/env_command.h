@@ -5,9 +5,10 @@
 // the device mesh its parallelism_config sizes make (each dim's groups).
 //
 // The launcher has no LibTorch, so it loads the worker library and asks it
-// (its exported `accel_worker_facts`, see bindings/worker_facts.cpp, and
-// `accel_mesh_facts`, bindings/mesh_facts.cpp): the facts are those of the
-// very libraries and mesh arithmetic a worker runs with.
+// for the versions (its exported `accel_worker_facts`, see
+// bindings/worker_facts.cpp): the facts are those of the very libraries a
+// worker runs with. The mesh needs no worker: its arithmetic is protocol's
+// (engine/protocol/device_mesh.h), the same code the workers run.
 #pragma once
 #include <iosfwd>
 #include <string>

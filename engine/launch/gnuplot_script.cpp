@@ -3,7 +3,7 @@
 #include <charconv>
 #include <cmath>
 
-#include "engine/protocol/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::plot {
 
@@ -73,7 +73,7 @@ std::string gnuplot_string(const std::string& text) {
   // parenthesised string expression.
   std::string out = "('";
   for (size_t i = 0; i < text.size();) {
-    const size_t n = tracking::utf8_sequence_length(text, i);
+    const size_t n = utf8::sequence_length(text, i);
     const auto c = static_cast<unsigned char>(text[i]);
     if (n > 1) {
       out.append(text, i, n);  // a character past ASCII: text only

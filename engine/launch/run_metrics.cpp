@@ -9,7 +9,8 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "engine/protocol/utf8.h"
+#include "engine/json/json_error.h"
+#include "engine/json/json_reader.h"
 
 namespace accel::plot {
 namespace {
@@ -31,13 +32,12 @@ void take_line(RunMetrics& metrics, const std::string& line, const std::string& 
   if (line.find_first_not_of(" \t\r") == std::string::npos) return;
   nlohmann::json record;
   try {
-    record = nlohmann::json::parse(line);
-  } catch (const nlohmann::json::exception& e) {
-    // The parser's reason names the cause (a number out of range such as
-    // 1e999, ill-formed UTF-8, a syntax error) and where in the line.
-    throw PlotError(where + ": not JSON: " + tracking::escape_invalid_utf8(e.what()));
+    record = strict_json::parse_json(line, where, kMaxLineBytes);
+  } catch (const strict_json::JsonError& e) {
+    // The reason names the cause (a number out of range such as 1e999,
+    // ill-formed UTF-8, a syntax error, not an object) and where in the line.
+    throw PlotError(where + ": " + e.problem());
   }
-  if (!record.is_object()) throw PlotError(where + ": not a JSON object");
   auto step = record.find("step");
   if (step == record.end() || !step->is_number()) throw PlotError(where + ": no numeric \"step\"");
   for (const auto& [name, value] : record.items()) {

@@ -5,7 +5,7 @@
 // it, see CMakeLists.txt): LibTorch's own CPU products go through OpenBLAS
 // 0.3.21 there, whose kernels for few rows (a decoding step's batch) are 2-5x
 // slower than oneDNN's and whose large products are 7-20% slower
-// (bench/RESULTS.md, "CPU matrix products through oneDNN"). Everything else
+// (bench/linear/RESULTS.md). Everything else
 // (other dtypes, GPUs, a CUDA LibTorch, which has MKL) is at::linear.
 #pragma once
 #include <ATen/core/Tensor.h>

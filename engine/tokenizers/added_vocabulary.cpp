@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "engine/tokenizers/character_classes.h"
-#include "engine/tokenizers/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::tokenizers {
 
@@ -89,8 +89,8 @@ namespace {
 // The character that ends `text` (valid UTF-8, not empty).
 char32_t last_char(std::string_view text) {
   std::size_t start = text.size() - 1;
-  while (start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
-  return next_code_point(text, start);
+  while (start > 0 && utf8::is_continuation(text, start)) --start;
+  return utf8::next_code_point(text, start);
 }
 
 }  // namespace
@@ -121,16 +121,16 @@ void AddedVocabulary::split(std::string_view text, bool normalized,
     if (token.single_word) {
       const bool space_before = start == 0 || !is_word_char(last_char(text.substr(0, start)));
       std::size_t after = stop;
-      const bool space_after = stop == text.size() || !is_word_char(next_code_point(text, after));
+      const bool space_after = stop == text.size() || !is_word_char(utf8::next_code_point(text, after));
       if (!space_before || !space_after) continue;
     }
     if (token.lstrip) {
       std::size_t first_space = start;
       while (first_space > 0) {
         std::size_t prev = first_space - 1;
-        while (prev > 0 && (static_cast<unsigned char>(text[prev]) & 0xC0) == 0x80) --prev;
+        while (prev > 0 && utf8::is_continuation(text, prev)) --prev;
         std::size_t i = prev;
-        if (!is_white_space(next_code_point(text, i))) break;
+        if (!is_white_space(utf8::next_code_point(text, i))) break;
         first_space = prev;
       }
       start = std::max(first_space, done);
@@ -138,7 +138,7 @@ void AddedVocabulary::split(std::string_view text, bool normalized,
     if (token.rstrip) {
       while (stop < text.size()) {
         std::size_t next = stop;
-        if (!is_white_space(next_code_point(text, next))) break;
+        if (!is_white_space(utf8::next_code_point(text, next))) break;
         stop = next;
       }
       at = stop;

@@ -4,7 +4,7 @@
 #include <queue>
 
 #include "engine/tokenizers/tokenizer_error.h"
-#include "engine/tokenizers/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::tokenizers {
 namespace {
@@ -89,7 +89,7 @@ void BpeModel::merge_word(const std::string& word, std::vector<int32_t>& ids) co
   std::string lookup;
   for (std::size_t i = 0; i < word.size();) {
     const std::size_t start = i;
-    i += utf8_char_length(static_cast<unsigned char>(word[i]));
+    i += utf8::char_length(static_cast<unsigned char>(word[i]));
     const auto byte_length = static_cast<uint32_t>(i - start);
     lookup.clear();
     if (start > 0) lookup += continuing_subword_prefix_;

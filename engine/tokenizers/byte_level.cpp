@@ -2,7 +2,7 @@
 
 #include <array>
 
-#include "engine/tokenizers/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::tokenizers {
 namespace {
@@ -16,7 +16,7 @@ struct Alphabet {
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       char_of[b] = printable ? static_cast<char32_t>(b) : next++;
-      append_utf8(utf8_of[b], char_of[b]);
+      utf8::append(utf8_of[b], char_of[b]);
     }
   }
 };
@@ -45,7 +45,7 @@ std::optional<std::string> byte_level_bytes(std::string_view token) {
   std::string bytes;
   bytes.reserve(token.size());
   for (std::size_t i = 0; i < token.size();) {
-    const char32_t c = next_code_point(token, i);
+    const char32_t c = utf8::next_code_point(token, i);
     if (c >= byte_of.size() || byte_of[c] < 0) return std::nullopt;
     bytes += static_cast<char>(byte_of[c]);
   }

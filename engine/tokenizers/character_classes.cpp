@@ -4,7 +4,7 @@
 #include <unicode/ustring.h>
 #include <unicode/utf16.h>
 
-#include "engine/tokenizers/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::tokenizers {
 namespace {
@@ -119,13 +119,13 @@ void append_lowercase(std::string& out, char32_t c) {
   UErrorCode status = U_ZERO_ERROR;
   const int32_t n = u_strToLower(lowered, 8, in, in_length, "", &status);
   if (U_FAILURE(status) || n > 8) {
-    append_utf8(out, c);
+    utf8::append(out, c);
     return;
   }
   for (int32_t i = 0; i < n;) {
     UChar32 lc;
     U16_NEXT_UNSAFE(lowered, i, lc);
-    append_utf8(out, static_cast<char32_t>(lc));
+    utf8::append(out, static_cast<char32_t>(lc));
   }
 }
 

@@ -3,7 +3,7 @@
 #include "engine/tokenizers/byte_level.h"
 #include "engine/tokenizers/regex.h"
 #include "engine/tokenizers/split_pattern.h"
-#include "engine/tokenizers/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::tokenizers {
 namespace {
@@ -29,7 +29,7 @@ class ByteLevel : public Decoder {
       const auto b = byte_level_bytes(token);
       bytes += b ? *b : token;
     }
-    tokens.assign(1, utf8_lossy(bytes));
+    tokens.assign(1, utf8::lossy(bytes));
   }
 };
 
@@ -56,7 +56,7 @@ class ByteFallback : public Decoder {
     std::string bytes;
     const auto flush = [&] {
       if (bytes.empty()) return;
-      if (first_invalid_utf8(bytes) == std::string::npos) {
+      if (utf8::first_invalid(bytes) == std::string::npos) {
         out.push_back(bytes);
       } else {
         for (std::size_t i = 0; i < bytes.size(); ++i) out.emplace_back("\xEF\xBF\xBD");
@@ -180,7 +180,7 @@ class Strip : public Decoder {
       std::vector<std::pair<std::size_t, char32_t>> chars;  // byte offset, character
       for (std::size_t i = 0; i < token.size();) {
         const std::size_t at = i;
-        chars.emplace_back(at, next_code_point(token, i));
+        chars.emplace_back(at, utf8::next_code_point(token, i));
       }
       std::size_t begin = 0, end = chars.size();
       while (begin < start_ && begin < chars.size() && chars[begin].second == content_) ++begin;
@@ -199,7 +199,7 @@ class Strip : public Decoder {
 char32_t one_character(const JsonNode& node) {
   const std::string s = node.string();
   std::size_t i = 0;
-  const char32_t c = s.empty() ? 0 : next_code_point(s, i);
+  const char32_t c = s.empty() ? 0 : utf8::next_code_point(s, i);
   if (s.empty() || i != s.size()) node.fail("must be one character");
   return c;
 }
@@ -215,7 +215,7 @@ void add_decoders(const JsonNode& node, std::vector<std::unique_ptr<Decoder>>& o
     out.push_back(std::make_unique<ByteFallback>());
   } else if (type == "Metaspace") {
     std::string replacement;
-    append_utf8(replacement, one_character(node.at("replacement")));
+    utf8::append(replacement, one_character(node.at("replacement")));
     const std::string scheme = node.string_or("prepend_scheme", "always");
     const bool prepends = scheme != "never" && node.boolean_or("add_prefix_space", true);
     out.push_back(std::make_unique<Metaspace>(std::move(replacement), prepends));

@@ -5,7 +5,7 @@
 #include "engine/tokenizers/regex.h"
 #include "engine/tokenizers/split_pattern.h"
 #include "engine/tokenizers/unicode_forms.h"
-#include "engine/tokenizers/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::tokenizers {
 namespace {
@@ -16,7 +16,7 @@ void map_chars(std::string& text, Map&& map) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size();) {
-    const char32_t c = next_code_point(text, i);
+    const char32_t c = utf8::next_code_point(text, i);
     map(c, out);
   }
   text.swap(out);
@@ -47,17 +47,17 @@ class BertNormalizer : public Normalizer {
         }
         if (handle_chinese_chars_ && is_cjk_ideograph(c)) {
           out += ' ';
-          append_utf8(out, c);
+          utf8::append(out, c);
           out += ' ';
           return;
         }
-        append_utf8(out, c);
+        utf8::append(out, c);
       });
     }
     if (strip_accents_) {
       normalize_form(text, NormalForm::NFD);
       map_chars(text, [](char32_t c, std::string& out) {
-        if (!is_bert_nonspacing_mark(c)) append_utf8(out, c);
+        if (!is_bert_nonspacing_mark(c)) utf8::append(out, c);
       });
     }
     if (lowercase_) lowercase(text);
@@ -90,16 +90,16 @@ class Strip : public Normalizer {
     if (left_) {
       while (begin < end) {
         std::size_t next = begin;
-        if (!is_white_space(next_code_point(text, next))) break;
+        if (!is_white_space(utf8::next_code_point(text, next))) break;
         begin = next;
       }
     }
     if (right_) {
       while (end > begin) {
         std::size_t start = end - 1;
-        while (start > begin && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80) --start;
+        while (start > begin && utf8::is_continuation(text, start)) --start;
         std::size_t i = start;
-        if (!is_white_space(next_code_point(text, i))) break;
+        if (!is_white_space(utf8::next_code_point(text, i))) break;
         end = start;
       }
     }
@@ -114,7 +114,7 @@ class StripAccents : public Normalizer {
  public:
   void normalize(std::string& text) const override {
     map_chars(text, [](char32_t c, std::string& out) {
-      if (!is_combining_mark(c)) append_utf8(out, c);
+      if (!is_combining_mark(c)) utf8::append(out, c);
     });
   }
 };
@@ -133,7 +133,7 @@ class Nmt : public Normalizer {
           c == 0x2028 || c == 0x2029 || c == 0x2581 || c == 0xFEFF || c == 0xFFFD) {
         c = ' ';
       }
-      append_utf8(out, c);
+      utf8::append(out, c);
     });
   }
 };

@@ -13,9 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/tokenizers/json_node.h"
+#include "engine/json/json_node.h"
 
 namespace accel::tokenizers {
+
+using strict_json::JsonNode;
 
 class Normalizer {
  public:

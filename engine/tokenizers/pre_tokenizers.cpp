@@ -5,7 +5,7 @@
 #include "engine/tokenizers/character_classes.h"
 #include "engine/tokenizers/regex.h"
 #include "engine/tokenizers/split_pattern.h"
-#include "engine/tokenizers/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::tokenizers {
 namespace {
@@ -34,7 +34,7 @@ void char_spans(const std::string& text, Predicate&& is_match, std::vector<Span>
   std::size_t gap = 0;
   for (std::size_t i = 0; i < text.size();) {
     const std::size_t start = i;
-    if (is_match(next_code_point(text, i))) {
+    if (is_match(utf8::next_code_point(text, i))) {
       if (gap < start) out.push_back({gap, start, false});
       out.push_back({start, i, true});
       gap = i;
@@ -158,7 +158,7 @@ class Metaspace : public PreTokenizer {
  public:
   Metaspace(char32_t replacement, PrependScheme scheme, bool split)
       : replacement_(replacement), scheme_(scheme), split_(split) {
-    append_utf8(replacement_utf8_, replacement);
+    utf8::append(replacement_utf8_, replacement);
   }
 
   void split(Piece&& piece, PieceSink out) const override {
@@ -229,7 +229,7 @@ class BertPreTokenizer : public PreTokenizer {
     };
     for (std::size_t i = 0; i < text.size();) {
       const std::size_t start = i;
-      const char32_t c = next_code_point(text, i);
+      const char32_t c = utf8::next_code_point(text, i);
       if (is_white_space(c)) {
         flush(start);
         word = i;
@@ -252,13 +252,13 @@ class Whitespace : public PreTokenizer {
     std::size_t i = 0;
     while (i < text.size()) {
       const std::size_t start = i;
-      const char32_t c = next_code_point(text, i);
+      const char32_t c = utf8::next_code_point(text, i);
       if (is_white_space(c) && !is_word_char(c)) continue;
       const bool word = is_word_char(c);
       std::size_t end = i;
       while (end < text.size()) {
         std::size_t next = end;
-        const char32_t d = next_code_point(text, next);
+        const char32_t d = utf8::next_code_point(text, next);
         if (word ? !is_word_char(d) : (is_word_char(d) || is_white_space(d))) break;
         end = next;
       }
@@ -282,7 +282,7 @@ void add_pre_tokenizers(const JsonNode& node, std::vector<std::unique_ptr<PreTok
   } else if (type == "Metaspace") {
     const std::string replacement = node.string("replacement");
     std::size_t i = 0;
-    const char32_t c = replacement.empty() ? 0 : next_code_point(replacement, i);
+    const char32_t c = replacement.empty() ? 0 : utf8::next_code_point(replacement, i);
     if (replacement.empty() || i != replacement.size()) node.at("replacement").fail("must be one character");
     PrependScheme scheme = PrependScheme::Always;
     if (node.has("prepend_scheme")) {
@@ -319,7 +319,7 @@ void add_pre_tokenizers(const JsonNode& node, std::vector<std::unique_ptr<PreTok
   } else if (type == "CharDelimiterSplit") {
     const std::string delimiter = node.string("delimiter");
     std::size_t i = 0;
-    const char32_t d = delimiter.empty() ? 0 : next_code_point(delimiter, i);
+    const char32_t d = delimiter.empty() ? 0 : utf8::next_code_point(delimiter, i);
     if (delimiter.empty() || i != delimiter.size()) node.at("delimiter").fail("must be one character");
     out.push_back(char_split([d](char32_t c) { return c == d; }, Behavior::Removed));
   } else {

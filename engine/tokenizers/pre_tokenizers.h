@@ -11,10 +11,12 @@
 #include <memory>
 #include <vector>
 
-#include "engine/tokenizers/json_node.h"
+#include "engine/json/json_node.h"
 #include "engine/tokenizers/piece.h"
 
 namespace accel::tokenizers {
+
+using strict_json::JsonNode;
 
 class PreTokenizer {
  public:

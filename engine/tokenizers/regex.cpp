@@ -10,7 +10,7 @@
 #include <mutex>
 
 #include "engine/tokenizers/tokenizer_error.h"
-#include "engine/tokenizers/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::tokenizers {
 namespace {
@@ -256,7 +256,7 @@ std::shared_ptr<Regex::Compiled> compile_pcre2(const std::string& source, const 
 }  // namespace
 
 Regex Regex::compile(const std::string& pattern, const std::string& where) {
-  if (first_invalid_utf8(pattern) != std::string::npos) {
+  if (utf8::first_invalid(pattern) != std::string::npos) {
     throw TokenizerError(where + ": the pattern is not valid UTF-8");
   }
   return Regex(compile_pcre2(pattern, translate(pattern, where), PCRE2_UCP | PCRE2_MULTILINE | PCRE2_NEVER_BACKSLASH_C,
@@ -264,7 +264,7 @@ Regex Regex::compile(const std::string& pattern, const std::string& where) {
 }
 
 Regex Regex::literal(const std::string& text, const std::string& where) {
-  if (first_invalid_utf8(text) != std::string::npos) {
+  if (utf8::first_invalid(text) != std::string::npos) {
     throw TokenizerError(where + ": the pattern is not valid UTF-8");
   }
   return Regex(compile_pcre2(text, text, PCRE2_LITERAL, where));
@@ -300,7 +300,7 @@ void Regex::find_matches(std::string_view text, std::vector<Span>& out) const {
     // match ended is skipped, and the search moves on one character.
     if (start == end && last_match_end == end) {
       if (search >= text.size()) break;
-      search += utf8_char_length(static_cast<unsigned char>(text[search]));
+      search += utf8::char_length(static_cast<unsigned char>(text[search]));
       continue;
     }
     search = end;

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "engine/checkpoint/checkpoint_error.h"
-#include "engine/checkpoint/json.h"
+#include "engine/json/json_error.h"
+#include "engine/json/json_reader.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "engine/tokenizers/tokenizer_error.h"
 
@@ -34,13 +34,9 @@ std::vector<std::string> read_text_records(const std::string& path, RecordFormat
     }
     nlohmann::json record;
     try {
-      record = checkpoint::parse_json(line, path, kMaxLineBytes);
-    } catch (const checkpoint::CheckpointError& e) {
-      // "'<path>' is not valid JSON: ..." as "'<path>' line N is not valid JSON: ...".
-      std::string why = e.what();
-      const std::string prefix = "'" + path + "' ";
-      if (why.compare(0, prefix.size(), prefix) == 0) why.erase(0, prefix.size());
-      throw TokenizerError(where + " " + why);
+      record = strict_json::parse_json(line, path, kMaxLineBytes);
+    } catch (const strict_json::JsonError& e) {
+      throw TokenizerError(where + " " + e.problem());  // "'<path>' line N is not valid JSON: ..."
     }
     const auto it = record.find(key);
     if (it == record.end()) throw TokenizerError(where + " has no \"" + key + "\"");

@@ -3,12 +3,12 @@
 #include <cstdio>
 
 #include "engine/tokenizers/tokenizer_error.h"
-#include "engine/tokenizers/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::tokenizers {
 
 void check_utf8(std::string_view text, const std::string& what) {
-  const std::size_t bad = first_invalid_utf8(text);
+  const std::size_t bad = utf8::first_invalid(text);
   if (bad == std::string_view::npos) return;
   char byte[8];
   std::snprintf(byte, sizeof byte, "\\x%02X", static_cast<unsigned char>(text[bad]));

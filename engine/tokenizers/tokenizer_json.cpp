@@ -4,8 +4,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "engine/checkpoint/checkpoint_error.h"
-#include "engine/checkpoint/json.h"
+#include "engine/json/json_error.h"
+#include "engine/json/json_reader.h"
 #include "engine/tokenizers/tokenizer_error.h"
 
 namespace accel::tokenizers {
@@ -22,31 +22,8 @@ AddedToken read_added_token(const JsonNode& node) {
   return t;
 }
 
-}  // namespace
-
-std::string read_tokenizer_file(const std::string& path, uint64_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TokenizerError("cannot open '" + path + "': " + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw TokenizerError("cannot read '" + path + "': not a regular file");
-  if (static_cast<uint64_t>(size) > max_bytes) {
-    throw TokenizerError("'" + path + "' has " + std::to_string(size) + " bytes, more than the " +
-                         std::to_string(max_bytes) + " such a file may have");
-  }
-  in.seekg(0);
-  std::string text(static_cast<std::size_t>(size), '\0');
-  if (!in.read(text.data(), size)) throw TokenizerError("cannot read '" + path + "'");
-  return text;
-}
-
-TokenizerFile parse_tokenizer_json(const std::string& text, const std::string& source) {
-  nlohmann::json document;
-  try {
-    document = checkpoint::parse_json(text, source, kMaxTokenizerJsonBytes);
-  } catch (const checkpoint::CheckpointError& e) {
-    throw TokenizerError(e.what());
-  }
+TokenizerFile tokenizer_from_json(const std::string& text, const std::string& source) {
+  const nlohmann::json document = strict_json::parse_json(text, source, kMaxTokenizerJsonBytes);
   const JsonNode root(document, source, "");
   if (root.has("version") && root.string("version") != "1.0") {
     root.at("version").fail("is '" + root.string("version") + "', expected \"1.0\"");
@@ -74,6 +51,35 @@ TokenizerFile parse_tokenizer_json(const std::string& text, const std::string& s
   }
   file.tokenizer = std::make_unique<PipelineTokenizer>(std::move(p));
   return file;
+}
+
+}  // namespace
+
+std::string read_tokenizer_file(const std::string& path, uint64_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw TokenizerError("cannot open '" + path + "': " + std::strerror(errno));
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) throw TokenizerError("cannot read '" + path + "': not a regular file");
+  if (static_cast<uint64_t>(size) > max_bytes) {
+    throw TokenizerError("'" + path + "' has " + std::to_string(size) + " bytes, more than the " +
+                         std::to_string(max_bytes) + " such a file may have");
+  }
+  in.seekg(0);
+  std::string text(static_cast<std::size_t>(size), '\0');
+  if (!in.read(text.data(), size)) throw TokenizerError("cannot read '" + path + "'");
+  return text;
+}
+
+
+TokenizerFile parse_tokenizer_json(const std::string& text, const std::string& source) {
+  // Every JsonNode read happens here: its errors (which name the file and
+  // the key) become the tokenizers' one error type.
+  try {
+    return tokenizer_from_json(text, source);
+  } catch (const strict_json::JsonError& e) {
+    throw TokenizerError(e.what());
+  }
 }
 
 TokenizerFile read_tokenizer_json(const std::string& path) {

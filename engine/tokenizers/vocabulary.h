@@ -11,9 +11,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/tokenizers/json_node.h"
+#include "engine/json/json_node.h"
 
 namespace accel::tokenizers {
+
+using strict_json::JsonNode;
 
 class Vocabulary {
  public:

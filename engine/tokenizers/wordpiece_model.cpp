@@ -1,7 +1,7 @@
 #include "engine/tokenizers/wordpiece_model.h"
 
 #include "engine/tokenizers/tokenizer_error.h"
-#include "engine/tokenizers/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::tokenizers {
 
@@ -22,7 +22,7 @@ void WordPieceModel::tokenize(Piece& piece, std::vector<int32_t>& ids) const {
   map_pending_bytes(piece);
   const std::string& word = piece.text;
   uint64_t chars = 0;
-  for (std::size_t i = 0; i < word.size(); i += utf8_char_length(static_cast<unsigned char>(word[i]))) ++chars;
+  for (std::size_t i = 0; i < word.size(); i += utf8::char_length(static_cast<unsigned char>(word[i]))) ++chars;
   if (chars > max_input_chars_per_word_) {
     ids.push_back(unknown_id());
     return;
@@ -42,7 +42,7 @@ void WordPieceModel::tokenize(Piece& piece, std::vector<int32_t>& ids) const {
       // Back off one character.
       do {
         --end;
-      } while (end > start && (static_cast<unsigned char>(word[end]) & 0xC0) == 0x80);
+      } while (end > start && utf8::is_continuation(word, end));
     }
     if (!found) {
       ids.resize(first);

@@ -7,7 +7,7 @@
 #include <stdexcept>
 
 #include "engine/tracking/open_trackers.h"
-#include "engine/protocol/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::tracking {
 
@@ -25,8 +25,8 @@ std::string file_in_run_dir(const std::string& run_dir, const std::string& name)
 }
 
 void check_utf8(const std::string& text, const std::string& what) {
-  if (!valid_utf8(text)) {
-    throw std::invalid_argument(what + " '" + escape_invalid_utf8(text) + "' is not valid UTF-8");
+  if (!utf8::valid(text)) {
+    throw std::invalid_argument(what + " '" + utf8::escape_invalid(text) + "' is not valid UTF-8");
   }
 }
 

@@ -1,4 +1,4 @@
-// The device mesh's arithmetic (engine/parallel/device_mesh.h): sizes
+// The device mesh's arithmetic (engine/protocol/device_mesh.h): sizes
 // checked once with errors naming every size and the world size, tp
 // innermost, and the groups along one dim or several flattened.
 #include <catch2/catch.hpp>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/parallel/device_mesh.h"
+#include "engine/protocol/device_mesh.h"
 
 using accel::DeviceMesh;
 using accel::ParallelDims;
@@ -87,4 +87,21 @@ TEST_CASE("DeviceMesh names unknown dims and ranks outside the world") {
   CHECK_THROWS_WITH(DeviceMesh(ParallelDims{1, 1, 1, 2}, 2, 2), Catch::Contains("rank 2 is not in a world of 2"));
   const DeviceMesh mesh(ParallelDims{1, 1, 1, 2}, 2, 0);
   CHECK_THROWS_WITH(mesh.group_ranks({kTp, kCp}), Catch::Contains("outermost first"));
+}
+
+TEST_CASE("the mesh's group rows are every dim's and every flattened dim's groups") {
+  using Rows = std::vector<std::pair<std::string, std::string>>;
+  CHECK(accel::mesh_group_rows(ParallelDims{2, 2, 2, 1}, 8) ==
+        Rows{{"dp_replicate", "{0, 4} {1, 5} {2, 6} {3, 7}"},
+             {"dp_shard", "{0, 2} {1, 3} {4, 6} {5, 7}"},
+             {"cp", "{0, 1} {2, 3} {4, 5} {6, 7}"},
+             {"tp", "{0} {1} {2} {3} {4} {5} {6} {7}"},
+             {"dp", "{0, 2, 4, 6} {1, 3, 5, 7}"},
+             {"dp_cp", "{0, 1, 2, 3, 4, 5, 6, 7}"},
+             {"dp_shard_cp", "{0, 1, 2, 3} {4, 5, 6, 7}"}});
+  // Past 8 groups, how many there are.
+  CHECK(accel::mesh_group_rows(ParallelDims{1, 1, 1, 1}, 1).back().second == "{0}");
+  CHECK(accel::mesh_group_rows(ParallelDims{10, 1, 1, 1}, 10)[3].second ==
+        "{0} {1} {2} {3} {4} {5} {6} {7} ... (10 groups)");
+  CHECK_THROWS_AS(accel::mesh_group_rows(ParallelDims{1, 1, 1, 2}, 3), std::invalid_argument);
 }

@@ -18,7 +18,6 @@
 #include "engine/tokenizers/text_records.h"
 #include "engine/tokenizers/tokenizer_error.h"
 #include "engine/tokenizers/tokenizer_json.h"
-#include "engine/tokenizers/utf8.h"
 
 namespace tk = accel::tokenizers;
 
@@ -215,15 +214,6 @@ TEST_CASE("truncation keeps room for special tokens; padding on either side", "[
   pad.length = 2;
   pad.multiple_of = 0;
   CHECK_THROWS_WITH(tk::make_batch(rows, &pad), Catch::Contains("text 2") && Catch::Contains("truncation"));
-}
-
-TEST_CASE("lossy UTF-8 replaces each maximal bad subsequence once", "[tokenizers]") {
-  CHECK(tk::utf8_lossy("a\xE2\x82") == "a\uFFFD");
-  CHECK(tk::utf8_lossy("\xF0\x90\x80\x41") == "\uFFFDA");
-  CHECK(tk::utf8_lossy("\xC0\xAF") == "\uFFFD\uFFFD");
-  CHECK(tk::utf8_lossy("\xED\xA0\x80") == "\uFFFD\uFFFD\uFFFD");
-  CHECK(tk::utf8_lossy("ok \xE6\x9D\xB1") == "ok \u6771");
-  CHECK(tk::first_invalid_utf8("ab\xFF") == 2);
 }
 
 TEST_CASE("bad files, text and ids are errors that name the file, key, byte or id", "[tokenizers]") {

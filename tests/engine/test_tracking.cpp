@@ -13,7 +13,6 @@
 #include "engine/tracking/jsonl_tracker.h"
 #include "engine/tracking/protobuf_wire.h"
 #include "engine/tracking/record_framing.h"
-#include "engine/protocol/utf8.h"
 #include "tests/engine/scratch_files.h"
 
 using namespace accel;
@@ -102,14 +101,6 @@ TEST_CASE("a buffered file flushes once its interval has passed") {
   tracking::BufferedFile file(dir.path + "/f", 0);
   file.append("now");
   CHECK(slurp(dir.path + "/f") == "now");
-}
-
-TEST_CASE("UTF-8 checks follow RFC 3629") {
-  CHECK(tracking::valid_utf8("loss/\xce\xb1"));
-  CHECK_FALSE(tracking::valid_utf8("\xc0\xaf"));          // overlong
-  CHECK_FALSE(tracking::valid_utf8("\xed\xa0\x80"));      // a surrogate
-  CHECK_FALSE(tracking::valid_utf8("\xf4\x90\x80\x80"));  // past U+10FFFF
-  CHECK_FALSE(tracking::valid_utf8("\xe2\x82"));          // cut short
 }
 
 TEST_CASE("names reach gnuplot as single-quoted text, split at their quotes") {

@@ -15,9 +15,10 @@
 
 #include "engine/tokenizers/tokenizer_error.h"
 #include "engine/tokenizers/tokenizer_json.h"
-#include "engine/tokenizers/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace tk = accel::tokenizers;
+namespace utf8 = accel::utf8;
 
 namespace {
 
@@ -40,7 +41,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::size_t cut_length = (data[0] / 6) % 8;  // 0: no truncation
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
   const tk::Tokenizer& t = fixture(which);
-  if (tk::first_invalid_utf8(text) != std::string::npos) {
+  if (utf8::first_invalid(text) != std::string::npos) {
     try {
       t.encode(text, nullptr, special, nullptr);
     } catch (const tk::TokenizerError&) {

@@ -7,7 +7,7 @@
 -- backward], bindings/lua_in_backward.h); errors in a recomputed block name
 -- the block's line; misuse that would give wrong gradients fails instead.
 -- LoRA adapters (accel.peft) on a checkpointed Llama.
--- Then every gradient synchronisation on one rank (helpers/checkpoint_check.lua).
+-- Every gradient synchronisation, at 1 and 2 ranks: test_checkpoint_activations_sync.lua.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local nn, F = accel.nn, accel.nn.functional
 local core = require("accel.core")
@@ -319,6 +319,4 @@ check.raises(function() accel.checkpoint(nil, x) end, "no function",
 -- A module is callable.
 check.near(accel.checkpoint(net.head, x), net.head(x), 0, "a module as the function")
 
--- Every gradient synchronisation, on one rank --------------------------------------
-dofile(arg[0]:match("(.*/)") .. "helpers/checkpoint_check.lua")(check)
 check.done("test_checkpoint_activations")

@@ -1,4 +1,4 @@
--- nproc: 2
+-- nproc: 2 3
 -- Sharding over real ranks (Gloo): for every data set size 1..13, with and
 -- without drop_last, even_batches and split_batches, every rank's batches
 -- are gathered and checked together: each sample read exactly once (only
@@ -6,7 +6,7 @@
 -- state.batch_padding, the same padding table on every rank, step k over
 -- all ranks reading one process's batch k at a W times larger batch, and
 -- split_batches reading what the per-rank batch size reads.
--- test_data_shard_3.lua runs this file on 3 ranks.
+-- It runs at 2 and 3 ranks (`-- nproc: 2 3`).
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local data = accel.data
 local dist = require("accel.core").dist

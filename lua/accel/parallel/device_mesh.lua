@@ -9,7 +9,7 @@
 --   mesh.tp:reduce_scatter(output, input [, op]), mesh.tp:broadcast(t, root)
 -- collectives over this rank's group along that dim (root is a rank of the
 -- group). The arithmetic and its checks are the engine's
--- (engine/parallel/device_mesh.h); each group is made once, here, in the
+-- (engine/protocol/device_mesh.h); each group is made once, here, in the
 -- same order on every rank (engine/comm/group_communicator.h).
 local core = require("accel.core")
 local dist = core.dist

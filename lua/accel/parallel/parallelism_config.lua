@@ -5,7 +5,7 @@
 -- --parallelism-config-tp-size and the config file's parallelism_config
 -- keys, accel.core.launch.parallelism_config), else 1, as Accelerate's
 -- ParallelismConfig reads PARALLELISM_CONFIG_*_SIZE. The sizes are checked against the world once,
--- when the Accelerator makes its mesh (engine/parallel/device_mesh.h): each a
+-- when the Accelerator makes its mesh (engine/protocol/device_mesh.h): each a
 -- positive integer, their product the number of processes.
 -- dp_shard_size > 1 is FSDP over dp_shard (parallel/fsdp/mesh_sharding.lua);
 -- docs/api/parallelism.md says which layouts are implemented.

@@ -67,6 +67,13 @@ function check.raises(fn, what, ...)
 end
 
 -- Prints the closing line; rank 0 only, so multi-rank tests print it once.
+-- The name of this run of a test registered at several rank counts
+-- (`-- nproc: 2 3`, tests/CMakeLists.txt): "test_sharding_3ranks".
+function check.run_name(base)
+  local n = tonumber(os.getenv("WORLD_SIZE") or "1")
+  return base .. "_" .. n .. (n == 1 and "rank" or "ranks")
+end
+
 function check.done(name)
   local rank = tonumber(os.getenv("RANK") or "0")
   if rank == 0 then print(string.format("%s: %d passed, 0 failed", name, check.passed)) end
