@@ -336,7 +336,7 @@ class Evaluator {
       case Expr::Kind::List: {
         List out;
         for (const auto& a : e.args) out.push_back(eval(*a, scope));
-        return Value(std::move(out));
+        return e.name == "tuple" ? Value::tuple(std::move(out)) : Value(std::move(out));
       }
       case Expr::Kind::Dict: {
         Dict out;

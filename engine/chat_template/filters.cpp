@@ -106,7 +106,7 @@ Value dictsort_filter(const Value& in, Call& c) {
   const std::string by = c.string_arg(1, "by", "key");
   if (by != "key" && by != "value") c.fail("sorts by 'key' or 'value'");
   List pairs;
-  for (const auto& [k, v] : in.as_dict().items) pairs.emplace_back(List{Value(k), v});
+  for (const auto& [k, v] : in.as_dict().items) pairs.push_back(Value::tuple({Value(k), v}));
   const std::size_t part = by == "key" ? 0 : 1;
   std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& a, const Value& b) {
     const Value x = fold(a.as_list()[part], case_sensitive), y = fold(b.as_list()[part], case_sensitive);
@@ -344,7 +344,7 @@ const std::map<std::string, Filter>& filters() {
          if (in.is_undefined()) return Value(List{});
          if (!in.is_dict()) c.fail("needs a dict, got a " + std::string(in.type_name()));
          List out;
-         for (const auto& [k, v] : in.as_dict().items) out.emplace_back(List{Value(k), v});
+         for (const auto& [k, v] : in.as_dict().items) out.push_back(Value::tuple({Value(k), v}));
          return Value(std::move(out));
        }},
       {"join", join_filter},

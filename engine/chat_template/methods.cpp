@@ -131,7 +131,7 @@ const std::map<std::string, Method>& string_methods() {
 Value dict_items(const Value& self, Call& c) {
   c.expect(0, {});
   List out;
-  for (const auto& [key, value] : self.as_dict().items) out.emplace_back(List{Value(key), value});
+  for (const auto& [key, value] : self.as_dict().items) out.push_back(Value::tuple({Value(key), value}));
   return Value(std::move(out));
 }
 

@@ -231,7 +231,7 @@ class Parser {
     const int line = peek().line;
     ExprPtr first = expression();
     if (!peek_operator(",")) return first;
-    auto tuple = node(Expr::Kind::List, line);
+    auto tuple = node(Expr::Kind::List, line, "tuple");
     tuple->args.push_back(std::move(first));
     while (skip_operator(",")) {
       if (peek().kind == K::PrintEnd || peek().kind == K::BlockEnd) break;
@@ -375,10 +375,10 @@ class Parser {
         return literal(Value(std::strtod(tok.value.c_str(), nullptr)), tok.line);
       case K::Operator:
         if (tok.value == "(") {
-          if (skip_operator(")")) return node(Expr::Kind::List, tok.line);
+          if (skip_operator(")")) return node(Expr::Kind::List, tok.line, "tuple");
           ExprPtr first = expression();
           if (skip_operator(")")) return first;
-          auto tuple = node(Expr::Kind::List, tok.line);
+          auto tuple = node(Expr::Kind::List, tok.line, "tuple");
           tuple->args.push_back(std::move(first));
           while (skip_operator(",")) {
             if (peek_operator(")")) break;

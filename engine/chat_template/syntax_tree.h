@@ -29,7 +29,7 @@ struct Expr {
     And,
     Or,
     Conditional,  // args[0] if args[1] else args[2] (null: undefined)
-    List,         // [args...] and tuples
+    List,         // [args...], or a tuple (name "tuple")
     Dict,         // {args[2i]: args[2i+1]}
   };
   Kind kind;

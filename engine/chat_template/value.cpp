@@ -24,6 +24,12 @@ Value Value::undefined(std::string why) {
   return v;
 }
 
+Value Value::tuple(List items) {
+  Value v(std::move(items));
+  v.tuple_ = true;
+  return v;
+}
+
 Value Value::function(std::string name, Function fn) {
   Value v;
   v.kind_ = Kind::Callable;
@@ -153,8 +159,9 @@ std::string to_repr(const Value& v) {
     case Value::Kind::String:
       return string_repr(v.as_string());
     case Value::Kind::List: {
-      std::string out = "[";
+      std::string out = v.is_tuple() ? "(" : "[";
       for (std::size_t i = 0; i < v.as_list().size(); ++i) out += (i ? ", " : "") + to_repr(v.as_list()[i]);
+      if (v.is_tuple()) return out + (v.as_list().size() == 1 ? ",)" : ")");
       return out + "]";
     }
     case Value::Kind::Dict: {

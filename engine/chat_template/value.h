@@ -39,6 +39,8 @@ class Value {
   static Value none();
   // An undefined value saying what is missing ("'foo' is undefined").
   static Value undefined(std::string why);
+  // A tuple: a list that prints as Python's (a, b) (dict items, tuple literals).
+  static Value tuple(List items);
   // A callable named `name` (for errors and printing).
   static Value function(std::string name, Function fn);
 
@@ -47,6 +49,7 @@ class Value {
   bool is_none() const { return kind_ == Kind::None; }
   bool is_string() const { return kind_ == Kind::String; }
   bool is_list() const { return kind_ == Kind::List; }
+  bool is_tuple() const { return tuple_; }
   bool is_dict() const { return kind_ == Kind::Dict; }
   bool is_callable() const { return kind_ == Kind::Callable; }
   // Python's int (bool included) and float.
@@ -78,6 +81,7 @@ class Value {
   std::shared_ptr<Dict> dict_;
   std::shared_ptr<const Function> function_;
   std::string note_;
+  bool tuple_ = false;
 };
 
 // A dict: its items in order. Lookups are linear: the dicts of chat
