@@ -17,7 +17,7 @@ namespace accel::chat_template {
 // The sandbox's bounds on one render.
 struct Limits {
   std::size_t max_output_bytes = std::size_t{64} << 20;  // the text, and any one string or list made
-  uint64_t max_steps = 20'000'000;  // expressions evaluated, loop turns, items made: seconds of work
+  uint64_t max_steps = 5'000'000;  // expressions evaluated, loop turns, items made: seconds of work
   int max_call_depth = 100;         // macros calling macros
 };
 

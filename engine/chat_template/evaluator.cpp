@@ -161,27 +161,35 @@ class Evaluator {
       exec(s.else_body, inner);
       return;
     }
+    // One `loop` object whose fields change each turn, as Jinja's LoopContext.
     const int64_t n = static_cast<int64_t>(items.size());
+    auto index = std::make_shared<int64_t>(0);
+    Dict fields;
+    for (const char* name : {"index", "index0", "revindex", "revindex0", "first", "last", "previtem", "nextitem"}) {
+      fields.set(name, Value());
+    }
+    fields.set("length", Value(n));
+    fields.set("depth", Value(int64_t{1}));
+    fields.set("depth0", Value(int64_t{0}));
+    fields.set("cycle", Value::function("loop.cycle", [index](Call& c) {
+                 if (c.args.empty()) c.fail("needs at least one value");
+                 return c.args[static_cast<std::size_t>(*index) % c.args.size()];
+               }));
+    const Value loop(std::move(fields));
+    inner.vars.set("loop", loop);
+    auto& f = loop.mutable_dict().items;
     for (int64_t i = 0; i < n; ++i) {
       budget_.step();
+      *index = i;
       bind(s.targets, items[static_cast<std::size_t>(i)], inner);
-      Dict loop;
-      loop.set("index", Value(i + 1));
-      loop.set("index0", Value(i));
-      loop.set("revindex", Value(n - i));
-      loop.set("revindex0", Value(n - i - 1));
-      loop.set("first", Value(i == 0));
-      loop.set("last", Value(i == n - 1));
-      loop.set("length", Value(n));
-      loop.set("depth", Value(int64_t{1}));
-      loop.set("depth0", Value(int64_t{0}));
-      loop.set("previtem", i > 0 ? items[static_cast<std::size_t>(i - 1)] : Value::undefined("there is no previous item"));
-      loop.set("nextitem", i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : Value::undefined("there is no next item"));
-      loop.set("cycle", Value::function("loop.cycle", [i](Call& c) {
-                 if (c.args.empty()) c.fail("needs at least one value");
-                 return c.args[static_cast<std::size_t>(i) % c.args.size()];
-               }));
-      inner.vars.set("loop", Value(std::move(loop)));
+      f[0].second = Value(i + 1);
+      f[1].second = Value(i);
+      f[2].second = Value(n - i);
+      f[3].second = Value(n - i - 1);
+      f[4].second = Value(i == 0);
+      f[5].second = Value(i == n - 1);
+      f[6].second = i > 0 ? items[static_cast<std::size_t>(i - 1)] : Value::undefined("there is no previous item");
+      f[7].second = i + 1 < n ? items[static_cast<std::size_t>(i + 1)] : Value::undefined("there is no next item");
       if (exec(s.body, inner) == Flow::Break) break;
     }
   }
