@@ -26,7 +26,7 @@ Value attribute_path(const Value& v, const Value& path) {
   while (true) {
     const std::size_t dot = p.find('.', start);
     const std::string part = p.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
-    const bool numeric = !part.empty() && part.find_first_not_of("0123456789") == std::string::npos;
+    const bool numeric = !part.empty() && part.size() < 19 && part.find_first_not_of("0123456789") == std::string::npos;
     out = numeric ? item(out, Value(static_cast<int64_t>(std::stoll(part)))) : item(out, Value(part));
     if (dot == std::string::npos) return out;
     start = dot + 1;

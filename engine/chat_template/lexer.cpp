@@ -268,6 +268,20 @@ class Lexer {
 
 }  // namespace
 
+std::string describe(const Token& tok) {
+  using K = Token::Kind;
+  switch (tok.kind) {
+    case K::Text: return "text";
+    case K::PrintBegin: return "'{{'";
+    case K::PrintEnd: return "'}}'";
+    case K::BlockBegin: return "'{%'";
+    case K::BlockEnd: return "'%}'";
+    case K::End: return "the end of the template";
+    case K::String: return "a string";
+    default: return "'" + tok.value + "'";
+  }
+}
+
 std::vector<Token> lex(const std::string& source) {
   // As Jinja's environment: line ends read as "\n", one trailing newline dropped.
   std::string text;

@@ -30,6 +30,9 @@ struct Token {
   int line;
 };
 
+// A token as errors name it: "'}}'", "a string", "the end of the template".
+std::string describe(const Token& tok);
+
 // Throws TemplateError naming the line of an unclosed tag, string or
 // comment, or a character no expression has.
 std::vector<Token> lex(const std::string& source);

@@ -26,8 +26,7 @@ class Parser {
 
   Body run() {
     std::string ended;
-    Body body = statements({}, ended);
-    return body;
+    return statements({}, ended);
   }
 
  private:
@@ -365,12 +364,8 @@ class Parser {
         while (peek().kind == K::String) text += next().value;  // adjacent literals join, as in Python
         return literal(Value(std::move(text)), tok.line);
       }
-      case K::Integer: {
-        errno = 0;
-        const long long v = std::strtoll(tok.value.c_str(), nullptr, 10);
-        if (errno == ERANGE) throw TemplateError("the integer " + tok.value + " is too large", tok.line);
-        return literal(Value(static_cast<int64_t>(v)), tok.line);
-      }
+      case K::Integer:
+        return literal(integer(tok), tok.line);
       case K::Float:
         return literal(Value(std::strtod(tok.value.c_str(), nullptr)), tok.line);
       case K::Operator:
@@ -414,7 +409,14 @@ class Parser {
     throw TemplateError("unexpected " + describe(tok) + " in an expression", tok.line);
   }
 
-  ExprPtr literal(Value v, int line) {
+  static Value integer(const Token& tok) {
+    errno = 0;
+    const long long v = std::strtoll(tok.value.c_str(), nullptr, 10);
+    if (errno == ERANGE) throw TemplateError("the integer " + tok.value + " is too large", tok.line);
+    return Value(static_cast<int64_t>(v));
+  }
+
+  static ExprPtr literal(Value v, int line) {
     auto e = node(Expr::Kind::Literal, line);
     e->literal = std::move(v);
     return e;
@@ -427,7 +429,7 @@ class Parser {
         if (tok.kind == K::Integer) {  // foo.0, as Jinja: an item
           auto item = node(Expr::Kind::Item, tok.line);
           item->args.push_back(std::move(e));
-          item->args.push_back(literal(Value(static_cast<int64_t>(std::stoll(tok.value))), tok.line));
+          item->args.push_back(literal(integer(tok), tok.line));
           e = std::move(item);
           continue;
         }
@@ -572,18 +574,6 @@ class Parser {
   std::string name(const char* what) {
     if (peek().kind != K::Name) throw TemplateError(std::string("expected ") + what + ", got " + describe(peek()), peek().line);
     return next().value;
-  }
-  static std::string describe(const Token& tok) {
-    switch (tok.kind) {
-      case K::Text: return "text";
-      case K::PrintBegin: return "'{{'";
-      case K::PrintEnd: return "'}}'";
-      case K::BlockBegin: return "'{%'";
-      case K::BlockEnd: return "'%}'";
-      case K::End: return "the end of the template";
-      case K::String: return "a string";
-      default: return "'" + tok.value + "'";
-    }
   }
 
   std::vector<Token> t_;
