@@ -151,8 +151,6 @@ std::vector<Binding> template_methods() {
 std::vector<Binding> chat_template_bindings() {
   return {
       bind("compile", [](lua_State* L, std::string source, std::string origin) {
-        const std::size_t bad = tokenizers::first_invalid_utf8(source);
-        if (bad != std::string::npos) throw ArgError(origin + " is not valid UTF-8 (byte " + std::to_string(bad) + ")");
         push_handle(L, kChatTemplate, TemplatePtr(std::make_shared<const ct::ChatTemplate>(source, origin)));
         return Pushed{1};
       }),

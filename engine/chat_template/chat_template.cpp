@@ -1,7 +1,10 @@
 #include "engine/chat_template/chat_template.h"
 
+#include <algorithm>
+
 #include "engine/chat_template/parser.h"
 #include "engine/chat_template/template_error.h"
+#include "engine/tokenizers/utf8.h"
 
 namespace accel::chat_template {
 namespace {
@@ -13,6 +16,13 @@ std::string located(const std::string& origin, const TemplateError& e) {
 }  // namespace
 
 ChatTemplate::ChatTemplate(const std::string& source, std::string origin) : origin_(std::move(origin)) {
+  const std::size_t bad = tokenizers::first_invalid_utf8(source);
+  if (bad != std::string::npos) {
+    const int line = 1 + static_cast<int>(std::count(source.begin(), source.begin() + static_cast<std::ptrdiff_t>(bad), '\n'));
+    throw TemplateError(origin_ + ", line " + std::to_string(line) + ": byte " + std::to_string(bad) +
+                            " is not valid UTF-8",
+                        line);
+  }
   try {
     body_ = std::make_shared<const Body>(parse(source));
   } catch (const TemplateError& e) {

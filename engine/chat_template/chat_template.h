@@ -31,11 +31,12 @@ namespace accel::chat_template {
 
 class ChatTemplate {
  public:
-  // Parses `source`; `origin` names it in errors ("'dir/chat_template.jinja'").
-  // Throws TemplateError "<origin>, line N: ...".
+  // Parses `source` (valid UTF-8 only); `origin` names it in errors
+  // ("'dir/chat_template.jinja'"). Throws TemplateError "<origin>, line N: ...".
   ChatTemplate(const std::string& source, std::string origin);
 
-  // The text for `variables` (messages, add_generation_prompt, tools...)
+  // The text for `variables` (messages, add_generation_prompt, tools...;
+  // their strings valid UTF-8, as bindings/chat_template_ops.cpp checks)
   // and the spans its generation blocks printed. `clock`: seconds since
   // the epoch for strftime_now. Throws TemplateError naming origin and
   // line; TemplateRaised when the template called raise_exception.
