@@ -99,7 +99,7 @@ local function choose(self, where, name, tools)
       return own[pick], (self.chat_template_origins or {})[pick]
     end
   end
-  if name ~= nil then return name, "the chat_template option" end
+  if name ~= nil then return name, nil end  -- a template given as text
   if own == nil then
     args.error(where .. ": this tokenizer has no chat template (tokenizer_config.json has no chat_template and "
                .. "there is no chat_template.jinja): set tok.chat_template or pass chat_template")
