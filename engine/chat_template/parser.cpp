@@ -276,8 +276,11 @@ class Parser {
     return comparison();
   }
 
+  // Comparisons chain as Python's: a < b < c is a < b and b < c (b, free
+  // of side effects in a template, is evaluated twice).
   ExprPtr comparison() {
     ExprPtr e = sum();
+    const Expr* last = nullptr;  // the right operand of the chain's last comparison
     while (true) {
       const Token& tok = peek();
       std::string op;
@@ -295,9 +298,17 @@ class Parser {
       } else {
         return e;
       }
-      e = binary(Expr::Kind::Binary, op, std::move(e), sum());
+      ExprPtr right = sum();
+      const Expr* right_ptr = right.get();
+      if (!last) {
+        e = binary(Expr::Kind::Binary, op, std::move(e), std::move(right));
+      } else {
+        e = binary(Expr::Kind::And, "and", std::move(e), binary(Expr::Kind::Binary, op, copy(*last), std::move(right)));
+      }
+      last = right_ptr;
     }
   }
+
 
   ExprPtr sum() {
     ExprPtr e = concat();

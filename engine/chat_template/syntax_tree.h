@@ -41,6 +41,9 @@ struct Expr {
   bool negated = false;  // `is not`
 };
 
+// A deep copy of an expression (a chained comparison's shared operand).
+ExprPtr copy(const Expr& from);
+
 struct Stmt;
 using Body = std::vector<std::unique_ptr<Stmt>>;
 

@@ -85,6 +85,7 @@ TEST_CASE("chat template: expressions", "[chat_template]") {
   CHECK(render("{{ 'b' in 'abc' }} {{ 2 not in [1, 2] }} {{ 'role' in messages[0] }}") == "True False True");
   CHECK(render("{{ 1 < 2 and 'x' or 'y' }} {{ 0 or 'fallback' }} {{ not 0 }}") == "x fallback True");
   CHECK(render("{{ 'yes' if messages | length > 2 else 'no' }}") == "yes");
+  CHECK(render("{{ 1 < 2 < 3 }} {{ 3 > 2 > 2 }} {{ 1 == 1 != 2 }}") == "True False True");
   CHECK(render("{{ 'hello'[1:3] }} {{ 'hello'[::-1] }} {{ [1, 2, 3, 4][-2:] }} {{ 'héllo'[1] }}") == "el olleh [3, 4] é");
   CHECK(render("{{ messages[-1]['content'] }} {{ messages[0].role }} {{ messages[5] is defined }}") == "Hello! system False");
   CHECK(render("{{ {'a': [1, {'b': none}]} }} {{ 1.0 }} {{ 0.1 + 0.2 }} {{ 1e20 }} {{ 2.5e-5 }} {{ 'it\\'s' }}") ==

@@ -297,9 +297,9 @@ function chat_template.apply(self, conversation, options)
   local conversations = batched and conversation or { conversation }
   local source, origin = choose(self, where, o.chat_template, o.tools)
   local template = compiled(self, source, origin)
+  -- transformers 5's special_tokens_map: the named tokens, not the additional ones.
   local variables = {}
   for _, name in ipairs(require("accel.tokenizers.special_tokens").NAMES) do variables[name] = self[name] end
-  if #self.additional_special_tokens > 0 then variables.additional_special_tokens = self.additional_special_tokens end
   for k, v in pairs(extra) do variables[k] = v end
   variables.tools = o.tools or core.json.null
   variables.documents = o.documents or core.json.null
