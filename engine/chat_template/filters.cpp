@@ -337,6 +337,10 @@ const std::map<std::string, Filter>& filters() {
       {"escape", escape},
       {"first", [](const Value& in, Call& c) { return end_item(in, c, false); }},
       {"float", float_filter},
+      {"format", [](const Value& in, Call& c) {  // "%s, %s" | format(a, b): Python's % formatting
+         if (!c.kwargs.empty()) c.fail("takes positional arguments only");
+         return binary("%", Value(text_of(in)), Value::tuple(c.args), c.budget);
+       }},
       {"indent", indent_filter},
       {"int", int_filter},
       {"items", [](const Value& in, Call& c) {

@@ -59,7 +59,7 @@ Value repeat(const Value& seq, int64_t times, Budget& budget) {
 
 // printf-style `"%s and %d" % (a, b)`: s r d i f and %%.
 std::string percent_format(const std::string& format, const Value& args) {
-  const List values = args.is_list() ? args.as_list() : List{args};
+  const List values = args.is_tuple() ? args.as_list() : List{args};  // a tuple gives the arguments, anything else is one
   std::size_t next = 0;
   std::string out;
   for (std::size_t i = 0; i < format.size(); ++i) {

@@ -91,7 +91,7 @@ TEST_CASE("chat template: expressions", "[chat_template]") {
   CHECK(render("{{ {'a': [1, {'b': none}]} }} {{ 1.0 }} {{ 0.1 + 0.2 }} {{ 1e20 }} {{ 2.5e-5 }} {{ 'it\\'s' }}") ==
         "{'a': [1, {'b': None}]} 1.0 0.30000000000000004 1e+20 2.5e-05 it's");
   CHECK(render("{{ [\"it's\", 'a\\nb'] }}") == "[\"it's\", 'a\\nb']");
-  CHECK(render("{{ '%s has %d' % ('x', 3) }}") == "x has 3");
+  CHECK(render("{{ '%s has %d' % ('x', 3) }} {{ '%s-%s' | format('a', 2) }} {{ '%s' % [1, 2] }}") == "x has 3 a-2 [1, 2]");
   CHECK(render("{{ (1, 'a') }} {{ (1,) }} {{ () }}") == "(1, 'a') (1,) ()");
   CHECK(render("{{ x }}|{{ x is defined }}|{{ x is undefined }}|{{ tools is none }}") == "|False|True|True");
 }
