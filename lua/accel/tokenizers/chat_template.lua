@@ -55,15 +55,10 @@ function chat_template.read(dir, config)
     templates.default, origins.default = text, jinja
   end
   local extra_dir = dir .. "/additional_chat_templates"
-  local listing = io.popen("ls -1 '" .. extra_dir:gsub("'", "'\\''") .. "' 2>/dev/null")
-  if listing then
-    for name in listing:lines() do
-      local stem = name:match("^(.+)%.jinja$")
-      if stem then
-        templates[stem], origins[stem] = read_file(extra_dir .. "/" .. name), extra_dir .. "/" .. name
-      end
-    end
-    listing:close()
+  for _, name in ipairs(core.checkpoint.list_folder(extra_dir)) do
+    local stem = name:match("^(.+)%.jinja$")
+    local text = stem and read_file(extra_dir .. "/" .. name)
+    if text then templates[stem], origins[stem] = text, extra_dir .. "/" .. name end
   end
   if next(templates) then
     if templates.default and next(templates, next(templates)) == nil then return templates.default, origins end
@@ -236,7 +231,9 @@ function chat_template.save(template, dir, write_text)
       if not name:match("^[%w_%-][%w_%.%-]*$") then
         args.error("Tokenizer:save_pretrained: the chat template name '" .. name .. "' is not a plain file name")
       end
-      os.execute("mkdir -p '" .. (dir .. "/additional_chat_templates"):gsub("'", "'\\''") .. "'")
+      if not core.checkpoint.is_folder(dir .. "/additional_chat_templates") then
+        core.checkpoint.make_empty_folder(dir .. "/additional_chat_templates")
+      end
       local path = dir .. "/additional_chat_templates/" .. name .. ".jinja"
       write_text(path, template[name])
       written[#written + 1] = path
