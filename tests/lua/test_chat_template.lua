@@ -119,4 +119,9 @@ check.raises(function() tok:apply_chat_template({ { role = "user", content = "\x
              "UTF-8")
 check.raises(function() tok:apply_chat_template(chat, { chat_template = "{{ x }}", x = print }) end,
              "a function as a variable", "variables.x")
+check.raises(function()
+  tok:apply_chat_template(chat, { chat_template = "{% for i in range(100) %}x{% endfor %}", template_limits = { max_steps = 50 } })
+end, "template_limits bound the render", "limit of 50 steps")
+check.raises(function() tok:apply_chat_template(chat, { template_limits = { max_step = 50 } }) end,
+             "template_limits' keys are checked", "unknown option 'max_step'")
 check.done("test_chat_template")

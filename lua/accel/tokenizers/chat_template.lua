@@ -276,6 +276,12 @@ function chat_template.apply(self, conversation, options)
     if OPTIONS[k] ~= nil then known[k] = v else extra[k] = v end
   end
   local o = args.options(where, known, OPTIONS, TYPES)
+  if o.template_limits then
+    o.template_limits = args.options(where .. " template_limits", o.template_limits,
+                                     { max_output_bytes = args.NONE, max_steps = args.NONE, max_call_depth = args.NONE },
+                                     { max_output_bytes = "number", max_steps = "number", max_call_depth = "number" })
+    for k, v in pairs(o.template_limits) do args.positive_integer(where, "template_limits." .. k, v) end
+  end
   if not o.tokenize then o.return_dict = false end
   if o.return_assistant_tokens_mask and not o.return_dict then
     args.error(where .. ": return_assistant_tokens_mask = true needs return_dict = true and tokenize = true")
