@@ -11,8 +11,9 @@ layer, its sources a folder:
                   accel-run (its main)
     tokenizers    accel_tokenizers      engine/tokenizers/         sentencepiece (its module's header), json, utf8
     sentencepiece accel_sentencepiece   engine/tokenizers/sentencepiece_module/  itself
+    chat_template accel_chat_template   engine/chat_template/      utf8
     engine        accel_engine          engine/ (the rest)         protocol, json, utf8
-    bindings      accel_worker          bindings/                  engine, tokenizers, protocol, json, utf8
+    bindings      accel_worker          bindings/                  engine, tokenizers, chat_template, protocol, json, utf8
 
 No layer but engine and bindings may include LibTorch. Every library the
 top-level CMakeLists.txt builds must be in the table above (a new library
@@ -34,8 +35,9 @@ LAYERS = {
     "launch": (("accel_launch", "accel-run"), ("protocol", "json", "utf8"), False),
     "tokenizers": (("accel_tokenizers",), ("sentencepiece", "json", "utf8"), False),
     "sentencepiece": (("accel_sentencepiece",), (), False),
+    "chat_template": (("accel_chat_template",), ("utf8",), False),
     "engine": (("accel_engine",), ("protocol", "json", "utf8"), True),
-    "bindings": (("accel_worker",), ("engine", "tokenizers", "protocol", "json", "utf8"), True),
+    "bindings": (("accel_worker",), ("engine", "tokenizers", "chat_template", "protocol", "json", "utf8"), True),
 }
 # Targets of the build that are no layer of ours: found dependencies (LuaJIT,
 # PCRE2, SentencePiece located by their files) wrapped as interface targets.
@@ -55,7 +57,7 @@ def layer(path):
         return None
     if len(parts) > 3 and parts[1] == "tokenizers" and parts[2] == "sentencepiece_module":
         return "sentencepiece"
-    if len(parts) > 2 and parts[1] in ("utf8", "json", "protocol", "launch", "tokenizers"):
+    if len(parts) > 2 and parts[1] in ("utf8", "json", "protocol", "launch", "tokenizers", "chat_template"):
         return parts[1]
     return "engine"
 

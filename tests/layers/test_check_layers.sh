@@ -22,6 +22,7 @@ printf '#include "engine/checkpoint/manifest.h"\n' >>"$work/engine/tokenizers/vo
 printf '#include "engine/protocol/rank_list.h"\n' >>"$work/engine/json/json_node.cpp"
 printf '#include <c10/util/Half.h>\n' >>"$work/engine/utf8/utf8.cpp"
 printf 'add_library(accel_unplanned STATIC engine/x.cpp)\n' >>"$work/CMakeLists.txt"
+printf '#include <torch/torch.h>\n#include "engine/nn/attention.h"\n' >>"$work/engine/chat_template/value.cpp"
 out=$(python3 "$root/scripts/check_layers.py" --root "$work" 2>&1)
 status=$?
 expect "a crossing fails the check" [ $status -eq 1 ]
@@ -33,6 +34,8 @@ expect "tokenizers/ including engine/ is named" grep -q "engine/tokenizers/vocab
 expect "json/ including protocol/ is named" grep -q "engine/json/json_node.cpp:.*json/ may not include protocol/" <<<"$out"
 expect "LibTorch in utf8/ is named" grep -q "engine/utf8/utf8.cpp:.*utf8/ may not include LibTorch" <<<"$out"
 expect "a library of the build in no layer is named" grep -q "the library accel_unplanned is in no layer" <<<"$out"
-expect "and the counts" grep -q "check_layers: 7 include(s) cross the layers" <<<"$out"
+expect "LibTorch in chat_template/ is named" grep -q "engine/chat_template/value.cpp:.*chat_template/ may not include LibTorch" <<<"$out"
+expect "chat_template/ including engine/ is named" grep -q "engine/chat_template/value.cpp:.*chat_template/ may not include engine/" <<<"$out"
+expect "and the counts" grep -q "check_layers: 9 include(s) cross the layers" <<<"$out"
 echo "test_check_layers: $failures failed"
 [ "$failures" -eq 0 ]
