@@ -67,6 +67,7 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
   add_table(L, "tracking", "accel.tracking.", tracking_bindings());
   add_table(L, "json", "accel.json.", json_bindings());
   add_table(L, "tokenizers", "accel.tokenizers.", tokenizer_bindings());
+  add_table(L, "chat_template", "accel.tokenizers.", chat_template_bindings());
   lua_getfield(L, core, "json");
   push_json_null(L);
   lua_setfield(L, -2, "null");

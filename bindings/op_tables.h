@@ -45,6 +45,8 @@ std::vector<Binding> json_bindings();
 void push_json_null(lua_State* L);
 // accel.core.tokenizers: tokenizer.json and SentencePiece tokenizers (tokenizer_ops.cpp).
 std::vector<Binding> tokenizer_bindings();
+// accel.core.chat_template: chat templates, compiled and rendered (chat_template_ops.cpp).
+std::vector<Binding> chat_template_bindings();
 // accel.cuda: GPUs, their memory and generators (cuda_ops.cpp).
 std::vector<Binding> cuda_bindings();
 // accel.core.graphs: CUDA graphs of training steps (cuda_graph_ops.cpp).

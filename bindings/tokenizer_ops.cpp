@@ -16,6 +16,7 @@
 
 #include "bindings/lua_support.h"
 #include "bindings/op_tables.h"
+#include "engine/chat_template/assistant_mask.h"
 #include "engine/tokenizers/batch.h"
 #include "engine/tokenizers/sentencepiece_tokenizer.h"
 #include "engine/tokenizers/text_records.h"
@@ -216,6 +217,27 @@ std::vector<Binding> tokenizer_methods() {
       // tensor, read here (the second Receiver steps over them).
       bind("decode", [](lua_State* L, Receiver, Receiver, bool skip_special_tokens) {
         return tokenizer_at(L).decode(ids_at(L, 2, "ids"), skip_special_tokens);
+      }),
+      // assistant_mask(ids, {{begin, end}...}) -> {0 or 1 per id}: the ids
+      // whose text overlaps a span of the decoded text (0-based bytes, end
+      // excluded), as transformers' assistant_masks (engine/chat_template/assistant_mask.h).
+      bind("assistant_mask", [](lua_State* L, Receiver, Receiver, Receiver) {
+        const tk::Tokenizer& tok = tokenizer_at(L);
+        const std::vector<int64_t> ids = ids_at(L, 2, "ids");
+        if (lua_type(L, 3) != LUA_TTABLE) throw ArgError("spans must be a list of {begin, end}");
+        std::vector<std::pair<std::size_t, std::size_t>> spans;
+        for (std::size_t i = 1; i <= lua_objlen(L, 3); ++i) {
+          lua_rawgeti(L, 3, static_cast<int>(i));
+          const std::vector<int64_t> span = ids_at(L, lua_gettop(L), "spans[" + std::to_string(i) + "]");
+          lua_pop(L, 1);
+          if (span.size() != 2 || span[0] < 0 || span[1] < span[0]) throw ArgError("spans[" + std::to_string(i) + "] must be {begin, end}");
+          spans.emplace_back(static_cast<std::size_t>(span[0]), static_cast<std::size_t>(span[1]));
+        }
+        const std::vector<int32_t> mask = chat_template::assistant_mask(ids.size(), spans, [&](std::size_t n) {
+          return tok.decode(std::vector<int64_t>(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n)), false).size();
+        });
+        push_ids(L, mask);
+        return Pushed{1};
       }),
       // decode_batch(ids, skip_special_tokens) -> {texts}; ids a 2-D integer
       // tensor, one text a row, or a list of lists.

@@ -18,6 +18,7 @@ printf '#include <ATen/ATen.h>\n' >>"$work/engine/protocol/error_file.h"
 printf '#include "engine/launch/supervisor.h"\n' >>"$work/engine/comm/reduce_op.cpp"
 printf '#include "engine/launch/run_command.h"\n' >>"$work/bindings/registration.cpp"
 printf '#include "engine/comm/communicator.h"\n' >>"$work/engine/launch/supervisor.cpp"
+printf '#include <torch/torch.h>\n#include "engine/nn/attention.h"\n' >>"$work/engine/chat_template/value.cpp"
 out=$(python3 "$root/scripts/check_layers.py" --root "$work" 2>&1)
 status=$?
 expect "a crossing fails the check" [ $status -eq 1 ]
@@ -25,6 +26,8 @@ expect "LibTorch in protocol/ is named" grep -q "engine/protocol/error_file.h:.*
 expect "engine/ including launch/ is named" grep -q "engine/comm/reduce_op.cpp:.*engine/ may not include launch/" <<<"$out"
 expect "bindings/ including launch/ is named" grep -q "bindings/registration.cpp:.*bindings/ may not include launch/" <<<"$out"
 expect "launch/ including engine/ is named" grep -q "engine/launch/supervisor.cpp:.*launch/ may not include engine/" <<<"$out"
-expect "and the count" grep -q "check_layers: 4 include(s) cross the layers" <<<"$out"
+expect "LibTorch in chat_template/ is named" grep -q "engine/chat_template/value.cpp:.*chat_template/ may not include LibTorch" <<<"$out"
+expect "chat_template/ including engine/ is named" grep -q "engine/chat_template/value.cpp:.*chat_template/ may not include engine/" <<<"$out"
+expect "and the count" grep -q "check_layers: 6 include(s) cross the layers" <<<"$out"
 echo "test_check_layers: $failures failed"
 [ "$failures" -eq 0 ]

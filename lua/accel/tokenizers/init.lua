@@ -1,6 +1,7 @@
 -- accel.tokenizers: the tokenizers of pretrained checkpoints (docs/api/tokenizers.md).
 --   accel.tokenizers.from_pretrained(dir)   tokenizer.json, or tokenizer.model alone,
 --                                           with tokenizer_config.json and special_tokens_map.json
+--                                           and the chat template (chat_template.jinja or the config's)
 --   accel.tokenizers.from_file(path)        a tokenizer.json by itself
 --   accel.tokenizers.TokenizedDataset(path, tok, options)
 --                                           a text or JSON Lines file as int64 rows for training
@@ -10,6 +11,7 @@ local core = require("accel.core")
 local args = require("accel.args")
 local Tokenizer = require("accel.tokenizers.tokenizer")
 local special_tokens = require("accel.tokenizers.special_tokens")
+local chat_template = require("accel.tokenizers.chat_template")
 
 local tokenizers = {}
 tokenizers.Tokenizer = Tokenizer
@@ -37,11 +39,14 @@ function tokenizers.from_pretrained(dir, options)
   local ok, specials = pcall(special_tokens.from_configs, config, map, dir)
   if not ok then args.error("accel.tokenizers.from_pretrained: " .. specials) end
   local json_path, model_path = dir .. "/tokenizer.json", dir .. "/tokenizer.model"
+  local ok_template, template, origins = pcall(chat_template.read, dir, config)
+  if not ok_template then args.error("accel.tokenizers.from_pretrained: " .. template) end
   if exists(json_path) then
     local handle, pad_token, pad_id = core.tokenizers.from_file(json_path)
     return Tokenizer.wrap(handle, { kind = "tokenizer.json", file = json_path, config = config,
                                     config_floats = config_floats, specials = specials,
-                                    file_pad_token = pad_token, file_pad_id = pad_id })
+                                    file_pad_token = pad_token, file_pad_id = pad_id,
+                                    chat_template = template, chat_template_origins = origins })
   end
   if exists(model_path) then
     config = config or {}
@@ -58,7 +63,8 @@ function tokenizers.from_pretrained(dir, options)
       if specials[name] == nil then specials[name] = piece end
     end
     return Tokenizer.wrap(handle, { kind = "tokenizer.model", file = model_path, config = config,
-                                    config_floats = config_floats, specials = specials })
+                                    config_floats = config_floats, specials = specials,
+                                    chat_template = template, chat_template_origins = origins })
   end
   args.error(string.format("accel.tokenizers.from_pretrained: '%s' has neither tokenizer.json nor tokenizer.model",
                            dir))

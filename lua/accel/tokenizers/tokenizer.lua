@@ -10,6 +10,7 @@
 local core = require("accel.core")
 local args = require("accel.args")
 local special_tokens = require("accel.tokenizers.special_tokens")
+local chat_template = require("accel.tokenizers.chat_template")
 
 local Tokenizer = {}
 Tokenizer.__index = Tokenizer
@@ -20,7 +21,9 @@ local NO_LIMIT = 1e18
 -- Builds the Lua tokenizer around `handle` (accel.core.tokenizers).
 -- `info`: kind ("tokenizer.json" or "tokenizer.model"), file (its path),
 -- config (tokenizer_config.json's table or nil), specials (from
--- special_tokens.from_configs), file_pad_token / file_pad_id.
+-- special_tokens.from_configs), file_pad_token / file_pad_id,
+-- chat_template (a string, a table of named ones, or nil) and
+-- chat_template_origins (the file of each, for errors).
 function Tokenizer.wrap(handle, info)
   local config = info.config or {}
   local self = setmetatable({
@@ -32,6 +35,9 @@ function Tokenizer.wrap(handle, info)
     vocab_size = handle:vocab_size(false),
     padding_side = config.padding_side or "right",
     truncation_side = config.truncation_side or "right",
+    -- Visible and settable, as transformers' tok.chat_template.
+    chat_template = info.chat_template,
+    chat_template_origins = info.chat_template_origins,
   }, Tokenizer)
   if type(config.model_max_length) == "number" and config.model_max_length < NO_LIMIT then
     self.model_max_length = config.model_max_length
@@ -286,6 +292,9 @@ function Tokenizer:batch_decode(ids, options)
   return texts
 end
 
+-- tok:apply_chat_template(messages, options): chat_template.lua.
+Tokenizer.apply_chat_template = chat_template.apply
+
 local function copy_file(from, to)
   local src = assert(io.open(from, "rb"))
   local bytes = src:read("*a")
@@ -328,10 +337,16 @@ function Tokenizer:save_pretrained(dir)
   config.padding_side = self.padding_side
   config.truncation_side = self.truncation_side
   config.model_max_length = self.model_max_length or config.model_max_length
+  -- As transformers 5: the template in chat_template.jinja (named ones
+  -- beside it in additional_chat_templates/), none in the config.
+  config.chat_template = nil
+  local written = chat_template.save(self.chat_template, dir, write_text)
   local config_path, map_path = dir .. "/tokenizer_config.json", dir .. "/special_tokens_map.json"
   write_text(config_path, core.json.encode(config, self.config_floats))
   write_text(map_path, core.json.encode(map))
-  return { file, config_path, map_path }
+  local paths = { file, config_path, map_path }
+  for _, path in ipairs(written) do paths[#paths + 1] = path end
+  return paths
 end
 
 return Tokenizer
