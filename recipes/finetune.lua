@@ -202,7 +202,7 @@ if acc.is_main_process then
   if o.chat then  -- the template's rendering of a user turn, then its generation prompt
     local text = o.sample_prompt ~= "" and o.sample_prompt or "Hello"
     local ids = tok:apply_chat_template({ { role = "user", content = text } },
-                                        { add_generation_prompt = true, tokenize = true })
+                                        { add_generation_prompt = true, tokenize = true }).input_ids
     prompt = accel.tensor(ids, { dtype = accel.int64 }):view(1, -1)
   elseif o.sample_prompt ~= "" then
     prompt = tok({ o.sample_prompt }).input_ids
