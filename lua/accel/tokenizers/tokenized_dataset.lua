@@ -79,8 +79,10 @@ local function conversational_examples(tok, path, o)
   else
     return nil
   end
-  if type(tok.apply_chat_template) ~= "function" then
-    args.error(o.where .. ": conversational records need a tokenizer with a chat template (tok:apply_chat_template)")
+  if tok.chat_template == nil then
+    args.error(string.format("%s: '%s' holds conversations, which need a tokenizer with a chat template "
+                             .. "(chat_template.jinja, or chat_template in tokenizer_config.json; or set "
+                             .. "tok.chat_template)", o.where, path))
   end
   local out = {}
   for _, entry in ipairs(entries) do out[#out + 1] = make(tok, entry, o) end
