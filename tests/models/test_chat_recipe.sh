@@ -3,7 +3,9 @@
 # typed get replies streamed as they decode, the second reply on the
 # conversation kept so far (the replies chat_check.lua computes, which
 # differ from the second line's reply alone), /reset and Ctrl-D leave with
-# exit code 0; TextStreamer's pieces join to each reply.
+# exit code 0; TextStreamer's pieces join to each reply; and
+# generate_pretrained.lua, given conversations, gives each the same reply
+# on 2 processes.
 source "$(dirname "$0")/../launch/lib.sh"
 command -v tmux >/dev/null || { echo "tmux is not installed: skipped"; exit 77; }
 here="$source_root/tests/models"
@@ -28,6 +30,17 @@ reply2=$(sed -n 's/^reply 2: //p' "$work/out" | printable)
 alone2=$(sed -n 's/^alone 2: //p' "$work/out" | printable)
 expect "the history changes the second reply ('$reply2' against '$alone2' alone)" \
   [ -n "$reply1" -a -n "$reply2" -a "$reply2" != "$alone2" ]
+
+# The distributed-inference recipe takes conversations: on 2 processes, each
+# conversation's reply is the one chat gives it alone.
+printf '{"messages": [{"role": "user", "content": "the cat sat"}]}\n{"messages": [{"role": "user", "content": "a dog ran"}]}\n' \
+  >"$work/chats.jsonl"
+run_accel "$source_root/recipes/generate_pretrained.lua" --nproc 2 --threads 1 -- "$work/model" "" 6 "$work/chats.jsonl"
+expect "generate_pretrained.lua answers conversations on 2 processes" [ "$status" -eq 0 ]
+expect "the first conversation's reply is chat's ('$reply1')" \
+  [ "$(sed -n 's/^\[1\] //p' "$work/out" | printable)" = "$reply1" ]
+expect "the second's is chat's to that line alone ('$alone2')" \
+  [ "$(sed -n 's/^\[2\] //p' "$work/out" | printable)" = "$alone2" ]
 
 tmux_ new-session -d -s "$session" -x 200 -y 50 \
   "'$accel_run' --threads 1 '$source_root/recipes/chat.lua' -- '$work/model' --max_new_tokens 6; echo \$? >'$work/exit'; sleep 60"
