@@ -4,7 +4,9 @@
 -- rows of 32, completion_only_loss) give TRL's rows, token for token, label
 -- for label, position for position; 10 AdamW steps on them give TRL's
 -- losses.
---   accel-run sft_parity.lua -- REFERENCE_DIR DATA
+-- With "chat", the records are conversations and the loss on the
+-- assistant's turns alone (messages_key, assistant_only_loss).
+--   accel-run sft_parity.lua -- REFERENCE_DIR DATA [chat]
 local check = dofile(arg[0]:match("(.*/)") .. "../lua/helpers/check.lua")
 local ref_dir, data = arg[1], arg[2]
 local reference = require("accel.core").json.read(ref_dir .. "/reference.json")
@@ -16,8 +18,11 @@ local TOLERANCE = 1e-5
 
 local tok = accel.tokenizers.from_pretrained(ref_dir .. "/model")
 if tok.pad_token_id == nil then tok.pad_token_id = tok.eos_token_id end
-local ds = accel.tokenizers.TokenizedDataset(data, tok, { completion_key = "completion", packing = true,
-                                                          max_length = 32 })
+local chat = arg[3] == "chat"
+local ds = accel.tokenizers.TokenizedDataset(data, tok, {
+  completion_key = not chat and "completion" or nil, messages_key = chat and "messages" or nil,
+  assistant_only_loss = chat, packing = true, max_length = chat and 64 or 32,
+})
 check.equal(ds:__len(), reference.rows, "as many packed rows as TRL's")
 
 local acc = accel.Accelerator{}

@@ -160,8 +160,9 @@ local function new(_, path, tok, options)
   end
   if #examples == 0 then args.error(string.format("%s: '%s' has no records", where, path)) end
 
-  -- Cut (unless wrapped packing cuts them), and those left with no label
-  -- dropped (they teach nothing), as TRL.
+  -- Cut (unless wrapped packing cuts them); padded, those left with no
+  -- label are dropped (they teach nothing), as TRL drops them (packed, TRL
+  -- keeps them, and so does accel: the rows stay TRL's).
   local kept = {}
   for _, e in ipairs(examples) do
     if not (o.packing and o.packing_strategy == "wrapped") then
@@ -169,7 +170,7 @@ local function new(_, path, tok, options)
     end
     local learnt = false
     for _, l in ipairs(e.labels) do if l ~= -100 then learnt = true break end end
-    if learnt then kept[#kept + 1] = e end
+    if learnt or o.packing then kept[#kept + 1] = e end
   end
   if #kept == 0 then
     args.error(string.format("%s: '%s': no record has a token to learn within max_length = %d", where, path,
