@@ -24,6 +24,20 @@ struct Partial {
   Tensor lse;
 };
 
+// The lowest finite number of a floating dtype.
+double lowest_of(at::ScalarType type) {
+  switch (type) {
+    case at::kDouble:
+      return std::numeric_limits<double>::lowest();
+    case at::kBFloat16:
+      return static_cast<double>(std::numeric_limits<c10::BFloat16>::lowest());
+    case at::kHalf:
+      return static_cast<double>(std::numeric_limits<c10::Half>::lowest());
+    default:
+      return static_cast<double>(std::numeric_limits<float>::lowest());
+  }
+}
+
 // q (B, H, Lq, E) against k (B, Hkv, S, E) and v. The query heads that share
 // a key/value head are laid end to end along the length, (B, Hkv, G * Lq, E),
 // so k and v are never repeated. `blocked` (Lq, S) or (B, 1, Lq, S), true
@@ -40,9 +54,7 @@ Partial attend(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& 
   if (blocked.defined()) {
     std::vector<int64_t> times(blocked.dim(), 1);
     times[blocked.dim() - 2] = groups;
-    scores.masked_fill_(blocked.repeat(times), scores.scalar_type() == at::kDouble
-                                                   ? std::numeric_limits<double>::lowest()
-                                                   : static_cast<double>(std::numeric_limits<float>::lowest()));
+    scores.masked_fill_(blocked.repeat(times), lowest_of(scores.scalar_type()));
   }
   Tensor out = at::matmul(at::softmax(scores, -1), v);
   return {out.view({batch, heads, length, v.size(-1)}),
