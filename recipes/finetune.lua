@@ -137,9 +137,10 @@ else
   for _, p in ipairs(model:parameters()) do trainable = trainable + p:numel() end
   all = trainable
 end
-acc:print(string.format("%s fine-tuning: %d of %d weights train; %d examples, %d updates (%d an epoch) of %d x %d x %d rows",
-                        o.lora and "LoRA" or "full", trainable, all, dataset:__len(), total, updates_per_epoch,
-                        o.batch_size, o.grad_accum, acc.num_processes))
+acc:print(string.format("%s fine-tuning: %d of %d weights train; %d examples%s, %d updates (%d an epoch) of %d x %d x %d rows",
+                        o.lora and "LoRA" or "full", trainable, all, dataset.examples,
+                        o.packing and string.format(" in %d packed rows", dataset:__len()) or "", total,
+                        updates_per_epoch, o.batch_size, o.grad_accum, acc.num_processes))
 model, opt, sched = acc:prepare(model, opt, sched)
 acc:init_trackers("logs", o)
 if o.resume then
