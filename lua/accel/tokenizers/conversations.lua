@@ -136,8 +136,7 @@ function conversations.prompt_completion_example(tok, entry, o)
   for _, m in ipairs(prompt) do joined[#joined + 1] = m end
   for _, m in ipairs(completion) do joined[#joined + 1] = m end
   local ids, masks = render(tok, joined, entry, { return_assistant_tokens_mask = o.assistant_only_loss })
-  local shared = 0
-  while shared < #prompt_ids and shared < #ids and prompt_ids[shared + 1] == ids[shared + 1] do shared = shared + 1 end
+  local shared = conversations.common_prefix_length(prompt_ids, ids)
   if o.assistant_only_loss and (masks == nil or not has_label(labels_of(ids, function(j) return masks[j] == 1 end))) then
     args.error(o.where .. ": " .. no_assistant_tokens(o.path, entry.line))
   end
@@ -145,6 +144,13 @@ function conversations.prompt_completion_example(tok, entry, o)
     return (not o.completion_only_loss or j > shared) and (not o.assistant_only_loss or masks[j] == 1)
   end)
   return { ids = ids, labels = labels }
+end
+
+-- How many ids lists a and b share from their start (TRL's common_prefix_length).
+function conversations.common_prefix_length(a, b)
+  local n = 0
+  while n < #a and n < #b and a[n + 1] == b[n + 1] do n = n + 1 end
+  return n
 end
 
 -- Whether a prompt-completion record is conversational: its prompt a list.

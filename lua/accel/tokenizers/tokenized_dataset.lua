@@ -52,15 +52,17 @@ local function text_examples(tok, texts, o)
 end
 
 -- Examples of prompt-completion strings: the ids of prompt .. completion
--- (EOS appended unless there), -100 on the prompt's tokens (as many as the
--- prompt alone gives) when completion_only.
+-- (EOS appended unless there), -100 on the prompt's tokens when
+-- completion_only: as TRL, those the prompt alone shares with the start of
+-- prompt .. completion (fewer when a token spans the boundary).
 local function prompt_completion_examples(tok, prompts, completions, o)
   local out = {}
   for i = 1, #prompts do
     local prompt_ids = tok.handle:encode(prompts[i], { add_special_tokens = o.add_special_tokens })
     local ids = with_eos(tok, tok.handle:encode(prompts[i] .. completions[i], { add_special_tokens = o.add_special_tokens }))
     local labels = {}
-    for j, id in ipairs(ids) do labels[j] = (o.completion_only_loss and j <= #prompt_ids) and -100 or id end
+    local shared = conversations.common_prefix_length(prompt_ids, ids)
+    for j, id in ipairs(ids) do labels[j] = (o.completion_only_loss and j <= shared) and -100 or id end
     out[i] = { ids = ids, labels = labels }
   end
   return out
