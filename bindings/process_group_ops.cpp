@@ -122,14 +122,16 @@ std::vector<Binding> group_methods() {
       }),
       // ring_shift(x): the previous group rank's x; its gradient goes back (engine/parallel/ring_shift.h).
       bind("ring_shift", [](lua_State* L, Receiver, const at::Tensor& x) { return ring_shift(x, group_at(L).comm); }),
-      // ring_attention(q, k, v[, {causal = true, scale}]): attention over the sequence the group's ranks
-      // hold between them, causal in the load-balanced layout (engine/parallel/ring_attention.h).
+      // ring_attention(q, k, v[, {causal = true, scale, position_ids}]): attention over the sequence the
+      // group's ranks hold between them, causal in the load-balanced layout, within each packed document
+      // that position_ids mark (engine/parallel/ring_attention.h).
       bind("ring_attention", [](lua_State* L, Receiver, const at::Tensor& q, const at::Tensor& k,
                                 const at::Tensor& v, Options o) {
-        check_option_names(L, o, {"causal", "scale"});
+        check_option_names(L, o, {"causal", "scale", "position_ids"});
         RingAttentionOptions options;
         options.causal = option_boolean(L, o, "causal", true);
         if (option_present(L, o, "scale")) options.scale = option_number(L, o, "scale", 0.0);
+        if (option_present(L, o, "position_ids")) options.position_ids = *option_tensor(L, o, "position_ids");
         return ring_attention(q, k, v, group_at(L).comm, options);
       }),
       // GradientReducer(params[, bucket_bytes]): averages these gradients over the group's ranks.

@@ -10,6 +10,8 @@
 //     -> tokenizer, {unk_token, bos_token, eos_token, pad_token}: the model's own pieces
 //   sentencepiece_available() -> bool, why
 //   read_records(path, "text" | "jsonl", key) -> {texts}
+//   training_rows(examples, max_length, "pad" | "bfd" | "wrapped", pad_id, left)
+//     -> input_ids, attention_mask, labels[, position_ids] (engine/tokenizers/training_rows.h)
 // and the tokenizer's methods below.
 #include <cstring>
 #include <memory>
@@ -22,6 +24,7 @@
 #include "engine/tokenizers/text_records.h"
 #include "engine/tokenizers/tokenizer_error.h"
 #include "engine/tokenizers/tokenizer_json.h"
+#include "engine/tokenizers/training_rows.h"
 
 namespace accel::lua {
 namespace {
@@ -94,6 +97,28 @@ at::Tensor long_matrix(const std::vector<int64_t>& values, std::size_t rows, std
   at::Tensor t = at::empty({static_cast<int64_t>(rows), static_cast<int64_t>(columns)}, at::kLong);
   if (!values.empty()) std::memcpy(t.data_ptr<int64_t>(), values.data(), values.size() * sizeof(int64_t));
   return t;
+}
+
+// A list of {ids = {...}, labels = {...}} at `idx`.
+std::vector<tk::TrainingExample> examples_at(lua_State* L, int idx) {
+  if (lua_type(L, idx) != LUA_TTABLE) throw ArgError("examples must be a list of {ids, labels}");
+  const std::size_t n = lua_objlen(L, idx);
+  std::vector<tk::TrainingExample> out(n);
+  for (std::size_t i = 1; i <= n; ++i) {
+    const std::string what = "examples[" + std::to_string(i) + "]";
+    lua_rawgeti(L, idx, static_cast<int>(i));
+    if (lua_type(L, -1) != LUA_TTABLE) throw ArgError(what + " must be a table {ids, labels}");
+    lua_getfield(L, -1, "ids");
+    out[i - 1].ids = ids_at(L, lua_gettop(L), what + ".ids");
+    lua_getfield(L, -2, "labels");
+    out[i - 1].labels = ids_at(L, lua_gettop(L), what + ".labels");
+    lua_pop(L, 3);
+    if (out[i - 1].labels.size() != out[i - 1].ids.size()) {
+      throw ArgError(what + " has " + std::to_string(out[i - 1].ids.size()) + " ids and " +
+                     std::to_string(out[i - 1].labels.size()) + " labels");
+    }
+  }
+  return out;
 }
 
 tk::Side side_option(lua_State* L, const Options& o, const char* name) {
@@ -362,6 +387,27 @@ std::vector<Binding> tokenizer_bindings() {
         lua_pushboolean(L, tk::sentencepiece_available(&why));
         lua_pushlstring(L, why.data(), why.size());
         return Pushed{2};
+      }),
+      bind("training_rows", [](lua_State* L, Receiver, int64_t max_length, std::string mode, int64_t pad_id,
+                               bool left) {
+        TORCH_CHECK(max_length >= 1, "max_length must be at least 1, got ", max_length);
+        const std::vector<tk::TrainingExample> examples = examples_at(L, 1);
+        const auto length = static_cast<std::size_t>(max_length);
+        tk::TrainingRows r;
+        if (mode == "pad") {
+          r = tk::pad_examples(examples, length, pad_id, left);
+        } else if (mode == "bfd" || mode == "wrapped") {
+          r = tk::pack_examples(examples, length, mode == "bfd" ? tk::PackingStrategy::BestFitDecreasing
+                                                                 : tk::PackingStrategy::Wrapped, pad_id);
+        } else {
+          throw ArgError("mode must be \"pad\", \"bfd\" or \"wrapped\", got \"" + mode + "\"");
+        }
+        push_tensor(L, long_matrix(r.input_ids, r.rows, r.columns));
+        push_tensor(L, long_matrix(r.attention_mask, r.rows, r.columns));
+        push_tensor(L, long_matrix(r.labels, r.rows, r.columns));
+        if (mode == "pad") return Pushed{3};
+        push_tensor(L, long_matrix(r.position_ids, r.rows, r.columns));
+        return Pushed{4};
       }),
       bind("read_records", [](lua_State* L, std::string path, std::string format, std::string key) {
         tk::RecordFormat f;

@@ -5,9 +5,12 @@
 -- DATA: a .jsonl/.json file holds one JSON object a line whose "text" is one
 -- example (--text_key names another key), or, with --completion_key, a
 -- prompt (--prompt_key) and its completion, the loss then on the completion
--- alone; any other file holds one example a line. Each example is a row cut to --max_length and padded (the loss
--- skips the padding); --packing instead joins them, EOS after each, into
--- rows of exactly --max_length tokens.
+-- alone; with --chat, a conversation under "messages" (--messages_key) that
+-- the tokenizer's chat template renders (--assistant_only_loss: the loss on
+-- the assistant's turns alone); any other file holds one example a line.
+-- Each example is a row cut to --max_length and padded (the loss skips the
+-- padding); --packing instead puts several in a row of --max_length, each
+-- attending only to itself (--packing_strategy bfd or wrapped).
 -- It writes under --output_dir: checkpoints/checkpoint_<n> every
 -- --save_steps updates (acc:save_state; --resume continues the newest),
 -- logs/ (the trackers' files: `accel-run plot OUTPUT_DIR/logs`), and at the
@@ -27,7 +30,8 @@ local o = {
   lora = true, r = 8, lora_alpha = 16, lora_dropout = 0.05, target_modules = "",
   lr = 0, weight_decay = 0, warmup_steps = -1, max_grad_norm = 1,
   epochs = 1, max_steps = 0, batch_size = 4, grad_accum = 1, max_length = 512, packing = false, text_key = "text",
-  prompt_key = "prompt", completion_key = "",
+  prompt_key = "prompt", completion_key = "", chat = false, messages_key = "messages", assistant_only_loss = false,
+  packing_strategy = "bfd", truncation_mode = "keep_start",
   bf16 = false, gradient_checkpointing = false, seed = 42,
   output_dir = "runs/finetune", log_every = 10, save_steps = 0, save_total_limit = 2, resume = false,
   tracker = "jsonl", sample_prompt = "", sample_tokens = 32,
@@ -115,6 +119,8 @@ if tok.pad_token_id == nil then tok.pad_token_id = tok.eos_token_id end  -- the 
 local dataset = accel.tokenizers.TokenizedDataset(data_file, tok, {
   max_length = o.max_length, packing = o.packing, text_key = o.text_key, prompt_key = o.prompt_key,
   completion_key = o.completion_key ~= "" and o.completion_key or nil,
+  messages_key = o.chat and o.messages_key or nil, assistant_only_loss = o.assistant_only_loss,
+  packing_strategy = o.packing_strategy, truncation_mode = o.truncation_mode,
 })
 local loader = accel.data.DataLoader(dataset, { batch_size = o.batch_size, shuffle = true })
 loader = acc:prepare(loader)
@@ -131,9 +137,10 @@ else
   for _, p in ipairs(model:parameters()) do trainable = trainable + p:numel() end
   all = trainable
 end
-acc:print(string.format("%s fine-tuning: %d of %d weights train; %d examples, %d updates (%d an epoch) of %d x %d x %d rows",
-                        o.lora and "LoRA" or "full", trainable, all, dataset:__len(), total, updates_per_epoch,
-                        o.batch_size, o.grad_accum, acc.num_processes))
+acc:print(string.format("%s fine-tuning: %d of %d weights train; %d examples%s, %d updates (%d an epoch) of %d x %d x %d rows",
+                        o.lora and "LoRA" or "full", trainable, all, dataset.examples,
+                        o.packing and string.format(" in %d packed rows", dataset:__len()) or "", total,
+                        updates_per_epoch, o.batch_size, o.grad_accum, acc.num_processes))
 model, opt, sched = acc:prepare(model, opt, sched)
 acc:init_trackers("logs", o)
 if o.resume then
@@ -148,10 +155,12 @@ end
 -- mean over every process.
 local micro_losses, window, started = {}, {}, os.time()
 while opt.updates < total do
-  for input_ids, attention_mask, labels in loader:iter() do
+  -- Packed rows carry position_ids: each example attends to itself alone.
+  for input_ids, attention_mask, labels, position_ids in loader:iter() do
     local before = opt.updates
     acc:accumulate(model, function()
-      local loss = model{ input_ids = input_ids, attention_mask = attention_mask, labels = labels }.loss
+      local loss = model{ input_ids = input_ids, attention_mask = attention_mask, labels = labels,
+                          position_ids = position_ids }.loss
       acc:backward(loss)
       micro_losses[#micro_losses + 1] = loss:item()
       if acc.sync_gradients and o.max_grad_norm > 0 then acc:clip_grad_norm(model:parameters(), o.max_grad_norm) end
@@ -191,7 +200,12 @@ if acc.is_main_process then
   -- A greedy sample from the tuned model: the prompt given, the first
   -- example's prompt, or the first tokens of the first example.
   local prompt
-  if o.sample_prompt ~= "" then
+  if o.chat then  -- the template's rendering of a user turn, then its generation prompt
+    local text = o.sample_prompt ~= "" and o.sample_prompt or "Hello"
+    local ids = tok:apply_chat_template({ { role = "user", content = text } },
+                                        { add_generation_prompt = true, tokenize = true }).input_ids
+    prompt = accel.tensor(ids, { dtype = accel.int64 }):view(1, -1)
+  elseif o.sample_prompt ~= "" then
     prompt = tok({ o.sample_prompt }).input_ids
   elseif o.completion_key ~= "" then
     local ids, mask, labels = dataset:get(1)

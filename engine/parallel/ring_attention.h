@@ -16,6 +16,16 @@
 // its queries against that rank's first chunk, and from a rank after it, its
 // second chunk of queries against both of that rank's; no other pair of
 // chunks has a visible key, and no block is masked but the first.
+//
+// Packed rows (several documents one after another, as padding-free
+// training gives them) pass their position_ids: a document is a run of
+// positions counting up by one, and no query sees a key of another. A
+// token's document is named by where its position 0 falls in the whole
+// sequence (its index there minus its position), which every rank computes
+// for its own tokens from the layout; those names travel around the ring
+// beside the keys. Two runs are one document when they name the same start
+// (positions that jump up rather than restart), which
+// context_parallel_split refuses.
 #pragma once
 #include <ATen/core/Tensor.h>
 #include <c10/util/Optional.h>
@@ -29,6 +39,9 @@ class Communicator;
 struct RingAttentionOptions {
   bool causal = true;
   c10::optional<double> scale;  // 1 / sqrt(E) when absent
+  // (B, L) or (1, L) int64: this rank's tokens' positions within their
+  // documents; undefined: one document. Causal only.
+  at::Tensor position_ids;
 };
 
 // q (B, H, L, E), k (B, Hkv, L, E), v (B, Hkv, L, Ev): this rank's part of

@@ -159,17 +159,39 @@ for x, m, y in loader:iter() do
 end
 check.equal(rows, 3, "the loader gives every row")
 local text_file = write("train.txt", string.rep("hello world the end\n", 20))
-local packed = tokenizers.TokenizedDataset(text_file, bl, { packing = true, max_length = 16 })
-local x, m, y = packed:get(1)
+-- Packed, wrapped (run_clm's): rows of exactly max_length, every token kept
+-- but the rest; each record's positions from 0 (and again where a row cuts
+-- it), the label -100 at each position 0.
+local packed = tokenizers.TokenizedDataset(text_file, bl, { packing = true, packing_strategy = "wrapped",
+                                                            max_length = 16 })
+local x, m, y, pos = packed:get(1)
 check.equal(x:size(1), 16, "packed rows are max_length long")
-check.near(y, x, 0, "packed labels are the ids")
-check.near(m, accel.ones(16), 0, "packed masks are all ones")
+check.near(m, accel.ones(16), 0, "wrapped rows have no padding")
+check.near(y:masked_select(pos:ne(0)), x:masked_select(pos:ne(0)), 0, "packed labels are the ids")
+check.near(y:masked_select(pos:eq(0)), accel.full({ pos:eq(0):sum():item() }, -100), 0,
+           "but -100 where a record starts: no token learns another record's start")
 check.truthy(#x:totable() > 0 and packed.length >= 5, "the records fill several rows")
 local eos = 0
 for _, v in ipairs(packed.tensors[1]:view(-1):totable()) do
   if v == bl.eos_token_id then eos = eos + 1 end
 end
 check.truthy(eos >= 5, "records are joined with EOS")
+local record = bl:encode("hello world the end")
+record[#record + 1] = bl.eos_token_id
+local expected_positions = {}
+for j = 1, 16 do expected_positions[j] = (j - 1) % #record end
+check.near(pos, expected_positions, 0, "positions restart at each record")
+-- Best-fit decreasing (the default, TRL's): records whole, rows padded with
+-- one-token documents the mask hides.
+local bfd = tokenizers.TokenizedDataset(text_file, bl, { packing = true, max_length = 16 })
+local bx, bm, by, bpos = bfd:get(1)
+local per_row = math.floor(16 / #record)
+check.equal(bfd.length, math.ceil(20 / per_row), "bfd rows hold whole records")
+check.near(bx:narrow(1, 1, #record), record, 0, "a record whole at the row's start")
+check.near(bm, accel.cat({ accel.ones(per_row * #record), accel.zeros(16 - per_row * #record) }), 0,
+           "the padding masked")
+check.near(bpos:narrow(1, #record + 1, #record), accel.arange(0, #record), 0, "the second record's positions from 0")
+check.near(by:masked_select(bm:eq(0)), accel.full({ 16 - per_row * #record }, -100), 0, "padding labels -100")
 -- Prompt-completion records (TRL's form): labels -100 on the prompt's
 -- tokens, EOS after the completion; padded and packed.
 local sft = tokenizers.from_pretrained(fixtures .. "/byte_level")
@@ -210,8 +232,9 @@ check.raises(function() tokenizers.TokenizedDataset(text_file, sft, { completion
              "prompt-completion from a text file", "needs JSON Lines")
 check.raises(function() tokenizers.TokenizedDataset(write("bad.jsonl", '{"text": 1}\n'), wp) end, "a number",
              "line 1", '"text" is not a string')
-check.raises(function() tokenizers.TokenizedDataset(write("short.txt", "hi\n"), bl, { packing = true }) end,
-             "too short to pack", "fewer than max_length")
+check.raises(function()
+  tokenizers.TokenizedDataset(write("short.txt", "hi\n"), bl, { packing = true, packing_strategy = "wrapped" })
+end, "too short to pack", "fewer than max_length")
 
 -- The models take the ids and masks as they are: a batch padded on the
 -- left, through a tiny Llama and its generate.

@@ -10,6 +10,8 @@
 # - a full fine-tune in bf16 writes a model folder that loads;
 # - prompt-completion records (--completion_key) train and sample from the
 #   first prompt;
+# - conversations (--chat --assistant_only_loss --packing) train on 2
+#   processes through the folder's chat template;
 # - bad input (a missing model folder, a JSONL line that is not JSON or has
 #   no "text", an unknown option, an output folder holding checkpoints) is
 #   an error naming it.
@@ -118,6 +120,36 @@ expect "its loss falls below a quarter of the first update's" \
   awk -v f="$(head -1 "$work/e.losses")" -v l="$(tail -1 "$work/e.losses")" 'BEGIN { exit !(l < f / 4) }'
 expect "the sample continues the first record's prompt ($(sample "$work/e.out"))" \
   contains "$(sample "$work/e.out")" "sample: the cat"
+
+# Conversations (--chat): JSONL with "messages", the model folder's chat
+# template (generation blocks mark the replies), the loss on the replies
+# alone (--assistant_only_loss), packed, on 2 processes.
+cp -r "$work/base" "$work/chat_base"
+cat >"$work/chat_base/chat_template.jinja" <<'TEMPLATE'
+{% for m in messages %}<|im_start|>{{ m.role }}
+{% if m.role == 'assistant' %}{% generation %}{{ m.content }}<|endoftext|>{% endgeneration %}{% else %}{{ m.content }}<|endoftext|>{% endif %}
+{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant
+{% endif %}
+TEMPLATE
+for i in $(seq 8); do
+  printf '{"messages": [{"role": "user", "content": "the cat"}, {"role": "assistant", "content": "sat on the mat"}]}\n'
+  printf '{"messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "a dog"}, '
+  printf '{"role": "assistant", "content": "ran"}, {"role": "user", "content": "where"}, '
+  printf '{"role": "assistant", "content": "in the park"}]}\n'
+done >"$work/chats.jsonl"
+run_accel "$recipe" --nproc 2 --threads 1 -- "$work/chat_base" "$work/chats.jsonl" --chat --assistant_only_loss \
+  --packing --max_length 64 --target_modules all-linear --batch_size 2 --max_steps 8 --log_every 1 --lr 3e-2 \
+  --sample_prompt "the cat" --sample_tokens 6 --output_dir "$work/f"
+cp "$work/out" "$work/f.out"
+losses "$work/f.out" >"$work/f.losses"
+expect "chat fine-tuning runs 8 updates on 2 processes" [ "$status" -eq 0 -a "$(wc -l <"$work/f.losses")" -eq 8 ]
+expect "its loss falls below a quarter of the first update's" \
+  awk -v f="$(head -1 "$work/f.losses")" -v l="$(tail -1 "$work/f.losses")" 'BEGIN { exit !(l < f / 4) }'
+expect "the sample answers a user turn through the template ($(sample "$work/f.out"))" \
+  contains "$(sample "$work/f.out")" "sample: <|im_start|>user"
+run_accel "$recipe" --threads 1 -- "$work/base" "$work/chats.jsonl" --chat --output_dir "$work/g"
+expect "--chat with a model folder without a chat template is an error saying so" \
+  fails_with "holds conversations, which need a tokenizer with a chat template"
 
 # Bad input.
 run_accel "$recipe" --threads 1 -- "$work/nothing" "$work/data.jsonl" --output_dir "$work/d"

@@ -22,12 +22,12 @@ local generation = {}
 local option_defaults = {
   attention_mask = args.NONE, max_new_tokens = args.NONE, min_new_tokens = 0, do_sample = args.NONE,
   temperature = args.NONE, top_k = args.NONE, top_p = args.NONE, repetition_penalty = args.NONE,
-  eos_token_id = args.NONE, pad_token_id = args.NONE,
+  eos_token_id = args.NONE, pad_token_id = args.NONE, streamer = args.NONE,
 }
 local option_types = {
   attention_mask = "userdata", max_new_tokens = "number", min_new_tokens = "number", do_sample = "boolean",
   temperature = "number", top_k = "number", top_p = "number", repetition_penalty = "number",
-  eos_token_id = "number|table", pad_token_id = "number",
+  eos_token_id = "number|table", pad_token_id = "number", streamer = "table",
 }
 
 -- An option, else generation_config.json's, else config.json's, else `fallback`.
@@ -119,6 +119,12 @@ function generation.generate(model, input_ids, options)
   local eos_ids = #eos > 0 and core.tensor(eos, { dtype = "int64", device = device }) or nil
   local unfinished = core.ones({ B }, { dtype = "int64", device = device })
   local cache = KVCache()
+  -- transformers' streamer: put(prompt ids), put(each step's new ids), end().
+  local streamer = o.streamer
+  if streamer and (type(streamer.put) ~= "function" or type(streamer["end"]) ~= "function") then
+    args.error(where .. ": streamer must have put(ids) and end() methods, as accel.tokenizers.TextStreamer")
+  end
+  if streamer then streamer:put(ids) end
   local was_training = model.training
   model:eval()
   local ok, result = pcall(core.no_grad, function()
@@ -142,6 +148,7 @@ function generation.generate(model, input_ids, options)
       end
       if eos_ids then next_tokens = next_tokens * unfinished + (unfinished:neg() + 1) * pad end
       step_ids = next_tokens:view(B, 1)
+      if streamer then streamer:put(step_ids) end
       ids = core.cat({ ids, step_ids }, 2)
       mask = core.cat({ mask, core.ones({ B, 1 }, { dtype = "int64", device = device }) }, 2)
       positions = positions:narrow(2, positions:size(2), 1) + 1
@@ -155,6 +162,7 @@ function generation.generate(model, input_ids, options)
   end)
   model:train(was_training)
   if not ok then error(result, 0) end
+  if streamer then streamer["end"](streamer) end
   return result
 end
 

@@ -206,7 +206,9 @@ function GPT2Model:forward(inputs)
     positions = core.arange(past, past + T, { dtype = "int64", device = h.device }):view(1, T)
   end
   h = self.drop(h + self:embed_positions(positions))
-  local mask = attention_mask.causal(inputs.attention_mask, B, T, past, { dtype = h.dtype, device = h.device })
+  local documents = attention_mask.documents(inputs.position_ids, cache, B)
+  local mask = attention_mask.causal(inputs.attention_mask, B, T, past, { dtype = h.dtype, device = h.device,
+                                                                          documents = documents })
   for _, block in ipairs(self.h) do h = block(h, mask, cache) end
   return self.ln_f(h)
 end

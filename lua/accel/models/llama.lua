@@ -77,8 +77,9 @@ function LlamaAttention:init(s, layer_idx)
 end
 
 -- x (B, T, hidden); cos, sin from the rotary embedding; mask additive (or
--- nil); cache a KVCache (or nil).
-function LlamaAttention:forward(x, cos, sin, mask, cache)
+-- nil); cache a KVCache (or nil); positions (B, T), which the ring reads
+-- packed documents from.
+function LlamaAttention:forward(x, cos, sin, mask, cache, positions)
   local B, T, d = x:size(1), x:size(2), self.head_dim
   -- The head counts come from the projections' output widths, not the
   -- config: under tensor parallelism (accel.parallel.tensor_parallel,
@@ -90,14 +91,15 @@ function LlamaAttention:forward(x, cos, sin, mask, cache)
   v = v:view(B, T, kv_heads, d):transpose(2, 3)
   q, k = nn.RotaryEmbedding.apply(q, k, cos, sin)
   if cache then k, v = cache:update(self.layer_idx + 1, k, v) end
-  local out = self:attention(q, k, v, mask, d ^ -0.5)
+  local out = self:attention(q, k, v, mask, d ^ -0.5, positions)
   return self.o_proj(out:transpose(2, 3):reshape(B, T, heads * d))
 end
 
 -- The attention itself, over q (B, heads, T, d) and k, v (B, kv_heads, S,
 -- d): scaled dot-product attention. The seam a parallelism replaces on a
--- module (the cp plan's ring_attention: accel.parallel.context_parallel).
-function LlamaAttention:attention(q, k, v, mask, scale)
+-- module (the cp plan's ring_attention: accel.parallel.context_parallel),
+-- which reads the tokens' positions (B, T) to keep packed documents apart.
+function LlamaAttention:attention(q, k, v, mask, scale, _positions)
   return F.scaled_dot_product_attention(q, k, v, {
     attn_mask = mask,
     enable_gqa = q:size(2) ~= k:size(2),
@@ -135,10 +137,11 @@ function LlamaDecoderLayer:init(s, layer_idx, mlp_name, mlp)
   rawset(self, "window", s.window(layer_idx))
 end
 
--- masks: the additive masks by window (masks.full, masks[W]).
+-- masks: the additive masks by window (masks.full, masks[W]) and the
+-- tokens' positions (masks.positions).
 function LlamaDecoderLayer:forward(h, cos, sin, masks, cache)
   local mask = masks[self.window or "full"]
-  h = h + self.self_attn(self.input_layernorm(h), cos, sin, mask, cache)
+  h = h + self.self_attn(self.input_layernorm(h), cos, sin, mask, cache, masks.positions)
   return h + self[self.mlp_name](self.post_attention_layernorm(h))
 end
 
@@ -178,10 +181,14 @@ function LlamaModel:forward(inputs)
   end
   local cos, sin = self.rotary_emb(positions, h.dtype)
   local mask = inputs.attention_mask
-  local options = { dtype = h.dtype, device = h.device }
-  local masks = { full = attention_mask.causal(mask, B, T, past, options) }
+  -- Packed rows (position_ids restarting, no mask): attention stays within
+  -- each document; over the ring, the positions say where documents start.
+  local documents = attention_mask.documents(inputs.position_ids, cache, B)
+  local options = { dtype = h.dtype, device = h.device, documents = documents }
+  local masks = { full = attention_mask.causal(mask, B, T, past, options), positions = positions }
   for w in pairs(self.windows) do
-    masks[w] = attention_mask.causal(mask, B, T, past, { dtype = h.dtype, device = h.device, sliding_window = w })
+    masks[w] = attention_mask.causal(mask, B, T, past, { dtype = h.dtype, device = h.device, sliding_window = w,
+                                                         documents = documents })
   end
   for _, layer in ipairs(self.layers) do h = layer(h, cos, sin, masks, cache) end
   return self.norm(h)

@@ -90,7 +90,9 @@ local kinds = {
       args.error(string.format("%s: %s has attention dropout %g; ring attention has none (set "
                                .. "attention_dropout = 0)", where, name, rawget(m, "dropout")))
     end
-    rawset(m, "attention", function(_, q, k, v, _, scale) return group:ring_attention(q, k, v, { scale = scale }) end)
+    rawset(m, "attention", function(_, q, k, v, _, scale, positions)
+      return group:ring_attention(q, k, v, { scale = scale, position_ids = positions })
+    end)
     return true
   end,
   no_sliding_window = function(name, m)

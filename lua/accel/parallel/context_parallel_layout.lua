@@ -35,6 +35,26 @@ local function local_part(t, dim, cp, where)
   return core.cat({ t:narrow(dim, first, size), t:narrow(dim, second, size) }, dim)
 end
 
+-- Packed rows (several documents one after another) go over the ring by
+-- their position_ids: ring attention names each token's document by where
+-- its position 0 falls in the row, so a new document must restart its
+-- positions (at 0, or anywhere not above the previous token's); one that
+-- jumps up would name an earlier document's start.
+local function check_documents(positions, where)
+  local T = positions:size(2)
+  if T < 2 then return end
+  local rise = positions:narrow(2, 2, T - 1) - positions:narrow(2, 1, T - 1)
+  local jumps = rise:gt(1)
+  if jumps:any():item() then
+    local at = jumps:reshape(-1):nonzero():view(-1)[1]:item() - 1  -- nonzero's indices are 1-based
+    local row, col = math.floor(at / (T - 1)), at % (T - 1)
+    args.error(string.format("%s: position_ids jump from %d to %d between tokens %d and %d of row %d: a packed "
+                             .. "row's documents each restart their positions (at 0), and positions within one "
+                             .. "count up by one", where, positions[row + 1][col + 1]:item(),
+                             positions[row + 1][col + 2]:item(), col + 1, col + 2, row + 1))
+  end
+end
+
 function layout.part(t, mesh, dim)
   return local_part(t, dim or 2, mesh.cp, "accel.parallel.context_parallel_part")
 end
@@ -78,7 +98,11 @@ function layout.split(batch, mesh)
     args.error(where .. ": attention_mask has padding (zeros); context parallelism takes whole sequences only")
   end
   local positions = same_shape("position_ids")
-      or core.arange(0, T, { dtype = "int64", device = ids.device }):view(1, T):expand(B, T)
+  if positions then
+    check_documents(positions, where)
+  else
+    positions = core.arange(0, T, { dtype = "int64", device = ids.device }):view(1, T):expand(B, T)
+  end
   local shifted = same_shape("shift_labels")
   local labels = same_shape("labels")
   if labels then

@@ -7,7 +7,7 @@
 -- The template is Jinja2, run by the engine's interpreter
 -- (engine/chat_template/chat_template.h), sandboxed and bounded.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local chat_template = {}
 

@@ -5,6 +5,8 @@
 --   accel.tokenizers.from_file(path)        a tokenizer.json by itself
 --   accel.tokenizers.TokenizedDataset(path, tok, options)
 --                                           a text or JSON Lines file as int64 rows for training
+--   accel.tokenizers.TextStreamer(tok, options)
+--                                           generate's streamer: the text written as it decodes
 --   accel.tokenizers.sentencepiece_available() -> bool, why
 -- Ids are the tokenizer file's own, 0-based (tokenizer.lua says why).
 local core = require("accel.core")
@@ -16,6 +18,7 @@ local chat_template = require("accel.tokenizers.chat_template")
 local tokenizers = {}
 tokenizers.Tokenizer = Tokenizer
 tokenizers.TokenizedDataset = require("accel.tokenizers.tokenized_dataset")
+tokenizers.TextStreamer = require("accel.tokenizers.text_streamer")
 -- Whether this build reads tokenizer.model files, and why not.
 tokenizers.sentencepiece_available = core.tokenizers.sentencepiece_available
 

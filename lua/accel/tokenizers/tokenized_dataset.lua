@@ -1,85 +1,114 @@
 -- A fine-tuning data file, tokenized into int64 rows a DataLoader batches:
 --   local ds = accel.tokenizers.TokenizedDataset("train.jsonl", tok, {max_length = 512})
 --   local loader = accel.data.DataLoader(ds, {batch_size = 8, shuffle = true})
---   for input_ids, attention_mask, labels in loader:iter() do
---     local out = model{input_ids = input_ids, attention_mask = attention_mask, labels = labels}
--- Each sample is (input_ids, attention_mask, labels), each int64 [L]:
---  - padded (the default): one record a row, cut to max_length and padded
---    to the longest row (padding_side from the tokenizer); labels are the
---    ids with -100 on padding, which the loss ignores;
---  - packing = true: every record's ids one after another, each followed
---    by the tokenizer's EOS (unless it already ends with it), cut into rows
---    of exactly max_length (the rest dropped, as transformers' run_clm
---    does); the mask is all ones and labels equal the ids.
+--   for input_ids, attention_mask, labels, position_ids in loader:iter() do
+--     local out = model{input_ids = input_ids, attention_mask = attention_mask, labels = labels,
+--                       position_ids = position_ids}
+-- Each sample is (input_ids, attention_mask, labels), each int64 [L], and
+-- packed, position_ids as well:
+--  - padded (the default): one example a row, cut to max_length
+--    (truncation_mode) and padded to the longest row (padding_side from the
+--    tokenizer); labels are -100 on padding, which the loss ignores;
+--  - packing = true: several examples a row of max_length, each with its
+--    positions from 0, so that the models keep attention within each
+--    (training_rows.lua): packing_strategy "bfd" (the default, TRL's) keeps
+--    examples whole, "wrapped" joins them all and cuts rows of exactly
+--    max_length, as transformers' run_clm.
 -- Records: format "text" (each non-empty line) or "jsonl" (the string
 -- under text_key on each line); by default "jsonl" for .jsonl and .json
--- files. With completion_key, a JSON Lines record is a prompt and its
+-- files. Plain text examples end with the tokenizer's EOS (appended unless
+-- there). With completion_key, a JSON Lines record is a prompt and its
 -- completion (prompt_key, default "prompt"), as TRL's prompt-completion
--- datasets: the ids are those of prompt .. completion followed by EOS, and
--- with completion_only_loss (the default, as TRL's) labels are -100 on the
--- prompt's tokens (as many as the prompt alone gives), so only the
--- completion is learnt. The rows are tensors, so the DataLoader shards and
--- gathers them in C++ on any number of ranks. Ids are the file's, 0-based.
+-- datasets: strings (ids of prompt .. completion .. EOS) or message lists
+-- (the chat template applied, conversations.lua); with completion_only_loss
+-- (the default, as TRL's) labels are -100 on the prompt. With messages_key,
+-- a record is a conversation (a list of {role, content}) the chat template
+-- renders; assistant_only_loss keeps the loss on the assistant's turns.
+-- The rows are tensors, so the DataLoader shards and gathers them in C++ on
+-- any number of ranks. Ids are the file's, 0-based.
 local args = require("accel.util.args")
 local core = require("accel.core")
+local training_rows = require("accel.tokenizers.training_rows")
+local conversations = require("accel.tokenizers.conversations")
 
 local TokenizedDataset = {}
 TokenizedDataset.__index = TokenizedDataset
 
--- Rows of prompt-completion records as Lua lists: ids (prompt ..
--- completion, EOS appended unless there) and labels (-100 on the prompt's
--- tokens when completion_only).
-local function prompt_completion_rows(tok, prompts, completions, o)
-  local ids, labels = {}, {}
+local function with_eos(tok, ids)
+  if tok.eos_token_id ~= nil and ids[#ids] ~= tok.eos_token_id then ids[#ids + 1] = tok.eos_token_id end
+  return ids
+end
+
+-- Examples of plain text: labels the ids.
+local function text_examples(tok, texts, o)
+  local out = {}
+  for i, text in ipairs(texts) do
+    local ids = with_eos(tok, tok.handle:encode(text, { add_special_tokens = o.add_special_tokens }))
+    local labels = {}
+    for j, id in ipairs(ids) do labels[j] = id end
+    out[i] = { ids = ids, labels = labels }
+  end
+  return out
+end
+
+-- Examples of prompt-completion strings: the ids of prompt .. completion
+-- (EOS appended unless there), -100 on the prompt's tokens when
+-- completion_only: as TRL, those the prompt alone shares with the start of
+-- prompt .. completion (fewer when a token spans the boundary).
+local function prompt_completion_examples(tok, prompts, completions, o)
+  local out = {}
   for i = 1, #prompts do
     local prompt_ids = tok.handle:encode(prompts[i], { add_special_tokens = o.add_special_tokens })
-    local row = tok.handle:encode(prompts[i] .. completions[i], { add_special_tokens = o.add_special_tokens })
-    if tok.eos_token_id ~= nil and row[#row] ~= tok.eos_token_id then row[#row + 1] = tok.eos_token_id end
-    local label = {}
-    for j, id in ipairs(row) do
-      label[j] = (o.completion_only_loss and j <= #prompt_ids) and -100 or id
-    end
-    ids[i], labels[i] = row, label
+    local ids = with_eos(tok, tok.handle:encode(prompts[i] .. completions[i], { add_special_tokens = o.add_special_tokens }))
+    local labels = {}
+    local shared = conversations.common_prefix_length(prompt_ids, ids)
+    for j, id in ipairs(ids) do labels[j] = (o.completion_only_loss and j <= shared) and -100 or id end
+    out[i] = { ids = ids, labels = labels }
   end
-  return ids, labels
+  return out
 end
 
--- Lists of rows cut to max_length and padded to the longest (pad id,
--- label -100, mask 0 on `side`), as int64 tensors [rows, length].
-local function pad_rows(ids, labels, max_length, pad_id, side)
-  local width = 0
-  for _, row in ipairs(ids) do width = math.max(width, math.min(#row, max_length)) end
-  local out_ids, out_mask, out_labels = {}, {}, {}
-  for i, row in ipairs(ids) do
-    local n = math.min(#row, max_length)
-    local r_ids, r_mask, r_labels = {}, {}, {}
-    local offset = side == "left" and width - n or 0
-    for j = 1, width do
-      local k = j - offset
-      local inside = k >= 1 and k <= n
-      r_ids[j], r_mask[j], r_labels[j] = inside and row[k] or pad_id, inside and 1 or 0, inside and labels[i][k] or -100
-    end
-    out_ids[i], out_mask[i], out_labels[i] = r_ids, r_mask, r_labels
+-- Examples of conversations (messages_key) or conversational
+-- prompt-completion records; nil when the records are strings.
+local function conversational_examples(tok, path, o)
+  local entries = conversations.read(path, o.where)
+  if #entries == 0 then return {} end
+  local make
+  if o.messages_key then
+    make = conversations.messages_example
+  elseif conversations.is_conversational(entries[1], o.prompt_key) then
+    make = conversations.prompt_completion_example
+  else
+    return nil
   end
-  return core.tensor(out_ids, { dtype = "int64" }), core.tensor(out_mask, { dtype = "int64" }),
-         core.tensor(out_labels, { dtype = "int64" })
+  if tok.chat_template == nil then
+    args.error(string.format("%s: '%s' holds conversations, which need a tokenizer with a chat template "
+                             .. "(chat_template.jinja, or chat_template in tokenizer_config.json; or set "
+                             .. "tok.chat_template)", o.where, path))
+  end
+  local out = {}
+  for _, entry in ipairs(entries) do out[#out + 1] = make(tok, entry, o) end
+  return out
 end
 
--- The rows one after another, cut into blocks of max_length (the rest
--- dropped): ids and labels [blocks, max_length].
-local function pack_rows(ids, labels, max_length)
-  local flat_ids, flat_labels = {}, {}
-  for i, row in ipairs(ids) do
-    for j, id in ipairs(row) do
-      flat_ids[#flat_ids + 1], flat_labels[#flat_labels + 1] = id, labels[i][j]
-    end
-  end
-  local blocks = math.floor(#flat_ids / max_length)
-  local n = blocks * max_length
-  for k = #flat_ids, n + 1, -1 do flat_ids[k], flat_labels[k] = nil, nil end
-  if blocks == 0 then return nil end
-  return core.tensor(flat_ids, { dtype = "int64" }):view(blocks, max_length),
-         core.tensor(flat_labels, { dtype = "int64" }):view(blocks, max_length)
+local function dataset(path, tensors, examples)
+  return setmetatable({ path = path, tensors = tensors, length = tensors[1]:size(1), examples = examples },
+                      TokenizedDataset)
+end
+
+-- Plain text records, one a row: cut by the tokenizer (its truncation_side,
+-- the special tokens kept) and padded; labels the ids but on padding.
+local function padded_texts(tok, texts, o)
+  local input_ids, attention_mask = tok.handle:encode_batch(texts, nil, {
+    add_special_tokens = o.add_special_tokens, max_length = o.max_length, truncation_side = tok.truncation_side,
+    padding = true, padding_side = tok.padding_side, pad_id = tok.pad_token_id,
+  })
+  return dataset(o.path, { input_ids, attention_mask, input_ids:masked_fill(attention_mask:eq(0), -100) }, #texts)
+end
+
+local function one_of(where, name, value, allowed)
+  for _, a in ipairs(allowed) do if value == a then return end end
+  args.error(string.format("%s: %s must be \"%s\", got \"%s\"", where, name, table.concat(allowed, "\", \""), value))
 end
 
 local function new(_, path, tok, options)
@@ -90,60 +119,76 @@ local function new(_, path, tok, options)
   end
   local o = args.options(where, options, {
     format = path:match("%.jsonl?$") and "jsonl" or "text", text_key = "text", max_length = 512,
-    packing = false, add_special_tokens = true, prompt_key = "prompt", completion_key = false,
-    completion_only_loss = true,
+    packing = false, packing_strategy = "bfd", add_special_tokens = true, prompt_key = "prompt",
+    completion_key = false, completion_only_loss = true, messages_key = false, assistant_only_loss = false,
+    truncation_mode = "keep_start",
   }, { format = "string", text_key = "string", max_length = "number", packing = "boolean",
-       add_special_tokens = "boolean", prompt_key = "string", completion_key = "string",
-       completion_only_loss = "boolean" })
-  local max_length = args.positive_integer(where, "max_length", o.max_length)
-  if o.completion_key and o.format ~= "jsonl" then
-    args.error(string.format("%s: completion_key needs JSON Lines records (format \"jsonl\"), and '%s' is read as "
-                             .. "format \"%s\"", where, path, o.format))
+       packing_strategy = "string", add_special_tokens = "boolean", prompt_key = "string", completion_key = "string",
+       completion_only_loss = "boolean", messages_key = "string", assistant_only_loss = "boolean",
+       truncation_mode = "string" })
+  o.where, o.path = where, path
+  o.max_length = args.positive_integer(where, "max_length", o.max_length)
+  one_of(where, "packing_strategy", o.packing_strategy, { "bfd", "wrapped" })
+  one_of(where, "truncation_mode", o.truncation_mode, { "keep_start", "keep_end", "whole_turns" })
+  if (o.completion_key or o.messages_key) and o.format ~= "jsonl" then
+    args.error(string.format("%s: %s needs JSON Lines records (format \"jsonl\"), and '%s' is read as "
+                             .. "format \"%s\"", where, o.completion_key and "completion_key" or "messages_key",
+                             path, o.format))
   end
-  local texts = core.tokenizers.read_records(path, o.format, o.completion_key and o.prompt_key or o.text_key)
-  if #texts == 0 then args.error(string.format("%s: '%s' has no records", where, path)) end
-  local input_ids, attention_mask, labels
-  if o.completion_key then
-    if not o.packing and tok.pad_token_id == nil then
-      args.error(where .. ": padded rows need a pad token, and the tokenizer has none: set tok.pad_token_id (for "
-                 .. "example to tok.eos_token_id) or pass packing = true")
-    end
-    local completions = core.tokenizers.read_records(path, "jsonl", o.completion_key)
-    local ids, row_labels = prompt_completion_rows(tok, texts, completions, o)
-    if o.packing then
-      input_ids, labels = pack_rows(ids, row_labels, max_length)
-      if not input_ids then
-        args.error(string.format("%s: '%s' has fewer than max_length = %d tokens, not one packed row", where, path,
-                                 max_length))
-      end
-      attention_mask = core.ones_like(input_ids)
+  if o.completion_key and o.messages_key then
+    args.error(where .. ": give messages_key (conversations) or completion_key (prompt-completion records), not both")
+  end
+  if o.truncation_mode == "whole_turns" and not o.messages_key then
+    args.error(where .. ": truncation_mode \"whole_turns\" cuts conversations (messages_key) between messages")
+  end
+  if not o.packing and tok.pad_token_id == nil then
+    args.error(where .. ": padded rows need a pad token, and the tokenizer has none: set tok.pad_token_id (for "
+               .. "example to tok.eos_token_id) or pass packing = true")
+  end
+  local examples = (o.messages_key or o.completion_key) and conversational_examples(tok, path, o)
+  if o.assistant_only_loss and not examples then
+    args.error(where .. ": assistant_only_loss needs conversational records (messages_key, or prompt and "
+               .. "completion message lists)")
+  end
+  if not examples then
+    local texts = core.tokenizers.read_records(path, o.format, o.completion_key and o.prompt_key or o.text_key)
+    if #texts == 0 then args.error(string.format("%s: '%s' has no records", where, path)) end
+    if not o.completion_key and not o.packing then return padded_texts(tok, texts, o) end
+    if o.completion_key then
+      examples = prompt_completion_examples(tok, texts, core.tokenizers.read_records(path, "jsonl", o.completion_key), o)
     else
-      input_ids, attention_mask, labels = pad_rows(ids, row_labels, max_length, tok.pad_token_id, tok.padding_side)
+      examples = text_examples(tok, texts, o)
     end
-  elseif o.packing then
-    input_ids = tok.handle:pack(texts, max_length, tok.eos_token_id, o.add_special_tokens)
-    if input_ids:size(1) == 0 then
-      args.error(string.format("%s: '%s' has fewer than max_length = %d tokens, not one packed row", where, path,
-                               max_length))
-    end
-    attention_mask = core.ones_like(input_ids)
-    labels = input_ids:clone()
-  else
-    if tok.pad_token_id == nil then
-      args.error(where .. ": padded rows need a pad token, and the tokenizer has none: set tok.pad_token_id (for "
-                 .. "example to tok.eos_token_id) or pass packing = true")
-    end
-    input_ids, attention_mask = tok.handle:encode_batch(texts, nil, {
-      add_special_tokens = o.add_special_tokens, max_length = max_length, truncation_side = tok.truncation_side,
-      padding = true, padding_side = tok.padding_side, pad_id = tok.pad_token_id,
-    })
-    labels = input_ids:masked_fill(attention_mask:eq(0), -100)
   end
-  return setmetatable({
-    path = path,
-    tensors = { input_ids, attention_mask, labels },
-    length = input_ids:size(1),
-  }, TokenizedDataset)
+  if #examples == 0 then args.error(string.format("%s: '%s' has no records", where, path)) end
+
+  -- Cut (unless wrapped packing cuts them); padded, those left with no
+  -- label are dropped (they teach nothing), as TRL drops them (packed, TRL
+  -- keeps them, and so does accel: the rows stay TRL's).
+  local kept = {}
+  for _, e in ipairs(examples) do
+    if not (o.packing and o.packing_strategy == "wrapped") then
+      e = training_rows.truncate(e, o.max_length, o.truncation_mode)
+    end
+    local learnt = false
+    for _, l in ipairs(e.labels) do if l ~= -100 then learnt = true break end end
+    if learnt or o.packing then kept[#kept + 1] = e end
+  end
+  if #kept == 0 then
+    args.error(string.format("%s: '%s': no record has a token to learn within max_length = %d", where, path,
+                             o.max_length))
+  end
+  local tensors
+  if o.packing then
+    tensors = { training_rows.pack(kept, o.max_length, o.packing_strategy, tok.pad_token_id or tok.eos_token_id or 0) }
+    if #tensors == 0 then
+      args.error(string.format("%s: '%s' has fewer than max_length = %d tokens, not one packed row", where, path,
+                               o.max_length))
+    end
+  else
+    tensors = { training_rows.pad(kept, o.max_length, tok.pad_token_id, tok.padding_side) }
+  end
+  return dataset(path, tensors, #kept)
 end
 
 function TokenizedDataset:__len()
@@ -152,6 +197,7 @@ end
 
 function TokenizedDataset:get(i)
   local t = self.tensors
+  if t[4] then return t[1][i], t[2][i], t[3][i], t[4][i] end
   return t[1][i], t[2][i], t[3][i]
 end
 
