@@ -1,11 +1,8 @@
 #include "engine/tokenizers/tokenizer_json.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
 #include "engine/checkpoint/checkpoint_error.h"
 #include "engine/checkpoint/json.h"
+#include "engine/protocol/outside_file.h"
 #include "engine/tokenizers/tokenizer_error.h"
 
 namespace accel::tokenizers {
@@ -23,22 +20,6 @@ AddedToken read_added_token(const JsonNode& node) {
 }
 
 }  // namespace
-
-std::string read_tokenizer_file(const std::string& path, uint64_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TokenizerError("cannot open '" + path + "': " + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw TokenizerError("cannot read '" + path + "': not a regular file");
-  if (static_cast<uint64_t>(size) > max_bytes) {
-    throw TokenizerError("'" + path + "' has " + std::to_string(size) + " bytes, more than the " +
-                         std::to_string(max_bytes) + " such a file may have");
-  }
-  in.seekg(0);
-  std::string text(static_cast<std::size_t>(size), '\0');
-  if (!in.read(text.data(), size)) throw TokenizerError("cannot read '" + path + "'");
-  return text;
-}
 
 TokenizerFile parse_tokenizer_json(const std::string& text, const std::string& source) {
   nlohmann::json document;
@@ -77,7 +58,7 @@ TokenizerFile parse_tokenizer_json(const std::string& text, const std::string& s
 }
 
 TokenizerFile read_tokenizer_json(const std::string& path) {
-  return parse_tokenizer_json(read_tokenizer_file(path, kMaxTokenizerJsonBytes), path);
+  return parse_tokenizer_json(read_outside_file(path, kMaxTokenizerJsonBytes), path);
 }
 
 }  // namespace accel::tokenizers

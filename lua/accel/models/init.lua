@@ -119,6 +119,7 @@ function models.from_pretrained(dir, options)
   if not is_folder(dir) then args.error(where .. ": '" .. tostring(dir) .. "' is not a folder") end
   local cfg = config.read(dir)
   local cls, a = architecture(cfg)
+  require("accel.models.checkpoint_sizes").check(cfg, dir)
   local dtype = o.dtype
   if dtype == "auto" then dtype = cfg.torch_dtype or cfg.dtype end
   local model = init_empty_weights(function() return cls(cfg) end)
@@ -131,10 +132,8 @@ function models.from_pretrained(dir, options)
     source_name = with_or_without(a.prefix),
   })
   local generation_file = dir .. "/generation_config.json"
-  local f = io.open(generation_file, "rb")
-  if f then
-    f:close()
-    rawset(model, "generation_config", config.read_file(generation_file))
+  if core.checkpoint.file_kind(generation_file) ~= "missing" then
+    rawset(model, "generation_config", require("accel.models.generation_config").read(generation_file))
   end
   return model:eval()
 end

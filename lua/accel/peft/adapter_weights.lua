@@ -60,6 +60,28 @@ local function listed(names)
   return shown
 end
 
+-- Refuses, before any adapter is made, a config whose rank `r` the file's
+-- LoRA tensors do not have: an adapter_config.json of 495 bytes may ask
+-- for r = 5e6, and each adapter would be allocated before the file's
+-- shapes were compared. The error names the config's file, `r`, the
+-- adapter file and the rank it holds.
+function adapter_weights.check_rank(config, path, config_path)
+  local source = core.checkpoint.open_weights(path)
+  for _, name in ipairs(source:names()) do
+    local part = name:match("%.(lora_[AB])%.weight$")
+    if part then
+      local shape = source:info(name).shape
+      local rank = part == "lora_A" and shape[1] or shape[2]
+      if rank ~= config.r then
+        source:close()
+        args.error(string.format("'%s': r is %s, but '%s' holds adapters of rank %s ('%s' is %s)", config_path,
+                                 tostring(config.r), path, tostring(rank), name, args.shape(shape)))
+      end
+    end
+  end
+  source:close()
+end
+
 -- Reads a PEFT adapter file (safetensors, or PEFT's adapter_model.bin) into
 -- the model's adapters. The file must hold exactly the adapter's tensors,
 -- in their shapes: otherwise nothing is copied and the error names the
