@@ -14,6 +14,7 @@
 
 #include "engine/tokenizers/batch.h"
 #include "engine/tokenizers/regex.h"
+#include "engine/tokenizers/sentencepiece_charsmap.h"
 #include "engine/tokenizers/sentencepiece_tokenizer.h"
 #include "engine/tokenizers/text_records.h"
 #include "engine/tokenizers/tokenizer_error.h"
@@ -260,4 +261,35 @@ TEST_CASE("data files give one text per record, errors naming the line", "[token
   std::ofstream(path) << "a line\n\nanother\xFF\n";
   CHECK_THROWS_WITH(tk::read_text_records(path, tk::RecordFormat::Text, ""), Catch::Contains("line 3 is not valid UTF-8"));
   std::remove(path.c_str());
+}
+
+TEST_CASE("a tokenizer.model's character map is walked before SentencePiece reads it", "[tokenizers]") {
+  // The nmt_nfkc map SentencePiece's trainer writes (a fuzz seed), as a
+  // model's normalizer_spec.precompiled_charsmap (fields 3 and 2).
+  std::ifstream in(std::string(ACCEL_TEST_DIR) + "/fuzz/corpus/sentencepiece_charsmap/nmt_nfkc", std::ios::binary);
+  REQUIRE(in);
+  std::string map((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto field = [](int number, const std::string& bytes) {
+    std::string out(1, static_cast<char>(number << 3 | 2));
+    for (std::size_t n = bytes.size(); ; n >>= 7) {
+      out += static_cast<char>((n & 0x7F) | (n >> 7 ? 0x80 : 0));
+      if (!(n >> 7)) break;
+    }
+    return out + bytes;
+  };
+  CHECK_NOTHROW(tk::check_sentencepiece_charsmaps(field(3, field(2, map)), "real.model"));
+  // The root's offset sent 4 GB past the trie.
+  std::string garbage = map;
+  garbage[4] = garbage[5] = garbage[6] = garbage[7] = '\xFF';
+  CHECK_THROWS_WITH(tk::check_sentencepiece_charsmaps(field(3, field(2, garbage)), "bad.model"),
+                    Catch::Contains("'bad.model': normalizer_spec.precompiled_charsmap is not a valid character map") &&
+                        Catch::Contains("past the trie"));
+  // A trie too small for its root's children, in the denormalizer's map.
+  std::string trie_size(4, '\0');
+  trie_size[0] = 8;
+  const std::string leafless = trie_size + std::string("\x00\x04\x00\x00", 4) + std::string(4, '\0') + "x";
+  CHECK_THROWS_WITH(tk::check_sentencepiece_charsmaps(field(5, field(2, leafless)), "short.model"),
+                    Catch::Contains("'short.model': denormalizer_spec.precompiled_charsmap"));
+  CHECK_THROWS_WITH(tk::check_sentencepiece_charsmaps(std::string("\x1a\x05", 2), "cut.model"),
+                    Catch::Contains("'cut.model' is not a SentencePiece model"));
 }
