@@ -134,6 +134,12 @@ cases["fifo data file"] = function()
   dataset(path)
 end
 cases["/dev/zero data file"] = function() dataset("/dev/zero") end
+-- A name holding a byte that is not UTF-8, quoted by the refusal.
+cases["data file named \\xff"] = function()
+  local path = work .. "/bad\255.txt"
+  fifo(path)
+  dataset(path)
+end
 
 -- Normalizers and decoders that double the text, twenty times over.
 local function doubling()

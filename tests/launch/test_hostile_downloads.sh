@@ -52,6 +52,8 @@ if [ "$sentencepiece" -eq 0 ]; then
 fi
 refused "fifo data file" "/train.txt' is not a regular file (a FIFO)"
 refused "/dev/zero data file" "'/dev/zero' is not a regular file (a device)"
+refused 'data file named \xff' '/bad\xff.txt'"' is not a regular file (a FIFO)"
+expect "data file named \\xff: the byte is escaped, never raw" test "$(printf '%s' "$err" | LC_ALL=C grep -c $'\xff')" -eq 0
 
 refused "growing normalizers" "tokenizer.json': normalizer.normalizers[" "(Replace)" "more than 16 times its input"
 refused "growing decoders" "tokenizer.json': decoder.decoders[" "(Replace)" "more than 16 times its input"
