@@ -202,6 +202,18 @@ cases["adapter r"] = function()
   print("loaded")
 end
 
+-- An adapter whose tensors are int8: refused, not turned into floats.
+cases["adapter int8"] = function()
+  local dir = saved_adapter("int8")
+  local source = ck.open_weights(dir .. "/adapter_model.safetensors")
+  local tensors = {}
+  for _, name in ipairs(source:names()) do tensors[#tensors + 1] = { name, source:load(name):to("int8") } end
+  source:close()
+  ck.write_safetensors(dir .. "/adapter_model.safetensors", tensors)
+  accel.peft.from_pretrained(accel.models.from_config(tiny), dir)
+  print("loaded")
+end
+
 -- A target_modules pattern that backtracks exponentially in the name's length.
 cases["target_modules regex"] = function()
   local dir = saved_adapter("regex")

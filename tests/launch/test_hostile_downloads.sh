@@ -67,6 +67,7 @@ refused "num_hidden_layers" "config.json': num_hidden_layers is 100000" "the che
 refused "n_layer" "config.json': n_layer is 100000" "the checkpoint holds 2"
 refused "num_local_experts" "config.json': num_local_experts is 100000" "the checkpoint holds 2"
 refused "adapter r" "adapter_config.json': r is 5000000" "adapter_model.safetensors" "rank 2"
+refused "adapter int8" "adapter_model.safetensors" "not floating point" "lora_A.weight' is int8 in the file"
 refused "target_modules regex" "target_modules" "the pattern '(.|.)*(y|z)' failed on" "match limit exceeded"
 
 refused "do_sample string" "generation_config.json': do_sample" "a boolean"

@@ -17,6 +17,8 @@ local adapter_weights = {}
 
 adapter_weights.FILE = "adapter_model.safetensors"
 
+local FLOATING = { float32 = true, float16 = true, bfloat16 = true, float64 = true }
+
 local function file_name(name, kinds, bias)
   -- The innermost adapter module holding the tensor: cut the name at each dot from the right.
   local dot = #name
@@ -91,7 +93,7 @@ function adapter_weights.load(peft_model, path)
   local source = core.checkpoint.open_weights(path)
   local in_file, expected = {}, {}
   for _, name in ipairs(source:names()) do in_file[name] = true end
-  local missing, unexpected, mismatched = {}, {}, {}
+  local missing, unexpected, mismatched, integral = {}, {}, {}, {}
   local state = peft_model:state_dict()
   for _, pair in ipairs(wanted) do
     local name = pair[2]
@@ -99,8 +101,12 @@ function adapter_weights.load(peft_model, path)
     if not in_file[name] then
       missing[#missing + 1] = name
     else
-      local shape = source:info(name).shape
-      if args.shape(shape) ~= args.shape(state[pair[1]]) then
+      local info = source:info(name)
+      local shape = info.shape
+      if not FLOATING[info.dtype] then
+        -- copy_ would turn the integers into floats silently.
+        integral[#integral + 1] = string.format("'%s' is %s in the file", name, tostring(info.dtype))
+      elseif args.shape(shape) ~= args.shape(state[pair[1]]) then
         mismatched[#mismatched + 1] = string.format("'%s' is %s in the file but %s in the model", name,
                                                     args.shape(shape), args.shape(state[pair[1]]))
       end
@@ -114,6 +120,9 @@ function adapter_weights.load(peft_model, path)
   if #missing > 0 then problems[#problems + 1] = "missing " .. listed(missing) end
   if #unexpected > 0 then problems[#problems + 1] = "unexpected " .. listed(unexpected) end
   if #mismatched > 0 then problems[#problems + 1] = "size mismatch: " .. table.concat(mismatched, "; ") end
+  if #integral > 0 then
+    problems[#problems + 1] = "not floating point (an adapter's tensors are): " .. table.concat(integral, "; ")
+  end
   if #problems > 0 then
     source:close()
     args.error(string.format("%s: the adapter's tensors do not fit the model with its adapter_config.json: %s",
