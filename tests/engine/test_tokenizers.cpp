@@ -178,6 +178,20 @@ TEST_CASE("added tokens: leftmost-longest, single_word, lstrip, rstrip, normaliz
   CHECK(t->decode({0, 3, 4, 5, 6}, true) == "a ab B");               // special tokens skipped
 }
 
+TEST_CASE("added tokens are found across the matcher's windows of 65,536 positions", "[tokenizers]") {
+  const std::string model = R"({"type": "BPE", "vocab": {"a": 0, "<m>": 1, "<m>a": 2}, "merges": []})";
+  auto t = tokenizer(model, R"("pre_tokenizer": {"type": "Split", "pattern": {"String": "a"}, "behavior": "Isolated"},
+      "added_tokens": [
+      {"id": 1, "content": "<m>", "special": true, "normalized": false},
+      {"id": 2, "content": "<m>a", "special": true, "normalized": false}])");
+  for (const std::size_t before : {65532, 65533, 65534, 65535, 65536, 65537, 131072}) {
+    std::vector<int32_t> expected(before, 0);
+    expected.push_back(2);  // the longest at its position, across the window's end
+    expected.push_back(1);
+    CHECK(ids_of(*t, std::string(before, 'a') + "<m>a<m>", false) == expected);
+  }
+}
+
 TEST_CASE("truncation keeps room for special tokens; padding on either side", "[tokenizers]") {
   auto t = tokenizer(kAbc, R"("post_processor": {"type": "TemplateProcessing",
       "single": [{"SpecialToken": {"id": "<unk>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
