@@ -278,6 +278,8 @@ Regex Regex::compile(const std::string& pattern, const std::string& where) {
                              where));
 }
 
+namespace {
+
 // Python's syntax as PCRE2 reads it: `{,n}` and `{,}` are `{0,n}` and `{0,}`
 // in Python 3 (PCRE2 10.42 reads them as text), `\Z` is PCRE2's `\z`.
 std::string translate_python(const std::string& pattern) {
@@ -320,6 +322,8 @@ std::string translate_python(const std::string& pattern) {
   return out;
 }
 
+}  // namespace
+
 Regex Regex::python(const std::string& pattern, const std::string& where) {
   if (first_invalid_utf8(pattern) != std::string::npos) {
     throw TokenizerError(where + ": the pattern is not valid UTF-8");
@@ -330,6 +334,10 @@ Regex Regex::python(const std::string& pattern, const std::string& where) {
 
 bool Regex::full_match(std::string_view text) const {
   const Compiled& re = *compiled_;
+  // pcre2_jit_match does not check UTF-8 itself.
+  if (first_invalid_utf8(text) != std::string_view::npos) {
+    throw TokenizerError(re.where + ": " + tracking::quoted_for_message(text) + " is not valid UTF-8");
+  }
   pcre2_match_context* context = thread_state.context;
   pcre2_set_match_limit(context, kAttemptLimit);
   const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
