@@ -278,9 +278,9 @@ TEST_CASE("data files give one text per record, errors naming the line", "[token
 }
 
 TEST_CASE("a tokenizer.model's character map is walked before SentencePiece reads it", "[tokenizers]") {
-  // The nmt_nfkc map SentencePiece's trainer writes (a fuzz seed), as a
+  // The nmt_nfkc map SentencePiece's trainer writes (240 KB), as a
   // model's normalizer_spec.precompiled_charsmap (fields 3 and 2).
-  std::ifstream in(std::string(ACCEL_TEST_DIR) + "/fuzz/corpus/sentencepiece_charsmap/nmt_nfkc", std::ios::binary);
+  std::ifstream in(std::string(ACCEL_TEST_DIR) + "/tokenizers/fixtures/nmt_nfkc.charsmap", std::ios::binary);
   REQUIRE(in);
   std::string map((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   const auto field = [](int number, const std::string& bytes) {
