@@ -20,13 +20,17 @@ local function is_id_or_ids(v)
   return true
 end
 
+local function is_number_from_0(v) return type(v) == "number" and v >= 0 end
+
 -- Each field generate reads: its check and what it must be, for the error.
+-- Ranges are as loose as released files are (a greedy model's file may say
+-- "temperature": 0.0); generate checks what sampling needs when it samples.
 local FIELDS = {
   do_sample = { function(v) return type(v) == "boolean" end, "a boolean" },
-  temperature = { function(v) return type(v) == "number" and v > 0 end, "a number above 0" },
-  top_p = { function(v) return type(v) == "number" and v > 0 and v <= 1 end, "a number in (0, 1]" },
+  temperature = { is_number_from_0, "a number >= 0" },
+  top_p = { function(v) return type(v) == "number" and v >= 0 and v <= 1 end, "a number in [0, 1]" },
   top_k = { is_count, "a whole number >= 0" },
-  repetition_penalty = { function(v) return type(v) == "number" and v > 0 end, "a number above 0" },
+  repetition_penalty = { is_number_from_0, "a number >= 0" },
   max_new_tokens = { is_count, "a whole number >= 0" },
   min_new_tokens = { is_count, "a whole number >= 0" },
   max_length = { is_count, "a whole number >= 0" },
