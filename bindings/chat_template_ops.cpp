@@ -17,7 +17,7 @@
 #include "bindings/lua_support.h"
 #include "bindings/op_tables.h"
 #include "engine/chat_template/chat_template.h"
-#include "engine/tokenizers/utf8.h"
+#include "engine/utf8/utf8.h"
 
 namespace accel::lua {
 namespace {
@@ -36,7 +36,7 @@ std::string lua_text(lua_State* L, int idx, const std::string& path) {
   std::size_t size = 0;
   const char* s = lua_tolstring(L, idx, &size);
   std::string text(s, size);
-  const std::size_t bad = tokenizers::first_invalid_utf8(text);
+  const std::size_t bad = utf8::first_invalid(text);
   if (bad != std::string::npos) throw ArgError(path + " is not valid UTF-8 (byte " + std::to_string(bad) + ")");
   return text;
 }

@@ -24,6 +24,7 @@
 #include "engine/checkpoint/safetensors.h"
 #include "engine/checkpoint/weights_export.h"
 #include "engine/checkpoint/weights_reader.h"
+#include "engine/files/outside_file.h"
 
 namespace accel::lua {
 namespace {
@@ -318,6 +319,15 @@ std::vector<Binding> checkpoint_bindings() {
         return Pushed{1};
       }),
       bind("is_folder", [](std::string path) { return fs::is_directory(path); }),
+      // "missing", "file" or "other" (a FIFO, a device, a folder), found without
+      // opening it: for checks of a downloaded folder that must not block.
+      bind("file_kind", [](std::string path) {
+        switch (outside_file_kind(path)) {
+          case OutsideFileKind::Missing: return std::string("missing");
+          case OutsideFileKind::Regular: return std::string("file");
+          default: return std::string("other");
+        }
+      }),
       bind("fault_point", [](std::string point) { ckpt::fault_point(point.c_str()); }),
       // save_weights(folder, {{name, tensor}, ...}, {safe_serialization, max_shard_size}) -> file names
       bind("save_weights", [](lua_State* L, std::string folder) {

@@ -69,9 +69,11 @@ std::string describe_exception(const std::exception& e) {
   if (dynamic_cast<const CollectiveError*>(&e)) on_collective_failure(e.what());
   if (const auto* torch_error = dynamic_cast<const c10::Error*>(&e)) {
     log_cpp_backtrace(torch_error->what());
-    return with_one_based_dims(torch_error->what_without_backtrace());
+    return utf8::escape_invalid(with_one_based_dims(torch_error->what_without_backtrace()));
   }
-  return e.what();
+  // A message quoting what a file held (a path, a token, a name) shows a
+  // byte that is not UTF-8 as \xNN, never raw.
+  return utf8::escape_invalid(e.what());
 }
 
 void set_library_source_prefix(const std::string& lua_dir) {

@@ -21,7 +21,7 @@
 
 #include "bindings/lua_support.h"
 #include "bindings/op_tables.h"
-#include "engine/checkpoint/file_io.h"
+#include "engine/files/outside_file.h"
 #include "engine/json/json_reader.h"
 
 namespace accel::lua {
@@ -167,7 +167,7 @@ std::vector<Binding> json_bindings() {
   return {
       bind("read", [](lua_State* L, std::string path, c10::optional<double> max_bytes) {
         const uint64_t limit = max_bytes_of(max_bytes);
-        const json value = strict_json::parse_json(ckpt::read_whole_file(path, limit), path, limit);
+        const json value = strict_json::parse_json(read_outside_file(path, limit), path, limit);
         lua_newtable(L);
         const int floats = lua_gettop(L);
         push_json(L, value, floats);

@@ -20,6 +20,7 @@
 #include "bindings/op_tables.h"
 #include "engine/chat_template/assistant_mask.h"
 #include "engine/tokenizers/batch.h"
+#include "engine/tokenizers/regex.h"
 #include "engine/tokenizers/sentencepiece_tokenizer.h"
 #include "engine/tokenizers/text_records.h"
 #include "engine/tokenizers/tokenizer_error.h"
@@ -35,8 +36,18 @@ using TokenizerPtr = std::shared_ptr<const tk::Tokenizer>;
 
 std::vector<Binding> tokenizer_methods();
 const HandleType kTokenizer{"accel.Tokenizer", "accel.tokenizers.Tokenizer:", tokenizer_methods};
+std::vector<Binding> pattern_methods();
+const HandleType kPattern{"accel.Pattern", "accel.Pattern:", pattern_methods};
 
 const tk::Tokenizer& tokenizer_at(lua_State* L) { return *check_handle<TokenizerPtr>(L, 1, kTokenizer); }
+
+// A Python regular expression for re.fullmatch (PEFT's target_modules).
+using PatternPtr = std::shared_ptr<const tk::Regex>;
+std::vector<Binding> pattern_methods() {
+  return {bind("fullmatch", [](lua_State* L, Receiver, std::string text) {
+    return check_handle<PatternPtr>(L, 1, kPattern)->full_match(text);
+  })};
+}
 
 // A Lua string at `idx` as a view (valid while it stays on the stack).
 std::string_view string_at(lua_State* L, int idx, const std::string& what) {
@@ -381,6 +392,11 @@ std::vector<Binding> tokenizer_bindings() {
           lua_setfield(L, -2, name);
         }
         return Pushed{2};
+      }),
+      // python_pattern(pattern, where) -> a pattern whose :fullmatch(text) is re.fullmatch's answer.
+      bind("python_pattern", [](lua_State* L, std::string pattern, std::string where) {
+        push_handle(L, kPattern, PatternPtr(std::make_shared<const tk::Regex>(tk::Regex::python(pattern, where))));
+        return Pushed{1};
       }),
       bind("sentencepiece_available", [](lua_State* L) {
         std::string why;

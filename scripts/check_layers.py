@@ -5,15 +5,16 @@ layer, its sources a folder:
 
     layer         library               folder                     includes
     utf8          accel_utf8            engine/utf8/               itself
+    files         accel_files           engine/files/              itself
     json          accel_json            engine/json/               utf8
     protocol      accel_protocol        engine/protocol/           utf8
     launch        accel_launch,         engine/launch/             protocol, json, utf8
                   accel-run (its main)
-    tokenizers    accel_tokenizers      engine/tokenizers/         sentencepiece (its module's header), json, utf8
+    tokenizers    accel_tokenizers      engine/tokenizers/         sentencepiece (its module's header), json, utf8, files
     sentencepiece accel_sentencepiece   engine/tokenizers/sentencepiece_module/  itself
     chat_template accel_chat_template   engine/chat_template/      utf8
-    engine        accel_engine          engine/ (the rest)         protocol, json, utf8
-    bindings      accel_worker          bindings/                  engine, tokenizers, chat_template, protocol, json, utf8
+    engine        accel_engine          engine/ (the rest)         protocol, json, utf8, files
+    bindings      accel_worker          bindings/                  engine, tokenizers, chat_template, protocol, json, utf8, files
 
 No layer but engine and bindings may include LibTorch. Every library the
 top-level CMakeLists.txt builds must be in the table above (a new library
@@ -30,14 +31,15 @@ import sys
 # layer -> (its libraries, the layers it may include besides itself, whether it may include LibTorch)
 LAYERS = {
     "utf8": (("accel_utf8",), (), False),
+    "files": (("accel_files",), (), False),
     "json": (("accel_json",), ("utf8",), False),
     "protocol": (("accel_protocol",), ("utf8",), False),
     "launch": (("accel_launch", "accel-run"), ("protocol", "json", "utf8"), False),
-    "tokenizers": (("accel_tokenizers",), ("sentencepiece", "json", "utf8"), False),
+    "tokenizers": (("accel_tokenizers",), ("sentencepiece", "json", "utf8", "files"), False),
     "sentencepiece": (("accel_sentencepiece",), (), False),
     "chat_template": (("accel_chat_template",), ("utf8",), False),
-    "engine": (("accel_engine",), ("protocol", "json", "utf8"), True),
-    "bindings": (("accel_worker",), ("engine", "tokenizers", "chat_template", "protocol", "json", "utf8"), True),
+    "engine": (("accel_engine",), ("protocol", "json", "utf8", "files"), True),
+    "bindings": (("accel_worker",), ("engine", "tokenizers", "chat_template", "protocol", "json", "utf8", "files"), True),
 }
 # Targets of the build that are no layer of ours: found dependencies (LuaJIT,
 # PCRE2, SentencePiece located by their files) wrapped as interface targets.
@@ -57,7 +59,7 @@ def layer(path):
         return None
     if len(parts) > 3 and parts[1] == "tokenizers" and parts[2] == "sentencepiece_module":
         return "sentencepiece"
-    if len(parts) > 2 and parts[1] in ("utf8", "json", "protocol", "launch", "tokenizers", "chat_template"):
+    if len(parts) > 2 and parts[1] in ("utf8", "files", "json", "protocol", "launch", "tokenizers", "chat_template"):
         return parts[1]
     return "engine"
 

@@ -56,25 +56,12 @@ FileDigest FileWriter::finish() {
   return FileDigest{size_, crc_.value()};
 }
 
-std::string file_kind(mode_t mode) {
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a file";
-}
-
 FileReader::FileReader(std::string path) : path_(std::move(path)) {
-  // O_NONBLOCK: opening a FIFO waits for a writer otherwise, forever.
-  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd_ < 0) fail("cannot open", path_);
-  struct stat st {};
-  if (::fstat(fd_, &st) != 0) fail("cannot stat", path_);
-  if (!S_ISREG(st.st_mode)) {
-    throw CheckpointError("'" + path_ + "' is not a regular file (" + file_kind(st.st_mode) +
-                          "): refusing to read it");
+  try {
+    fd_ = open_outside_file(path_, &size_);
+  } catch (const OutsideFileError& e) {
+    throw CheckpointError(e.what());
   }
-  size_ = static_cast<uint64_t>(st.st_size);
   // The whole file is read once, front to back.
   ::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
 }

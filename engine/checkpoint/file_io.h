@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/checkpoint/checksum.h"
+#include "engine/files/outside_file.h"  // file_kind
 
 namespace accel::checkpoint {
 
@@ -68,9 +69,6 @@ class FileReader {
   uint64_t position_ = 0;
   Crc32c crc_;
 };
-
-// "a FIFO", "a directory", ...: what a non-regular file is, for errors.
-std::string file_kind(mode_t mode);
 
 FileDigest write_whole_file(const std::string& path, const std::string& contents);
 // Refuses, before reading, a file larger than `max_bytes`.

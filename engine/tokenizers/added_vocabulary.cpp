@@ -9,31 +9,69 @@ namespace accel::tokenizers {
 
 void TokenMatcher::add(const std::string& pattern, int32_t value) {
   int32_t node = 0;
-  for (const char c : pattern) {
-    const uint64_t key = (static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(c);
-    const auto it = edges_.find(key);
-    if (it != edges_.end()) {
-      node = it->second;
-    } else {
-      edges_.emplace(key, nodes_);
-      node = nodes_++;
+  for (auto c = pattern.rbegin(); c != pattern.rend(); ++c) {
+    const auto byte = static_cast<unsigned char>(*c);
+    int32_t next = child(node, byte);
+    if (next < 0) {
+      next = static_cast<int32_t>(parent_.size());
+      edges_.emplace((static_cast<uint64_t>(node) << 8) | byte, next);
+      parent_.push_back(node);
+      byte_.push_back(byte);
+      depth_.push_back(depth_[node] + 1);
+      fail_.push_back(0);
+      longest_.push_back(-1);
+      value_.push_back(-1);
     }
+    node = next;
   }
-  values_[node] = value;  // a repeated pattern keeps the last value
-  first_bytes_[static_cast<unsigned char>(pattern[0])] = true;
+  value_[node] = value;
+  longest_pattern_ = std::max(longest_pattern_, pattern.size());
 }
 
-std::pair<std::size_t, int32_t> TokenMatcher::longest_at(std::string_view text, std::size_t at) const {
-  std::pair<std::size_t, int32_t> best{0, -1};
-  int32_t node = 0;
-  for (std::size_t i = at; i < text.size(); ++i) {
-    const auto it = edges_.find((static_cast<uint64_t>(node) << 8) | static_cast<unsigned char>(text[i]));
-    if (it == edges_.end()) break;
-    node = it->second;
-    const auto value = values_.find(node);
-    if (value != values_.end()) best = {i + 1 - at, value->second};
+int32_t TokenMatcher::child(int32_t node, unsigned char byte) const {
+  const auto it = edges_.find((static_cast<uint64_t>(node) << 8) | byte);
+  return it == edges_.end() ? -1 : it->second;
+}
+
+int32_t TokenMatcher::step(int32_t node, unsigned char byte) const {
+  for (;;) {
+    const int32_t next = child(node, byte);
+    if (next >= 0) return next;
+    if (node == 0) return 0;
+    node = fail_[node];
   }
-  return best;
+}
+
+void TokenMatcher::build() {
+  // Nodes by depth, so that a node's failure link (a shallower node) is set before it is followed.
+  std::vector<int32_t> order(parent_.size() - 1);
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i + 1);
+  std::stable_sort(order.begin(), order.end(), [this](int32_t a, int32_t b) { return depth_[a] < depth_[b]; });
+  longest_[0] = value_[0] >= 0 ? 0 : -1;
+  for (const int32_t node : order) {
+    const int32_t parent = parent_[node];
+    fail_[node] = parent == 0 ? 0 : step(fail_[parent], byte_[node]);
+    longest_[node] = value_[node] >= 0 ? node : longest_[fail_[node]];
+  }
+}
+
+std::pair<std::size_t, int32_t> TokenMatcher::Scan::longest_at(std::size_t at) {
+  if (at >= end_) {
+    // The window [at, at + w) needs the text up to the longest pattern past its end.
+    const std::size_t w = std::max<std::size_t>(65536, matcher_.longest_pattern_);
+    begin_ = at;
+    end_ = std::min(text_.size(), at + w);
+    const std::size_t scan_end = std::min(text_.size(), end_ + matcher_.longest_pattern_);
+    found_.assign(end_ - begin_, -1);
+    int32_t node = 0;
+    for (std::size_t i = scan_end; i-- > begin_;) {
+      node = matcher_.step(node, static_cast<unsigned char>(text_[i]));
+      if (i < end_) found_[i - begin_] = matcher_.longest_[node];
+    }
+  }
+  const int32_t node = found_[at - begin_];
+  if (node < 0) return {0, -1};
+  return {matcher_.depth_[node], matcher_.value_[node]};
 }
 
 void AddedVocabulary::add(std::vector<AddedToken> tokens,
@@ -82,6 +120,8 @@ void AddedVocabulary::add(std::vector<AddedToken> tokens,
       if (!pattern.empty()) normalized_.add(pattern, id);
     }
   }
+  raw_.build();
+  normalized_.build();
 }
 
 namespace {
@@ -105,12 +145,9 @@ void AddedVocabulary::split(std::string_view text, bool normalized,
   }
   std::size_t done = 0;  // the end of what has been given out
   std::size_t at = 0;
+  TokenMatcher::Scan scan(matcher, text);
   while (at < text.size()) {
-    if (!matcher.starts(static_cast<unsigned char>(text[at]))) {
-      ++at;
-      continue;
-    }
-    const auto [length, id] = matcher.longest_at(text, at);
+    const auto [length, id] = scan.longest_at(at);
     if (length == 0) {
       ++at;
       continue;

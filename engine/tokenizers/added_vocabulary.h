@@ -13,6 +13,7 @@
 //  - decoding shows a normalized token in its normalized form, so the
 //    decoder can undo that (a byte-level normalizer's token).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -35,21 +36,43 @@ struct AddedToken {
   bool normalized = true;
 };
 
-// Leftmost-longest matching of a set of strings (a trie over bytes).
+// Leftmost-longest matching of a set of strings in time linear in the
+// text, however long the strings (a file's added token may be 300 KB): an
+// Aho-Corasick automaton over the strings reversed, run backwards over the
+// text, gives the longest string starting at each position, as HF
+// tokenizers' AddedVocabulary finds them with its aho-corasick crate.
 class TokenMatcher {
  public:
+  // Adds `pattern` (a repeated one keeps the last value); build() before matching.
   void add(const std::string& pattern, int32_t value);
-  bool empty() const { return values_.empty(); }
-  // The longest pattern that starts at text[at], as (length, value); length 0 when none.
-  std::pair<std::size_t, int32_t> longest_at(std::string_view text, std::size_t at) const;
-  // Whether some pattern starts with `byte`.
-  bool starts(unsigned char byte) const { return first_bytes_[byte]; }
+  void build();
+  bool empty() const { return longest_pattern_ == 0; }
+
+  // The longest pattern starting at each position of `text`, asked for in
+  // increasing positions; found a window of positions at a time, so memory
+  // stays bounded by the window, not the text.
+  class Scan {
+   public:
+    Scan(const TokenMatcher& matcher, std::string_view text) : matcher_(matcher), text_(text) {}
+    // (length, value) of the longest pattern at text[at]; length 0 when none.
+    std::pair<std::size_t, int32_t> longest_at(std::size_t at);
+
+   private:
+    const TokenMatcher& matcher_;
+    std::string_view text_;
+    std::size_t begin_ = 0, end_ = 0;  // the window [begin_, end_) filled
+    std::vector<int32_t> found_;       // per position of the window: the node of its longest match, or -1
+  };
 
  private:
-  std::unordered_map<uint64_t, int32_t> edges_;  // (node << 8 | byte) -> node
-  std::unordered_map<int32_t, int32_t> values_;  // node -> value of the pattern ending there
-  int32_t nodes_ = 1;                            // node 0 is the root
-  bool first_bytes_[256] = {};
+  int32_t step(int32_t node, unsigned char byte) const;
+  int32_t child(int32_t node, unsigned char byte) const;
+
+  std::unordered_map<uint64_t, int32_t> edges_;  // (node << 8 | byte) -> node, of the reversed patterns
+  std::vector<int32_t> parent_{-1}, fail_{0}, longest_{-1}, value_{-1};
+  std::vector<uint32_t> depth_{0};
+  std::vector<unsigned char> byte_{0};
+  std::size_t longest_pattern_ = 0;
 };
 
 class AddedVocabulary {

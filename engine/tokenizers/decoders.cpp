@@ -1,6 +1,7 @@
 #include "engine/tokenizers/decoders.h"
 
 #include "engine/tokenizers/byte_level.h"
+#include "engine/tokenizers/growth_bound.h"
 #include "engine/tokenizers/regex.h"
 #include "engine/tokenizers/split_pattern.h"
 #include "engine/utf8/utf8.h"
@@ -142,19 +143,7 @@ class Replace : public Decoder {
  public:
   Replace(Regex pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
-    std::vector<Span> spans;
-    for (std::string& token : tokens) {
-      pattern_.find_matches(token, spans);
-      std::string out;
-      for (const Span& s : spans) {
-        if (s.match) {
-          out += content_;
-        } else {
-          out.append(token, s.start, s.end - s.start);
-        }
-      }
-      token.swap(out);
-    }
+    for (std::string& token : tokens) token = pattern_.replace(token, content_, growth_limit(token.size()), where);
   }
 
  private:
@@ -235,6 +224,7 @@ void add_decoders(const JsonNode& node, std::vector<std::unique_ptr<Decoder>>& o
                          "', a decoder accel does not support (it reads ByteLevel, ByteFallback, Metaspace, "
                          "WordPiece, BPEDecoder, Replace, Strip, Fuse and Sequence)");
   }
+  if (type != "Sequence") out.back()->where = node.where() + " (" + type + ")";
 }
 
 }  // namespace

@@ -20,6 +20,9 @@ class Decoder {
   virtual ~Decoder() = default;
   // The reference's decode_chain: tokens in, tokens (or one text) out.
   virtual void decode_chain(std::vector<std::string>& tokens) const = 0;
+
+  // Where the step sits in its file ("'tok.json': decoder.decoders[1]"), for errors.
+  std::string where;
 };
 
 // The steps a tokenizer.json "decoder" value describes, Sequences flattened.

@@ -2,6 +2,7 @@
 
 #include "engine/tokenizers/byte_level.h"
 #include "engine/tokenizers/character_classes.h"
+#include "engine/tokenizers/growth_bound.h"
 #include "engine/tokenizers/regex.h"
 #include "engine/tokenizers/split_pattern.h"
 #include "engine/tokenizers/unicode_forms.h"
@@ -142,18 +143,7 @@ class Replace : public Normalizer {
  public:
   Replace(Regex pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void normalize(std::string& text) const override {
-    std::vector<Span> spans;
-    pattern_.find_matches(text, spans);
-    std::string out;
-    out.reserve(text.size());
-    for (const Span& s : spans) {
-      if (s.match) {
-        out += content_;
-      } else {
-        out.append(text, s.start, s.end - s.start);
-      }
-    }
-    text.swap(out);
+    text = pattern_.replace(text, content_, growth_limit(text.size()), where);
   }
 
  private:
@@ -219,6 +209,7 @@ void add_normalizers(const JsonNode& node, std::vector<std::unique_ptr<Normalize
                          "', a normalizer accel does not support (it reads BertNormalizer, NFC, NFD, NFKC, NFKD, "
                          "Lowercase, Strip, StripAccents, Nmt, Replace, Prepend, ByteLevel and Sequence)");
   }
+  if (type != "Sequence") out.back()->where = node.where() + " (" + type + ")";
 }
 
 }  // namespace

@@ -24,6 +24,9 @@ class Normalizer {
   virtual ~Normalizer() = default;
   // `text` (valid UTF-8) normalized, in place.
   virtual void normalize(std::string& text) const = 0;
+
+  // Where the step sits in its file ("'tok.json': normalizer.normalizers[2]"), for errors.
+  std::string where;
 };
 
 // The normalizer a tokenizer.json "normalizer" value describes; a Sequence

@@ -1,5 +1,6 @@
 #include "engine/tokenizers/pipeline_tokenizer.h"
 
+#include "engine/tokenizers/growth_bound.h"
 #include "engine/tokenizers/tokenizer_error.h"
 
 namespace accel::tokenizers {
@@ -12,7 +13,11 @@ PipelineTokenizer::PipelineTokenizer(Pipeline pipeline) : pipeline_(std::move(pi
 }
 
 void PipelineTokenizer::normalize(std::string& text) const {
-  for (const auto& n : pipeline_.normalizers) n->normalize(text);
+  const std::size_t input = text.size();
+  for (const auto& n : pipeline_.normalizers) {
+    n->normalize(text);
+    check_growth(n->where + ", with the normalizers before it,", input, text.size());
+  }
 }
 
 void PipelineTokenizer::tokenize_piece(std::size_t step, Piece&& piece, std::vector<int32_t>& ids) const {
@@ -67,7 +72,16 @@ std::string PipelineTokenizer::decode(const std::vector<int64_t>& ids, bool skip
     }
     return out;
   }
-  for (const auto& d : pipeline_.decoders) d->decode_chain(tokens);
+  const auto total = [&tokens] {
+    std::size_t bytes = 0;
+    for (const std::string& t : tokens) bytes += t.size();
+    return bytes;
+  };
+  const std::size_t input = total();
+  for (const auto& d : pipeline_.decoders) {
+    d->decode_chain(tokens);
+    check_growth(d->where + ", with the decoders before it,", input, total());
+  }
   std::string out;
   for (const std::string& t : tokens) out += t;
   return out;

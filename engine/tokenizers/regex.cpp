@@ -5,10 +5,12 @@
 #include <unicode/uchar.h>
 #include <unicode/uniset.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <mutex>
 
+#include "engine/tokenizers/growth_bound.h"
 #include "engine/tokenizers/tokenizer_error.h"
 #include "engine/utf8/utf8.h"
 
@@ -198,16 +200,36 @@ std::string translate(const std::string& pattern, const std::string& where) {
 struct CodeDeleter {
   void operator()(pcre2_code* code) const { pcre2_code_free(code); }
 };
-struct ContextDeleter {
-  void operator()(pcre2_match_context* context) const { pcre2_match_context_free(context); }
-};
 
-// Each thread matches with its own JIT stack and match data (one pair of
-// offsets: only the whole match is read), made on its first match.
+// Bounds on matching. One attempt (one pcre2_match call) may take at most
+// kAttemptLimit steps (PCRE2's default is ten times that). A text's matches
+// together may take at most kStepsPerByte per byte, twice over: an attempt
+// is first tried under kFirstTry steps, charged in full whether it used them
+// or not (a text has at most one attempt per byte, so first tries spend at
+// most half); an attempt that needs more is tried again under what is left,
+// charged in full. A pattern just under the attempt limit on every byte
+// (1.7 ms a byte) thus fails its text instead of taking minutes.
+constexpr uint32_t kAttemptLimit = 1000000;
+constexpr uint32_t kFirstTry = 10000;
+constexpr uint64_t kStepsPerByte = kFirstTry;
+
+pcre2_jit_stack* thread_jit_stack(void*);
+
+// Each thread matches with its own JIT stack, match context (its limits are
+// set per attempt) and match data (one pair of offsets: only the whole match
+// is read), made on its first match.
 struct ThreadMatchState {
   pcre2_jit_stack* stack = pcre2_jit_stack_create(32 * 1024, 8 * 1024 * 1024, nullptr);
   pcre2_match_data* data = pcre2_match_data_create(1, nullptr);
+  pcre2_match_context* context = [] {
+    pcre2_match_context* c = pcre2_match_context_create(nullptr);
+    pcre2_set_depth_limit(c, 100000);
+    pcre2_set_heap_limit(c, 64 * 1024);  // KiB
+    pcre2_jit_stack_assign(c, thread_jit_stack, nullptr);
+    return c;
+  }();
   ~ThreadMatchState() {
+    pcre2_match_context_free(context);
     pcre2_jit_stack_free(stack);
     pcre2_match_data_free(data);
   }
@@ -222,7 +244,6 @@ struct Regex::Compiled {
   std::string source;
   std::string where;
   std::unique_ptr<pcre2_code, CodeDeleter> code;
-  std::unique_ptr<pcre2_match_context, ContextDeleter> context;
   bool jit = false;
 };
 
@@ -243,13 +264,6 @@ std::shared_ptr<Regex::Compiled> compile_pcre2(const std::string& source, const 
   compiled->where = where;
   compiled->code.reset(code);
   compiled->jit = pcre2_jit_compile(code, PCRE2_JIT_COMPLETE) == 0;
-  compiled->context.reset(pcre2_match_context_create(nullptr));
-  // Bounds on backtracking (PCRE2's defaults are ten times these): a
-  // pattern that needs more on some text fails that text.
-  pcre2_set_match_limit(compiled->context.get(), 1000000);
-  pcre2_set_depth_limit(compiled->context.get(), 100000);
-  pcre2_set_heap_limit(compiled->context.get(), 64 * 1024);  // KiB
-  pcre2_jit_stack_assign(compiled->context.get(), thread_jit_stack, nullptr);
   return compiled;
 }
 
@@ -263,6 +277,78 @@ Regex Regex::compile(const std::string& pattern, const std::string& where) {
                              where));
 }
 
+namespace {
+
+// Python's syntax as PCRE2 reads it: `{,n}` and `{,}` are `{0,n}` and `{0,}`
+// in Python 3 (PCRE2 10.42 reads them as text), `\Z` is PCRE2's `\z`.
+std::string translate_python(const std::string& pattern) {
+  std::string out;
+  out.reserve(pattern.size() + 4);
+  bool in_class = false;
+  for (std::size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c == '\\' && i + 1 < pattern.size()) {
+      out += c;
+      out += pattern[i + 1] == 'Z' && !in_class ? 'z' : pattern[i + 1];
+      ++i;
+      continue;
+    }
+    if (in_class) {
+      if (c == ']') in_class = false;
+      out += c;
+      continue;
+    }
+    if (c == '[') {
+      in_class = true;
+      out += c;
+      if (i + 1 < pattern.size() && pattern[i + 1] == '^') out += pattern[++i];
+      if (i + 1 < pattern.size() && pattern[i + 1] == ']') out += pattern[++i];
+      continue;
+    }
+    if (c == '{' && i + 1 < pattern.size() && pattern[i + 1] == ',') {
+      std::size_t end = i + 2;
+      while (end < pattern.size() && pattern[end] >= '0' && pattern[end] <= '9') ++end;
+      if (end < pattern.size() && pattern[end] == '}') {
+        out += "{0,";
+        out.append(pattern, i + 2, end - i - 2);
+        out += '}';
+        i = end;
+        continue;
+      }
+    }
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+Regex Regex::python(const std::string& pattern, const std::string& where) {
+  if (utf8::first_invalid(pattern) != std::string::npos) {
+    throw TokenizerError(where + ": the pattern is not valid UTF-8");
+  }
+  return Regex(compile_pcre2(pattern, translate_python(pattern),
+                             PCRE2_UCP | PCRE2_ANCHORED | PCRE2_ENDANCHORED | PCRE2_NEVER_BACKSLASH_C, where));
+}
+
+bool Regex::full_match(std::string_view text) const {
+  const Compiled& re = *compiled_;
+  // pcre2_jit_match does not check UTF-8 itself.
+  if (utf8::first_invalid(text) != std::string_view::npos) {
+    throw TokenizerError(re.where + ": " + utf8::quoted_for_message(text) + " is not valid UTF-8");
+  }
+  pcre2_match_context* context = thread_state.context;
+  pcre2_set_match_limit(context, kAttemptLimit);
+  const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  const int rc = re.jit ? pcre2_jit_match(re.code.get(), subject, text.size(), 0, 0, thread_state.data, context)
+                        : pcre2_match(re.code.get(), subject, text.size(), 0, 0, thread_state.data, context);
+  if (rc >= 0) return true;
+  if (rc == PCRE2_ERROR_NOMATCH) return false;
+  throw TokenizerError(re.where + ": the pattern '" + re.source + "' failed on " + utf8::quoted_for_message(text) +
+                       ": " + pcre2_message(rc) +
+                       (rc == PCRE2_ERROR_MATCHLIMIT ? " (it backtracks without bound on names this long)" : ""));
+}
+
 Regex Regex::literal(const std::string& text, const std::string& where) {
   if (utf8::first_invalid(text) != std::string::npos) {
     throw TokenizerError(where + ": the pattern is not valid UTF-8");
@@ -272,6 +358,25 @@ Regex Regex::literal(const std::string& text, const std::string& where) {
 
 const std::string& Regex::source() const { return compiled_->source; }
 
+std::string Regex::replace(std::string_view text, const std::string& content, std::size_t max_bytes,
+                           const std::string& where) const {
+  std::vector<Span> spans;
+  find_matches(text, spans);
+  std::size_t size = 0;
+  for (const Span& s : spans) size += s.match ? content.size() : s.end - s.start;
+  if (size > max_bytes) check_growth(where, text.size(), size);
+  std::string out;
+  out.reserve(size);
+  for (const Span& s : spans) {
+    if (s.match) {
+      out += content;
+    } else {
+      out.append(text, s.start, s.end - s.start);
+    }
+  }
+  return out;
+}
+
 void Regex::find_matches(std::string_view text, std::vector<Span>& out) const {
   out.clear();
   if (text.empty()) {
@@ -280,16 +385,30 @@ void Regex::find_matches(std::string_view text, std::vector<Span>& out) const {
   }
   const Compiled& re = *compiled_;
   pcre2_match_data* data = thread_state.data;
+  pcre2_match_context* context = thread_state.context;
   const auto subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  const uint64_t budget = 2 * kStepsPerByte * (text.size() + 1);
+  uint64_t spent = 0;
+  const auto attempt = [&](std::size_t start, uint64_t limit) {
+    pcre2_set_match_limit(context, static_cast<uint32_t>(limit));
+    spent += limit;
+    return re.jit ? pcre2_jit_match(re.code.get(), subject, text.size(), start, PCRE2_NO_UTF_CHECK, data, context)
+                  : pcre2_match(re.code.get(), subject, text.size(), start, PCRE2_NO_UTF_CHECK, data, context);
+  };
   std::size_t previous = 0;   // the end of the last span written
   std::size_t search = 0;     // where the next search starts
   std::size_t last_match_end = std::string_view::npos;
   while (search <= text.size()) {
-    const int rc = re.jit ? pcre2_jit_match(re.code.get(), subject, text.size(), search, PCRE2_NO_UTF_CHECK, data,
-                                            re.context.get())
-                          : pcre2_match(re.code.get(), subject, text.size(), search, PCRE2_NO_UTF_CHECK, data,
-                                        re.context.get());
+    int rc = attempt(search, kFirstTry);
+    if (rc == PCRE2_ERROR_MATCHLIMIT && spent < budget) {
+      rc = attempt(search, std::min<uint64_t>(kAttemptLimit, budget - spent));
+    }
     if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc == PCRE2_ERROR_MATCHLIMIT && spent >= budget) {
+      throw TokenizerError(re.where + ": the pattern '" + re.source + "' needs more than the " +
+                           std::to_string(budget) + " steps of matching a text of " + std::to_string(text.size()) +
+                           " bytes may take (" + std::to_string(2 * kStepsPerByte) + " a byte)");
+    }
     if (rc < 0) {
       throw TokenizerError(re.where + ": the pattern '" + re.source + "' failed on a text of " +
                            std::to_string(text.size()) + " bytes: " + pcre2_message(rc));

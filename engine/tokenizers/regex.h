@@ -40,11 +40,28 @@ class Regex {
   static Regex compile(const std::string& pattern, const std::string& where);
   // Matches `text` itself (tokenizer.json's {"String": ...} patterns).
   static Regex literal(const std::string& text, const std::string& where);
+  // A Python regular expression (PEFT's target_modules), for full_match:
+  // PCRE2 reads Python's syntax but for `{,n}` (0 to n, as Python 3 reads
+  // it) and `\Z` (the very end), rewritten; Unicode classes, as Python's
+  // str patterns.
+  static Regex python(const std::string& pattern, const std::string& where);
+
+  // Whether the whole of `text` matches, as Python's re.fullmatch says;
+  // one attempt under the match limits, a pattern that needs more (one that
+  // backtracks exponentially in the text's length) is an error naming the
+  // pattern and the text.
+  bool full_match(std::string_view text) const;
 
   // The reference's find_matches: consecutive spans covering `text` (valid
   // UTF-8), the matches and the text between them, in order. An empty text
   // gives one empty span that is not a match.
   void find_matches(std::string_view text, std::vector<Span>& out) const;
+
+  // `text` with every match replaced by `content` (a Replace normalizer or
+  // decoder); refused, naming `where`, before it is built when it would
+  // have more than `max_bytes`.
+  std::string replace(std::string_view text, const std::string& content, std::size_t max_bytes,
+                      const std::string& where) const;
 
   const std::string& source() const;
 

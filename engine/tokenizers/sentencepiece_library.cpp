@@ -4,6 +4,7 @@
 
 #include <type_traits>
 
+#include "engine/tokenizers/sentencepiece_charsmap.h"
 #include "engine/tokenizers/sentencepiece_module/sentencepiece_module.h"
 #include "engine/tokenizers/tokenizer_error.h"
 
@@ -87,6 +88,7 @@ bool sentencepiece_available(std::string* why) {
 
 SentencePieceModel::SentencePieceModel(const std::string& data, const std::string& source) : source_(source) {
   const Module& m = loaded_module();
+  check_sentencepiece_charsmaps(data, source);
   char error[512] = {0};
   processor_ = m.load(data.data(), data.size(), error, sizeof error);
   if (!processor_) throw TokenizerError("'" + source + "' is not a SentencePiece model: " + error);

@@ -1,7 +1,7 @@
 #include "engine/tokenizers/sentencepiece_tokenizer.h"
 
 #include "engine/tokenizers/tokenizer_error.h"
-#include "engine/tokenizers/tokenizer_json.h"
+#include "engine/files/outside_file.h"
 
 namespace accel::tokenizers {
 namespace {
@@ -12,7 +12,7 @@ constexpr uint64_t kMaxModelBytes = uint64_t{256} << 20;
 }  // namespace
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& path, const SentencePieceOptions& options)
-    : model_(read_tokenizer_file(path, kMaxModelBytes), path) {
+    : model_(read_outside_file(path, kMaxModelBytes), path) {
   std::vector<AddedToken> specials;
   for (int32_t id = 0; id < model_.piece_count(); ++id) {
     const PieceKind kind = model_.kind(id);

@@ -1,11 +1,10 @@
 #include "engine/tokenizers/text_records.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
+#include <algorithm>
 
 #include "engine/json/json_error.h"
 #include "engine/json/json_reader.h"
+#include "engine/files/outside_file.h"
 #include "engine/tokenizers/tokenizer.h"
 #include "engine/tokenizers/tokenizer_error.h"
 
@@ -14,15 +13,19 @@ namespace {
 
 // One record's line may be this long; a longer one is refused.
 constexpr uint64_t kMaxLineBytes = uint64_t{64} << 20;
+// The records are held in memory whole; a larger file is refused before it is read.
+constexpr uint64_t kMaxFileBytes = uint64_t{8} << 30;
 
 }  // namespace
 
 std::vector<std::string> read_text_records(const std::string& path, RecordFormat format, const std::string& key) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TokenizerError("cannot open '" + path + "': " + std::strerror(errno));
+  const std::string text = read_outside_file(path, kMaxFileBytes);
   std::vector<std::string> records;
-  std::string line;
-  for (std::size_t number = 1; std::getline(in, line); ++number) {
+  std::size_t next = 0;
+  for (std::size_t number = 1; next < text.size(); ++number) {
+    const std::size_t end = std::min(text.find('\n', next), text.size());
+    std::string line = text.substr(next, end - next);
+    next = end + 1;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const std::string where = "'" + path + "' line " + std::to_string(number);
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
@@ -43,7 +46,6 @@ std::vector<std::string> read_text_records(const std::string& path, RecordFormat
     if (!it->is_string()) throw TokenizerError(where + ": \"" + key + "\" is not a string");
     records.push_back(it->get<std::string>());
   }
-  if (in.bad()) throw TokenizerError("cannot read '" + path + "'");
   return records;
 }
 

@@ -14,7 +14,7 @@
 // from PCRE2 (regex.h: the reference's Oniguruma patterns, JIT-compiled),
 // Unicode data and normalization forms from ICU (character_classes.h,
 // unicode_forms.h), JSON from nlohmann-json through the engine's strict
-// reader (engine/checkpoint/json.h: size and depth limits, no repeated
+// reader (engine/json/json_reader.h: size and depth limits, no repeated
 // keys). No byte of a tokenizer file is ever executed: patterns are
 // matched by PCRE2 under backtracking limits, everything else is data.
 //

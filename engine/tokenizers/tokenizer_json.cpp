@@ -1,9 +1,6 @@
 #include "engine/tokenizers/tokenizer_json.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-
+#include "engine/files/outside_file.h"
 #include "engine/json/json_error.h"
 #include "engine/json/json_reader.h"
 #include "engine/tokenizers/tokenizer_error.h"
@@ -55,23 +52,6 @@ TokenizerFile tokenizer_from_json(const std::string& text, const std::string& so
 
 }  // namespace
 
-std::string read_tokenizer_file(const std::string& path, uint64_t max_bytes) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw TokenizerError("cannot open '" + path + "': " + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size < 0) throw TokenizerError("cannot read '" + path + "': not a regular file");
-  if (static_cast<uint64_t>(size) > max_bytes) {
-    throw TokenizerError("'" + path + "' has " + std::to_string(size) + " bytes, more than the " +
-                         std::to_string(max_bytes) + " such a file may have");
-  }
-  in.seekg(0);
-  std::string text(static_cast<std::size_t>(size), '\0');
-  if (!in.read(text.data(), size)) throw TokenizerError("cannot read '" + path + "'");
-  return text;
-}
-
-
 TokenizerFile parse_tokenizer_json(const std::string& text, const std::string& source) {
   // Every JsonNode read happens here: its errors (which name the file and
   // the key) become the tokenizers' one error type.
@@ -83,7 +63,7 @@ TokenizerFile parse_tokenizer_json(const std::string& text, const std::string& s
 }
 
 TokenizerFile read_tokenizer_json(const std::string& path) {
-  return parse_tokenizer_json(read_tokenizer_file(path, kMaxTokenizerJsonBytes), path);
+  return parse_tokenizer_json(read_outside_file(path, kMaxTokenizerJsonBytes), path);
 }
 
 }  // namespace accel::tokenizers

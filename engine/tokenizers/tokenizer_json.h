@@ -33,7 +33,4 @@ struct TokenizerFile {
 TokenizerFile parse_tokenizer_json(const std::string& text, const std::string& source);
 TokenizerFile read_tokenizer_json(const std::string& path);
 
-// The whole of a file of at most `max_bytes`, for the tokenizers' readers.
-std::string read_tokenizer_file(const std::string& path, uint64_t max_bytes);
-
 }  // namespace accel::tokenizers

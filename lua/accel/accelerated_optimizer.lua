@@ -11,6 +11,7 @@ function AcceleratedOptimizer.new(optimizer, gradient_state)
   return setmetatable({
     gradient_state = gradient_state,
     optimizer = optimizer,
+    param_groups = optimizer.param_groups,  -- the optimizer's own, read and written through
     updates = 0,
     step_was_skipped = false,
     _hooks = {},  -- the layouts whose shards the optimizer steps (parallel/model_layout.lua)

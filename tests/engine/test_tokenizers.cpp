@@ -14,6 +14,7 @@
 
 #include "engine/tokenizers/batch.h"
 #include "engine/tokenizers/regex.h"
+#include "engine/tokenizers/sentencepiece_charsmap.h"
 #include "engine/tokenizers/sentencepiece_tokenizer.h"
 #include "engine/tokenizers/text_records.h"
 #include "engine/tokenizers/tokenizer_error.h"
@@ -176,6 +177,20 @@ TEST_CASE("added tokens: leftmost-longest, single_word, lstrip, rstrip, normaliz
   CHECK(t->decode({0, 3, 4, 5, 6}, true) == "a ab B");               // special tokens skipped
 }
 
+TEST_CASE("added tokens are found across the matcher's windows of 65,536 positions", "[tokenizers]") {
+  const std::string model = R"({"type": "BPE", "vocab": {"a": 0, "<m>": 1, "<m>a": 2}, "merges": []})";
+  auto t = tokenizer(model, R"("pre_tokenizer": {"type": "Split", "pattern": {"String": "a"}, "behavior": "Isolated"},
+      "added_tokens": [
+      {"id": 1, "content": "<m>", "special": true, "normalized": false},
+      {"id": 2, "content": "<m>a", "special": true, "normalized": false}])");
+  for (const std::size_t before : {65532, 65533, 65534, 65535, 65536, 65537, 131072}) {
+    std::vector<int32_t> expected(before, 0);
+    expected.push_back(2);  // the longest at its position, across the window's end
+    expected.push_back(1);
+    CHECK(ids_of(*t, std::string(before, 'a') + "<m>a<m>", false) == expected);
+  }
+}
+
 TEST_CASE("truncation keeps room for special tokens; padding on either side", "[tokenizers]") {
   auto t = tokenizer(kAbc, R"("post_processor": {"type": "TemplateProcessing",
       "single": [{"SpecialToken": {"id": "<unk>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
@@ -250,4 +265,35 @@ TEST_CASE("data files give one text per record, errors naming the line", "[token
   std::ofstream(path) << "a line\n\nanother\xFF\n";
   CHECK_THROWS_WITH(tk::read_text_records(path, tk::RecordFormat::Text, ""), Catch::Contains("line 3 is not valid UTF-8"));
   std::remove(path.c_str());
+}
+
+TEST_CASE("a tokenizer.model's character map is walked before SentencePiece reads it", "[tokenizers]") {
+  // The nmt_nfkc map SentencePiece's trainer writes (240 KB), as a
+  // model's normalizer_spec.precompiled_charsmap (fields 3 and 2).
+  std::ifstream in(std::string(ACCEL_TEST_DIR) + "/tokenizers/fixtures/nmt_nfkc.charsmap", std::ios::binary);
+  REQUIRE(in);
+  std::string map((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto field = [](int number, const std::string& bytes) {
+    std::string out(1, static_cast<char>(number << 3 | 2));
+    for (std::size_t n = bytes.size(); ; n >>= 7) {
+      out += static_cast<char>((n & 0x7F) | (n >> 7 ? 0x80 : 0));
+      if (!(n >> 7)) break;
+    }
+    return out + bytes;
+  };
+  CHECK_NOTHROW(tk::check_sentencepiece_charsmaps(field(3, field(2, map)), "real.model"));
+  // The root's offset sent 4 GB past the trie.
+  std::string garbage = map;
+  garbage[4] = garbage[5] = garbage[6] = garbage[7] = '\xFF';
+  CHECK_THROWS_WITH(tk::check_sentencepiece_charsmaps(field(3, field(2, garbage)), "bad.model"),
+                    Catch::Contains("'bad.model': normalizer_spec.precompiled_charsmap is not a valid character map") &&
+                        Catch::Contains("past the trie"));
+  // A trie too small for its root's children, in the denormalizer's map.
+  std::string trie_size(4, '\0');
+  trie_size[0] = 8;
+  const std::string leafless = trie_size + std::string("\x00\x04\x00\x00", 4) + std::string(4, '\0') + "x";
+  CHECK_THROWS_WITH(tk::check_sentencepiece_charsmaps(field(5, field(2, leafless)), "short.model"),
+                    Catch::Contains("'short.model': denormalizer_spec.precompiled_charsmap"));
+  CHECK_THROWS_WITH(tk::check_sentencepiece_charsmaps(std::string("\x1a\x05", 2), "cut.model"),
+                    Catch::Contains("'cut.model' is not a SentencePiece model"));
 }

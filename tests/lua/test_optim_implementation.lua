@@ -35,4 +35,18 @@ if not accel.cuda.is_built() then
   check.raises(function() optim.AdamW(params, { fused = true }) end, "fused in a build on LibTorch 1.13",
                "AdamW has no fused implementation", "LibTorch 2.x")
 end
+
+-- param_groups, as PyTorch's: each group's options read and write the optimizer's.
+local net_a, net_b = nn.Linear(2, 2), nn.Linear(2, 2)
+local grouped = optim.AdamW({ { params = net_a:parameters() }, { params = net_b:parameters(), lr = 0.5 } },
+                            { lr = 0.01 })
+check.equal(#grouped.param_groups, 2, "param_groups lists the groups")
+check.near(grouped.param_groups[2].lr, 0.5, 1e-12, "a group's lr reads the optimizer's")
+grouped.param_groups[1].lr = 0.25
+check.near(grouped:option("lr", 1), 0.25, 1e-12, "param_groups[1].lr = x sets the optimizer's lr of group 1")
+check.near(grouped:option("lr", 2), 0.5, 1e-12, "and leaves group 2's")
+grouped:set_option("weight_decay", 0.125)
+check.near(grouped.param_groups[2].weight_decay, 0.125, 1e-12, "set_option stays, seen through param_groups")
+check.equal(#grouped.param_groups[1].params, 2, "a group's params are its tensors")
+check.raises(function() grouped.param_groups[1].params = {} end, "params cannot be replaced", "cannot be replaced")
 check.done("test_optim_implementation")

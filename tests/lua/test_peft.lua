@@ -225,7 +225,7 @@ check.equal(targeted(nil), "model.layers.0.self_attn.q_proj model.layers.0.self_
 local all_linear = targeted("all-linear")
 check.truthy(select(2, all_linear:gsub("%S+", "")) == 14 and not all_linear:find("lm_head"),
              "all-linear: the 14 linear layers of the decoder, not lm_head")
-local matches = require("accel.peft.regex").compile
+local matches = require("accel.peft.targets").pattern
 for _, case in ipairs({
   { ".*\\.(q_proj|v_proj)", "a.b.q_proj", true }, { ".*\\.(q_proj|v_proj)", "a.b.k_proj", false },
   { "^layers\\.\\d+\\.fc$", "layers.12.fc", true }, { "layers\\.\\d{2}\\.fc", "layers.1.fc", false },
@@ -322,11 +322,15 @@ check.raises(function() peft.get_peft_model(base(), peft.LoraConfig{ target_modu
 check.raises(function() peft.get_peft_model(base(), peft.LoraConfig{ target_modules = { "mlp" } }) end,
              "a target that is not a Linear", "target_modules matches 'model.layers.0.mlp', a LlamaMLP")
 check.raises(function() peft.get_peft_model(base(), peft.LoraConfig{ target_modules = ".*(?=proj)" }) end,
-             "a regex construct accel does not match", "target_modules", "the group '(?='")
-check.raises(function() peft.get_peft_model(base(), peft.LoraConfig{ target_modules = "q_proj\\b" }) end,
-             "a word boundary", "the escape \\b")
+             "a lookahead is matched as Python matches it (no whole name ends before 'proj')",
+             "target_modules '.*(?=proj)' matches no module")
+check.equal(targeted(".*layers\\.1\\.self_attn\\.q_proj\\b"), "model.layers.1.self_attn.q_proj",
+            "a word boundary, as Python's")
 check.raises(function() peft.get_peft_model(base(), peft.LoraConfig{ target_modules = ".*(q_proj" }) end,
-             "a broken regex", "target_modules", "is not a valid regular expression: an unclosed (")
+             "a broken regex", "target_modules", "the pattern '.*(q_proj' does not compile: missing closing parenthesis")
+check.raises(function() peft.get_peft_model(base(), peft.LoraConfig{ target_modules = "(.|.)*(y|z)" }) end,
+             "a pattern that backtracks exponentially in the name's length", "target_modules",
+             "the pattern '(.|.)*(y|z)' failed on", "match limit")
 check.raises(function()
   peft.get_peft_model(base(), peft.LoraConfig{ target_modules = { "q_proj" }, modules_to_save = { "head" ,
                                                                                                 "score" } })
@@ -371,8 +375,9 @@ local newer = folder_with("newer", function(c) c.option_of_a_later_peft = json.n
 check.equal(max_diff(logits(peft.from_pretrained(base(), newer)), trained), 0,
             "an option of a later PEFT holding nothing is ignored, as PEFT ignores unknown keys")
 check.raises(function() peft.from_pretrained(base(), folder_with("r4", function(c) c.r = 4 end)) end,
-             "another rank than the file's", "r4/adapter_model.safetensors", "size mismatch",
-             "'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight' is [2, 16] in the file but [4, 16]")
+             "another rank than the file's, refused before any adapter is made", "r4/adapter_config.json': r is 4",
+             "r4/adapter_model.safetensors' holds adapters of rank 2",
+             "'base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight' is [2, 16]")
 check.raises(function()
   peft.from_pretrained(base(), folder_with("short", unchanged, { { file_names[1], tensors[file_names[1]] } }))
 end, "a file lacking tensors", "short/adapter_model.safetensors", "missing",
@@ -392,6 +397,15 @@ check.truthy(select(2, broken_error:gsub("test_peft%.lua:%d+:", "")) == 1, "the 
 ck.write_text(work .. "/a_file", "x")
 check.raises(function() model:save_pretrained(work .. "/a_file") end, "saving onto a file",
              "a_file' exists and is not a folder")
+
+-- Gradient checkpointing is the wrapped model's, both ways, as PEFT forwards it.
+local checkpointed = peft.get_peft_model(base(), peft.LoraConfig{ r = 2, target_modules = { "q_proj" } })
+checkpointed:gradient_checkpointing_enable()
+check.equal(checkpointed:get_base_model().is_gradient_checkpointing, true,
+            "enabled on the PeftModel: the wrapped model says so")
+check.equal(checkpointed.is_gradient_checkpointing, true, "and so does the PeftModel")
+checkpointed:get_base_model():gradient_checkpointing_disable()
+check.equal(checkpointed.is_gradient_checkpointing, false, "disabled on the wrapped model: the PeftModel says so")
 
 ck.remove_folder(work)
 check.done("test_peft")

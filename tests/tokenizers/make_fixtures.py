@@ -22,6 +22,7 @@ import json
 import os
 import random
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_corpus  # noqa: E402
@@ -108,6 +109,46 @@ def sentencepiece(texts, out):
         json.dump({"add_bos_token": True, "add_eos_token": False, "model_max_length": 64}, f, indent=2)
 
 
+def fields(message):
+    """The (number, bytes) of a protobuf message's length-delimited fields."""
+    def varint(at):
+        value, shift = 0, 0
+        while True:
+            byte = message[at]
+            at += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value, at
+    at = 0
+    while at < len(message):
+        tag, at = varint(at)
+        kind = tag & 7
+        if kind == 2:
+            n, at = varint(at)
+            yield tag >> 3, message[at:at + n]
+            at += n
+        elif kind == 0:
+            _, at = varint(at)
+        else:
+            at += 8 if kind == 1 else 4
+
+
+def nmt_nfkc_charsmap(texts, out):
+    """SentencePiece's nmt_nfkc character map (normalizer_spec.precompiled_charsmap), for the check of maps."""
+    with tempfile.TemporaryDirectory() as folder:
+        with open(f"{folder}/train.txt", "w", encoding="utf-8") as f:
+            f.write("\n".join(texts))
+        spm.SentencePieceTrainer.train(input=f"{folder}/train.txt", model_prefix=f"{folder}/m", model_type="bpe",
+                                       vocab_size=400, hard_vocab_limit=False,
+                                       normalization_rule_name="nmt_nfkc", minloglevel=2)
+        with open(f"{folder}/m.model", "rb") as f:
+            model = f.read()
+    spec = next(value for number, value in fields(model) if number == 3)
+    with open(f"{out}/nmt_nfkc.charsmap", "wb") as f:
+        f.write(next(value for number, value in fields(spec) if number == 2))
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
     texts = training_texts(800)
@@ -115,6 +156,7 @@ def main():
     byte_fallback(texts, out)
     wordpiece(texts, out)
     sentencepiece(texts, out)
+    nmt_nfkc_charsmap(texts, out)
     expected = {}
     for name in ("byte_level", "byte_fallback", "wordpiece"):
         tok = Tokenizer.from_file(f"{out}/{name}/tokenizer.json")

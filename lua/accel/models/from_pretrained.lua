@@ -10,6 +10,8 @@ local core = require("accel.core")
 local args = require("accel.util.args")
 local config = require("accel.models.config")
 local architectures = require("accel.models.architectures")
+local checkpoint_sizes = require("accel.models.checkpoint_sizes")
+local generation_config = require("accel.models.generation_config")
 local init_empty_weights = require("accel.big_modeling.init_empty_weights")
 local load_checkpoint_and_dispatch = require("accel.big_modeling.load_checkpoint_and_dispatch")
 
@@ -38,6 +40,7 @@ return function(dir, options)
   if not config.is_folder(dir) then args.error(where .. ": '" .. tostring(dir) .. "' is not a folder") end
   local cfg = config.read(dir)
   local cls = architectures.of(cfg)
+  checkpoint_sizes.check(cfg, dir)
   local dtype = o.dtype
   if dtype == "auto" then dtype = cfg.torch_dtype or cfg.dtype end
   local model = init_empty_weights(function() return cls(cfg) end)
@@ -50,10 +53,8 @@ return function(dir, options)
     source_name = with_or_without(cls.base_model_prefix),
   })
   local generation_file = dir .. "/generation_config.json"
-  local f = io.open(generation_file, "rb")
-  if f then
-    f:close()
-    rawset(model, "generation_config", config.read_file(generation_file))
+  if core.checkpoint.file_kind(generation_file) ~= "missing" then
+    rawset(model, "generation_config", generation_config.read(generation_file))
   end
   return model:eval()
 end

@@ -14,6 +14,7 @@
 local core = require("accel.core")
 local F = core.functional
 local args = require("accel.util.args")
+local generation_config = require("accel.models.generation_config")
 local KVCache = require("accel.models.kv_cache")
 local attention_mask = require("accel.models.attention_mask")
 
@@ -105,6 +106,7 @@ function generation.generate(model, input_ids, options)
   for key, v in pairs({ max_new_tokens = max_new, min_new_tokens = min_new }) do
     if v % 1 ~= 0 or v < 0 then args.error(string.format("%s: %s must be a whole number >= 0, got %s", where, key, v)) end
   end
+  generation_config.check_length(model, T, max_new, o.max_new_tokens ~= nil, where)
   if not (temperature > 0) then args.error(where .. ": temperature must be positive, got " .. temperature) end
   if not (top_p > 0 and top_p <= 1) then args.error(where .. ": top_p must be in (0, 1], got " .. top_p) end
   if not (penalty > 0) then args.error(where .. ": repetition_penalty must be positive, got " .. penalty) end

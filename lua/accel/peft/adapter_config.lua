@@ -70,9 +70,9 @@ end
 
 function adapter_config.read(dir)
   local path = dir .. "/" .. adapter_config.FILE
-  local file = io.open(path, "rb")
-  if not file then args.error(string.format("%s has no %s: not a PEFT adapter folder", dir, adapter_config.FILE)) end
-  file:close()
+  if core.checkpoint.file_kind(path) == "missing" then
+    args.error(string.format("%s has no %s: not a PEFT adapter folder", dir, adapter_config.FILE))
+  end
   local ok, t = pcall(json.read, path, 1024 * 1024)
   -- The reader's message names the file; the position is the caller's to add.
   if not ok then args.error((tostring(t):gsub("^[^\n]-:%d+: ", ""))) end

@@ -17,6 +17,8 @@ local adapter_weights = {}
 
 adapter_weights.FILE = "adapter_model.safetensors"
 
+local FLOATING = { float32 = true, float16 = true, bfloat16 = true, float64 = true }
+
 local function file_name(name, kinds, bias)
   -- The innermost adapter module holding the tensor: cut the name at each dot from the right.
   local dot = #name
@@ -60,6 +62,28 @@ local function listed(names)
   return shown
 end
 
+-- Refuses, before any adapter is made, a config whose rank `r` the file's
+-- LoRA tensors do not have: an adapter_config.json of 495 bytes may ask
+-- for r = 5e6, and each adapter would be allocated before the file's
+-- shapes were compared. The error names the config's file, `r`, the
+-- adapter file and the rank it holds.
+function adapter_weights.check_rank(config, path, config_path)
+  local source = core.checkpoint.open_weights(path)
+  for _, name in ipairs(source:names()) do
+    local part = name:match("%.(lora_[AB])%.weight$")
+    if part then
+      local shape = source:info(name).shape
+      local rank = part == "lora_A" and shape[1] or shape[2]
+      if rank ~= config.r then
+        source:close()
+        args.error(string.format("'%s': r is %s, but '%s' holds adapters of rank %s ('%s' is %s)", config_path,
+                                 tostring(config.r), path, tostring(rank), name, args.shape(shape)))
+      end
+    end
+  end
+  source:close()
+end
+
 -- Reads a PEFT adapter file (safetensors, or PEFT's adapter_model.bin) into
 -- the model's adapters. The file must hold exactly the adapter's tensors,
 -- in their shapes: otherwise nothing is copied and the error names the
@@ -69,7 +93,7 @@ function adapter_weights.load(peft_model, path)
   local source = core.checkpoint.open_weights(path)
   local in_file, expected = {}, {}
   for _, name in ipairs(source:names()) do in_file[name] = true end
-  local missing, unexpected, mismatched = {}, {}, {}
+  local missing, unexpected, mismatched, integral = {}, {}, {}, {}
   local state = peft_model:state_dict()
   for _, pair in ipairs(wanted) do
     local name = pair[2]
@@ -77,8 +101,12 @@ function adapter_weights.load(peft_model, path)
     if not in_file[name] then
       missing[#missing + 1] = name
     else
-      local shape = source:info(name).shape
-      if args.shape(shape) ~= args.shape(state[pair[1]]) then
+      local info = source:info(name)
+      local shape = info.shape
+      if not FLOATING[info.dtype] then
+        -- copy_ would turn the integers into floats silently.
+        integral[#integral + 1] = string.format("'%s' is %s in the file", name, tostring(info.dtype))
+      elseif args.shape(shape) ~= args.shape(state[pair[1]]) then
         mismatched[#mismatched + 1] = string.format("'%s' is %s in the file but %s in the model", name,
                                                     args.shape(shape), args.shape(state[pair[1]]))
       end
@@ -92,6 +120,9 @@ function adapter_weights.load(peft_model, path)
   if #missing > 0 then problems[#problems + 1] = "missing " .. listed(missing) end
   if #unexpected > 0 then problems[#problems + 1] = "unexpected " .. listed(unexpected) end
   if #mismatched > 0 then problems[#problems + 1] = "size mismatch: " .. table.concat(mismatched, "; ") end
+  if #integral > 0 then
+    problems[#problems + 1] = "not floating point (an adapter's tensors are): " .. table.concat(integral, "; ")
+  end
   if #problems > 0 then
     source:close()
     args.error(string.format("%s: the adapter's tensors do not fit the model with its adapter_config.json: %s",

@@ -55,9 +55,7 @@ function peft.from_pretrained(model, dir, options)
   local config = adapter_config.read(dir)
   local path
   for _, name in ipairs({ adapter_weights.FILE, "adapter_model.bin" }) do
-    local f = io.open(dir .. "/" .. name, "rb")
-    if f then
-      f:close()
+    if require("accel.core").checkpoint.file_kind(dir .. "/" .. name) ~= "missing" then
       path = dir .. "/" .. name
       break
     end
@@ -65,6 +63,7 @@ function peft.from_pretrained(model, dir, options)
   if not path then
     args.error(string.format("%s: %s has neither %s nor adapter_model.bin", where, dir, adapter_weights.FILE))
   end
+  adapter_weights.check_rank(config, path, dir .. "/" .. adapter_config.FILE)
   local peft_model = PeftModel(model, config, where)
   adapter_weights.load(peft_model, path)
   if not o.is_trainable then

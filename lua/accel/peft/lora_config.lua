@@ -5,7 +5,7 @@
 --   lora_dropout = 0        dropout on the adapters' input while training
 --   target_modules          a list of module names ({"q_proj", "v_proj"}: a module matches when its
 --                           full name is the name or ends with "." .. name), a Python regex on the
---                           full name (re.fullmatch, regex.lua), or "all-linear"; absent: PEFT's
+--                           full name (re.fullmatch), or "all-linear"; absent: PEFT's
 --                           default for the model's model_type (q_proj and v_proj for Llama's family)
 --   bias = "none"           "all": every bias trains too; "lora_only": the biases of the adapted layers
 --   modules_to_save         names of modules trained whole and saved with the adapter (a module

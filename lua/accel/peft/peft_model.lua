@@ -165,6 +165,19 @@ function PeftModel:disable_adapter(fn)
   return unpack(results, 1, results.n)
 end
 
+-- As PEFT's: gradient checkpointing is the wrapped model's, enabled and
+-- disabled on it, so is_gradient_checkpointing (read through the wrapper)
+-- says the same whichever of the two was asked.
+function PeftModel:gradient_checkpointing_enable(options)
+  self:get_base_model():gradient_checkpointing_enable(options)
+  return self
+end
+
+function PeftModel:gradient_checkpointing_disable()
+  self:get_base_model():gradient_checkpointing_disable()
+  return self
+end
+
 forward_attributes(PeftModel, function(self)
   local base = rawget(self, "base_model")
   return base and rawget(base, "model")

@@ -4,7 +4,8 @@
 --   target_modules, a list: a module matches when its full name is one of
 --     the names or ends with "." .. name;
 --   target_modules, a string: a Python regex the full name must match
---     whole (re.fullmatch; regex.lua), or "all-linear": every nn.Linear
+--     whole (re.fullmatch, by PCRE2 under its match limits: a pattern that
+--     backtracks without bound is an error naming it), or "all-linear": every nn.Linear
 --     but the output layer (a causal LM's lm_head);
 --   absent: PEFT's default for the model's config.model_type;
 --   modules_to_save: a module matches when its full name ends with the
@@ -15,7 +16,7 @@
 local Module = require("accel.nn.module")
 local Linear = require("accel.nn.linear")
 local args = require("accel.util.args")
-local regex = require("accel.peft.regex")
+local core = require("accel.core")
 
 local targets = {}
 
@@ -62,6 +63,18 @@ local function ends_with(s, suffix)
   return suffix == "" or s:sub(-#suffix) == suffix
 end
 
+-- A function(name) -> whether `pattern` (a Python regex) matches the whole
+-- name, as re.fullmatch; errors name `where` and the pattern.
+function targets.pattern(pattern, where)
+  local ok, compiled = pcall(core.tokenizers.python_pattern, pattern, where)
+  if not ok then args.error(tostring(compiled):gsub("%s*%(called with:.*$", "")) end
+  return function(name)
+    local matched, result = pcall(compiled.fullmatch, compiled, name)
+    if not matched then args.error(tostring(result):gsub("%s*%(called with:.*$", "")) end
+    return result
+  end
+end
+
 -- The target_modules to use and record for `model` (a list or a pattern),
 -- and a function(path) -> whether it is targeted.
 function targets.resolve(model, config, where)
@@ -83,8 +96,7 @@ function targets.resolve(model, config, where)
     end
   end
   if type(spec) == "string" then
-    local matches = regex.compile(spec, where .. ": target_modules")
-    return spec, matches
+    return spec, targets.pattern(spec, where .. ": target_modules")
   end
   local names = {}
   for i, name in ipairs(spec) do names[i] = name end

@@ -22,10 +22,10 @@ tokenizers.TextStreamer = require("accel.tokenizers.text_streamer")
 -- Whether this build reads tokenizer.model files, and why not.
 tokenizers.sentencepiece_available = core.tokenizers.sentencepiece_available
 
+-- Whether there is something at `path`, found without opening it: a FIFO
+-- there would block io.open forever; the reader refuses it, naming it.
 local function exists(path)
-  local f = io.open(path, "rb")
-  if f then f:close() end
-  return f ~= nil
+  return core.checkpoint.file_kind(path) ~= "missing"
 end
 
 -- The tokenizer of a checkpoint folder: tokenizer.json when there is one

@@ -11,9 +11,8 @@ special_tokens.NAMES = { "bos_token", "eos_token", "unk_token", "sep_token", "pa
 
 -- The JSON object in `path`, or nil when there is no such file.
 function special_tokens.read_json(path)
-  local f = io.open(path, "rb")
-  if not f then return nil end
-  f:close()
+  -- Not opened to see whether it exists: a FIFO would block that forever.
+  if core.checkpoint.file_kind(path) == "missing" then return nil end
   return core.json.read(path, 64 * 1024 * 1024)
 end
 

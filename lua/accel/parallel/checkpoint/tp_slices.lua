@@ -144,6 +144,10 @@ function tp_slices.slices_source(files, kind, name_of, tp, dims, path)
   for _, key in ipairs(source.keys) do
     local info = files.info(name_of(0), key)
     local dim = tp_slices.split_dim(kind, dims, key, #info.shape)
+    if dim and dim > #info.shape then
+      error(string.format("'%s' splits '%s' of %s along dim %d, but the tensor has %d dims", path, key, name_of(0),
+                          dim, #info.shape), 0)
+    end
     local shape = { unpack(info.shape) }
     if dim then shape[dim] = shape[dim] * tp end
     source.entries[key] = { shape = shape, dtype = info.dtype, dim = dim, tp = tp, piece = function(r)
