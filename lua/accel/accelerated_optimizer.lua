@@ -29,6 +29,7 @@ function AcceleratedOptimizer:step()
     self.step_was_skipped = true
     return
   end
+  if self.live and self.live:skips_step(self) then self.step_was_skipped = true return end  -- live/spike_guard.lua
   self.step_was_skipped = false
   for _, sharded in ipairs(self._sharded) do sharded:before_step() end
   self.optimizer:step()
@@ -47,6 +48,7 @@ function AcceleratedOptimizer:zero_grad(set_to_none)
   if not self.gradient_state.sync_gradients then return end
   self.optimizer:zero_grad(set_to_none)
   for _, sharded in ipairs(self._sharded) do sharded:zero_grad(set_to_none) end
+  if self.live then self.live:boundary(self) end  -- control chunks run here (live/control.lua)
 end
 
 -- The rest is the optimizer's own.

@@ -24,6 +24,7 @@ local init_empty_weights = require("accel.big_modeling.init_empty_weights")
 local float8 = require("accel.float8")
 local ParallelismConfig = require("accel.parallelism_config")
 local accelerator_mesh = require("accel.parallel.accelerator_mesh")
+local live = require("accel.live.control")
 local mesh_sharding = require("accel.parallel.mesh_sharding")
 
 local dist = core.dist
@@ -362,6 +363,7 @@ end
 
 function Accelerator:prepare_optimizer(optimizer)
   local prepared = AcceleratedOptimizer.new(optimizer, self.gradient_state)
+  prepared.live = live.controller(self)
   for _, entry in ipairs(self._models) do
     if entry.optimizer == optimizer then prepared:_step_shards_of(entry.sharded) end
   end
@@ -564,6 +566,7 @@ function Accelerator:_checkpoint_contents()
     schedulers = self._schedulers,
     dataloaders = self._dataloaders,
     custom_objects = self._custom_objects,
+    live = self._live,
   }
 end
 
@@ -582,6 +585,9 @@ function Accelerator:load_state(dir)
 end
 
 -- Objects with state_dict/load_state_dict to include in checkpoints.
+Accelerator.on_control = live.on_control  -- named control hooks (docs/live-runs.md)
+Accelerator.spike_guard = live.spike_guard
+
 function Accelerator:register_for_checkpointing(...)
   checkpointing.register(self._custom_objects, ...)
 end
