@@ -25,6 +25,7 @@ local float8 = require("accel.float8")
 local ParallelismConfig = require("accel.parallelism_config")
 local accelerator_mesh = require("accel.parallel.accelerator_mesh")
 local live = require("accel.live.control")
+local async_save = require("accel.live.async_save")
 local mesh_sharding = require("accel.parallel.mesh_sharding")
 
 local dist = core.dist
@@ -572,8 +573,9 @@ end
 
 -- Writes everything needed to resume exactly into `dir` (or, with
 -- automatic checkpoint naming, the next project checkpoint); returns the folder.
-function Accelerator:save_state(dir)
+function Accelerator:save_state(dir, options)
   if dir == nil then self:_check_project_folder("Accelerator:save_state") end
+  if options ~= nil then return async_save.save_state(self, dir, options) end  -- {async = true}: live/async_save.lua
   return checkpointing.save_state(self:_checkpoint_contents(), dir)
 end
 
@@ -587,6 +589,7 @@ end
 -- Objects with state_dict/load_state_dict to include in checkpoints.
 Accelerator.on_control = live.on_control  -- named control hooks (docs/live-runs.md)
 Accelerator.spike_guard = live.spike_guard
+Accelerator.wait_for_checkpoint = async_save.wait_for_checkpoint
 
 function Accelerator:register_for_checkpointing(...)
   checkpointing.register(self._custom_objects, ...)
@@ -666,6 +669,7 @@ end
 
 -- Flushes and closes the trackers, then waits for every rank.
 function Accelerator:end_training()
+  self:wait_for_checkpoint()
   for _, tracker in ipairs(self.trackers) do tracker:finish() end
   self.trackers = {}
   self:wait_for_everyone()
