@@ -1,7 +1,9 @@
 -- A run to steer while it trains (docs/live-runs.md): the learning rate is
 -- the global `lr`, read at every step, and a hook `lr` checks a new value
--- before every rank takes it.
---   accel-run recipes/steerable.lua --nproc 2 -- [STEPS] &
+-- before every rank takes it; a spike guard skips a batch whose loss
+-- explodes; with CHECKPOINTS, a checkpoint every 1000 steps is written in
+-- the background while training goes on.
+--   accel-run recipes/steerable.lua --nproc 2 -- [STEPS [CHECKPOINTS]] &
 --   accel-run ctl 'lr = 3e-3'        # a chunk, at the next step boundary
 --   accel-run ctl 'lr 1e-3'          # the hook
 --   accel-run ctl status             # step, loss, lr, memory per rank
@@ -9,7 +11,7 @@
 --   accel-run ctl "stop $PWD/steered" # a checkpoint, then the run ends
 local nn, optim, data = accel.nn, accel.optim, accel.data
 
-local steps = tonumber(arg[1] or "3000")
+local steps, checkpoints = tonumber(arg[1] or "3000"), arg[2]
 acc = accel.Accelerator{}
 accel.set_seed(0)
 
@@ -21,6 +23,7 @@ model = nn.Sequential(nn.Linear(16, 64), nn.ReLU(), nn.Linear(64, 4))
 opt = optim.AdamW(model:parameters(), { lr = 1e-2 })
 model, opt, loader = acc:prepare(model, opt, loader)
 lr = 1e-2
+acc:spike_guard{ window = 50, factor = 10, action = "skip" }
 
 acc:on_control("lr", function(value)
   assert(type(value) == "number" and value > 0 and value < 1, "lr takes a number between 0 and 1")
@@ -35,7 +38,11 @@ while opt.updates < steps do
     opt:step()
     opt:zero_grad()
     if opt.updates % 500 == 0 then acc:print(string.format("step %d loss %.4f lr %g", opt.updates, loss:item(), lr)) end
+    if checkpoints and opt.updates % 1000 == 0 then
+      acc:save_state(checkpoints .. "/step_" .. opt.updates, { async = true })
+    end
     if opt.updates == steps then break end
   end
 end
+acc:end_training()  -- waits for the checkpoint in flight
 acc:print(string.format("finished at step %d with lr %g", opt.updates, lr))

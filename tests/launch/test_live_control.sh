@@ -120,4 +120,17 @@ except OSError as e:
 fi
 kill -TERM $quiet; wait $quiet
 expect "the run's folder goes with its launcher" [ ! -e "$folder" ]
+# The example recipe, steered through its hook.
+"$accel_run" "$source_root/recipes/steerable.lua" --nproc 2 -- 3000 "$work/example" >example.out 2>example.err &
+example=$!
+ctl 'lr 0.2'
+hook_reply=$reply
+ctl 'lr 5'
+bad_reply=$reply
+wait $example
+example_status=$?
+expect "the example recipe's hook changes lr ($hook_reply)" contains "$hook_reply" "applied at step"
+expect "and refuses a value out of range on every rank ($bad_reply)" contains "$bad_reply" "lr takes a number between 0 and 1"
+expect "the example ends on the lr set, with its checkpoints ($(tail -2 example.err))" \
+  bash -c "[ $example_status -eq 0 ] && grep -q 'with lr 0.2' example.out && [ -f example/step_2000/accelerator_state.lua ]"
 finish

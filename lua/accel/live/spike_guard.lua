@@ -114,6 +114,13 @@ function Guard:skips(opt)
   else
     spike = loss ~= loss or (n >= self.o.window and loss > self.o.factor * mean)
   end
+  -- A level that lasts `window` steps in a row is the new normal, not a
+  -- spike (a loss that reached 0, a shift of the data): the window starts
+  -- again from it, and the run is never stuck skipping.
+  self.in_a_row = spike and (self.in_a_row or 0) + 1 or 0
+  if spike and self.in_a_row > self.o.window then
+    spike, self.in_a_row, self.losses, n = false, 0, {}, 0
+  end
   if not spike then
     self.losses[n + 1] = loss
     if n + 1 > self.o.window then table.remove(self.losses, 1) end
