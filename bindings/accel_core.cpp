@@ -65,6 +65,8 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
   add_table(L, "graphs", "accel.graphs.", cuda_graph_bindings());
   add_table(L, "profiler", "accel.profiler.", profiler_bindings());
   add_table(L, "tracking", "accel.tracking.", tracking_bindings());
+  add_table(L, "live", "accel.live.", live_control_bindings());
+  add_table(L, "async_checkpoint", "accel.async_checkpoint.", async_checkpoint_bindings());
   add_table(L, "json", "accel.json.", json_bindings());
   add_table(L, "tokenizers", "accel.tokenizers.", tokenizer_bindings());
   add_table(L, "chat_template", "accel.tokenizers.", chat_template_bindings());

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 
+#include "bindings/checkpoint_values.h"
 #include "bindings/kept_weights.h"
 #include "bindings/op_tables.h"
 #include "bindings/typed_userdata.h"
@@ -27,10 +28,12 @@
 #include "engine/files/outside_file.h"
 
 namespace accel::lua {
-namespace {
 
 namespace ckpt = accel::checkpoint;
 namespace fs = std::filesystem;
+
+// Shared with async_checkpoint_ops.cpp (checkpoint_values.h), as are
+// read_pairs and read_manifest_table below.
 
 Pushed push_digest(lua_State* L, const ckpt::FileDigest& digest) {
   lua_createtable(L, 0, 2);
@@ -121,6 +124,8 @@ ckpt::Manifest read_manifest_table(lua_State* L, int table) {
   lua_pop(L, 1);
   return m;
 }
+
+namespace {
 
 Pushed push_manifest(lua_State* L, const ckpt::Manifest& m) {
   lua_createtable(L, 0, 5);

@@ -37,8 +37,12 @@ std::vector<Binding> optim_bindings();
 std::vector<Binding> data_bindings();
 // accel.core.checkpoint: checkpoint and weight file I/O (checkpoint_ops.cpp).
 std::vector<Binding> checkpoint_bindings();
+// accel.core.async_checkpoint: checkpoints written in the background (async_checkpoint_ops.cpp).
+std::vector<Binding> async_checkpoint_bindings();
 // accel.core.tracking: metrics.jsonl and TensorBoard event files (tracking_ops.cpp).
 std::vector<Binding> tracking_bindings();
+// accel.core.live: a live run's control channel on the worker's side (live_control_ops.cpp).
+std::vector<Binding> live_control_bindings();
 // accel.core.json: JSON files as Lua tables (json_ops.cpp); json.null is
 // pushed by push_json_null.
 std::vector<Binding> json_bindings();

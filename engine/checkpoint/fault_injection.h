@@ -11,6 +11,9 @@
 //                                the manifest is
 //   checkpoint-before-commit     after the manifest, before the temporary
 //                                folder is renamed into place
+//   checkpoint-async-write       the background writer of an asynchronous
+//                                save, after each of its steps (a file
+//                                written, the manifest, the rename)
 //   shared-memory-created        rank 0, after it created the all-reduce
 //                                segment and before the other ranks opened
 //                                it (its name is still in /dev/shm)

@@ -109,6 +109,22 @@ FileDigest write_safetensors(const std::string& path, const NamedTensors& tensor
   return writer.finish();
 }
 
+FileDigest safetensors_digest(const NamedTensors& tensors, const Metadata& metadata) {
+  const std::string header = header_json(tensors, metadata);
+  unsigned char length[8];
+  for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(uint64_t{header.size()} >> (8 * i));
+  Crc32c crc;
+  crc.update(length, 8);
+  crc.update(header.data(), header.size());
+  uint64_t size = 8 + header.size();
+  for (const auto& [name, tensor] : tensors) {
+    const size_t bytes = static_cast<size_t>(tensor.numel() * tensor.element_size());
+    crc.update(tensor.data_ptr(), bytes);
+    size += bytes;
+  }
+  return {size, crc.value()};
+}
+
 // The reader itself; its caller turns its JSON errors into CheckpointError.
 static SafetensorsHeader header_from_json(const std::string& json, uint64_t file_size,
                                           const std::string& path) {

@@ -38,6 +38,11 @@ std::string safetensors_dtype(at::ScalarType type, const std::string& tensor_nam
 FileDigest write_safetensors(const std::string& path, const NamedTensors& tensors,
                              const Metadata& metadata = {});
 
+// The size and CRC-32C that write_safetensors would give for `tensors`
+// (CPU and contiguous), computed without writing: an asynchronous save
+// lists them in the manifest before its files are written.
+FileDigest safetensors_digest(const NamedTensors& tensors, const Metadata& metadata = {});
+
 // One header entry, before its data is read.
 struct TensorEntry {
   std::string name;

@@ -24,6 +24,7 @@
 
 #include "engine/launch/config_command.h"
 #include "engine/launch/env_command.h"
+#include "engine/launch/live_command.h"
 #include "engine/launch/mpi_launch.h"
 #include "engine/launch/plot_command.h"
 #include "engine/launch/repl_command.h"
@@ -178,5 +179,6 @@ int main(int argc, char** argv) {
   if (verb == "plot") return accel::run_plot_command(rest, std::cout, std::cerr);
   if (verb == "estimate-memory") return run_estimate_memory(rest);
   if (verb == "repl") return accel::run_repl_command(rest, run_context());
+  if (verb == "attach" || verb == "ctl") return accel::run_live_command(verb, rest, std::cin, std::cout, std::cerr);
   return run_launcher(args);
 }

@@ -1,6 +1,5 @@
 #include "engine/launch/run_command.h"
 
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,7 +13,10 @@
 #include <optional>
 #include <stdexcept>
 
+#include "engine/launch/live_control_server.h"
+#include "engine/launch/live_run_folder.h"
 #include "engine/launch/mpi_launch.h"
+#include "engine/launch/random_hex.h"
 #include "engine/launch/node_rendezvous.h"
 #include "engine/launch/repl_controller.h"
 #include "engine/launch/run_guardian.h"
@@ -123,21 +125,7 @@ std::string token_variable(const std::string& token) {
 }
 
 // 128 random bits as hex, for a run whose nodes need not share the token.
-std::string generate_token() {
-  unsigned char bits[16];
-  for (size_t got = 0; got < sizeof bits;) {
-    const ssize_t n = ::getrandom(bits + got, sizeof bits - got, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw std::runtime_error(std::string("cannot draw a store token: ") + std::strerror(errno));
-    got += static_cast<size_t>(n);
-  }
-  std::string hex;
-  for (unsigned char b : bits) {
-    hex += "0123456789abcdef"[b >> 4];
-    hex += "0123456789abcdef"[b & 15];
-  }
-  return hex;
-}
+std::string generate_token() { return random_hex(16, "a store token"); }
 
 // What lasts the whole run, across restarts: the store's secret, the prefix
 // of the run's shared memory names, and the guardian that cleans up after a
@@ -146,6 +134,8 @@ struct RunScope {
   std::string token;
   std::string shm_prefix;
   RunGuardian* guardian = nullptr;
+  // Where `accel-run attach` finds the run (a cold run's node 0 only).
+  LiveRunFolder* live = nullptr;
 };
 
 // The value of `name` in the launcher's environment, if set.
@@ -205,6 +195,13 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
       say(context.stderr_fd, std::string("accel-run: rendezvous failed: ") + error.what() + "\n");
       return {1, true};
     }
+  }
+  // Destroyed before the store: its connections wait on it.
+  std::optional<LiveControlServer> control;
+  if (store && scope.live) {
+    std::vector<std::string> logs{scope.live->log_path()};
+    if (!options.log_dir.empty()) logs.push_back(options.log_dir + "/control.log");
+    control.emplace(scope.live->socket_path(), StoreAddress{options.master_addr, port, token}, world_size, logs);
   }
   std::optional<StallWatch> stalls;
   if (store && world_size > 1) {
@@ -431,6 +428,18 @@ int run_recipe(const LaunchOptions& options, const RunContext& context) {
   } catch (const std::exception& error) {
     say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
     return 1;
+  }
+  std::optional<LiveRunFolder> live;
+  if (!warm && options.backend != "mpi" && options.node_rank == 0) {
+    try {
+      live.emplace(scope.token, options.recipe);
+      scope.live = &*live;
+      if (::isatty(context.stderr_fd)) {
+        say(context.stderr_fd, "accel-run: run " + live->id() + " (steer it: accel-run attach " + live->id() + ")\n");
+      }
+    } catch (const std::exception& error) {
+      say(context.stderr_fd, std::string("accel-run: warning: this run takes no control chunks: ") + error.what() + "\n");
+    }
   }
   for (int round = 0;; ++round) {
     RoundOutcome outcome;

@@ -33,6 +33,7 @@ function AcceleratedOptimizer:step()
     self.step_was_skipped = true
     return
   end
+  if self.live and self.live:skips_step(self) then self.step_was_skipped = true return end  -- live/spike_guard.lua
   self.step_was_skipped = false
   for _, hooks in ipairs(self._hooks) do hooks:before_step() end
   self.optimizer:step()
@@ -45,6 +46,7 @@ function AcceleratedOptimizer:zero_grad(set_to_none)
   if not self.gradient_state.sync_gradients then return end
   self.optimizer:zero_grad(set_to_none)
   for _, hooks in ipairs(self._hooks) do hooks:zero_grad(set_to_none) end
+  if self.live then self.live:boundary(self) end  -- control chunks run here (live/control.lua)
 end
 
 -- The rest is the optimizer's own.

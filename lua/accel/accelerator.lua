@@ -18,6 +18,8 @@ local ParallelismConfig = require("accel.parallel.parallelism_config")
 local ParallelDims = require("accel.parallel.parallel_dims")
 local ModelLayout = require("accel.parallel.model_layout")
 local SplitCheckpoint = require("accel.parallel.checkpoint.split_checkpoint")
+local live = require("accel.live.control")
+local async_save = require("accel.live.async_save")
 local dist = core.dist
 local args_error = require("accel.util.args").error
 
@@ -318,13 +320,15 @@ function Accelerator:_checkpoint_contents()
     schedulers = self._schedulers,
     dataloaders = self._dataloaders,
     custom_objects = self._custom_objects,
+    live = self._live,
   }
 end
 
 -- Writes everything needed to resume exactly into `dir` (or, with
 -- automatic checkpoint naming, the next project checkpoint); returns the folder.
-function Accelerator:save_state(dir)
+function Accelerator:save_state(dir, options)
   if dir == nil then self:_check_project_folder("Accelerator:save_state") end
+  if options ~= nil then return async_save.save_state(self, dir, options) end  -- {async = true}: live/async_save.lua
   return checkpointing.save_state(self:_checkpoint_contents(), dir)
 end
 
@@ -336,6 +340,10 @@ function Accelerator:load_state(dir)
 end
 
 -- Objects with state_dict/load_state_dict to include in checkpoints.
+Accelerator.on_control = live.on_control  -- named control hooks (docs/live-runs.md)
+Accelerator.spike_guard = live.spike_guard
+Accelerator.wait_for_checkpoint = async_save.wait_for_checkpoint
+
 function Accelerator:register_for_checkpointing(...)
   checkpointing.register(self._custom_objects, ...)
 end
@@ -406,6 +414,7 @@ end
 
 -- Flushes and closes the trackers, then waits for every rank.
 function Accelerator:end_training()
+  self:wait_for_checkpoint()
   for _, tracker in ipairs(self.trackers) do tracker:finish() end
   self.trackers = {}
   self:wait_for_everyone()

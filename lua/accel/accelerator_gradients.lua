@@ -18,6 +18,7 @@ return function(Accelerator, entry_of)
   -- {num_items = n}, loss is a mean over n items and gradients become the
   -- mean over all items of all micro-steps and ranks since the last sync.
   function Accelerator:backward(loss, options)
+    if self._live then self._live:saw_backward(loss, options) end
     local num_items = options and options.num_items
     if num_items then
       self.gradient_state:_add_items(num_items)

@@ -199,6 +199,7 @@ local function restore(c, folder, s)
   for i, obj in ipairs(c.custom_objects) do
     load.apply(path(layout.names.custom(i)), obj.load_state_dict, obj, s.customs[i])
   end
+  if c.live then c.live:replay(saved.live_changes, folder) end
   c.gradient_state:load_state_dict({ micro_step = saved.micro_step, sync_steps = saved.sync_steps, items = saved.items,
                                      sync_gradients = saved.sync_gradients, scaler = s.scaler })
   for i, model in ipairs(c.models) do

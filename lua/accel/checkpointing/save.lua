@@ -106,6 +106,7 @@ local function write_files(c, tmp, full)
     optimizer_updates = updates,
     scheduler_seen = seen,
     counts = layout.counts(c),
+    live_changes = c.live and c.live:record() or nil,
   })
   return entries
 end
