@@ -10,7 +10,7 @@
 -- load_state reads what the save just wrote, so it usually comes from the
 -- page cache; the bench says whether it could drop that cache first.
 local nn, optim = accel.nn, accel.optim
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 
 local folder = arg[1] or "/tmp/accel_checkpoint_io"
 local repeats = tonumber(arg[2] or "3")

@@ -60,7 +60,7 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
   lua_setfield(L, core, "functional");
   add_table(L, "optim", "accel.optim.", optim_bindings());
   add_table(L, "data", "accel.data.", data_bindings());
-  add_table(L, "checkpoint", "accel.checkpoint.", checkpoint_bindings());
+  add_table(L, "formats", "accel.formats.", formats_bindings());
   add_table(L, "cuda", "accel.cuda.", cuda_bindings());
   add_table(L, "graphs", "accel.graphs.", cuda_graph_bindings());
   add_table(L, "profiler", "accel.profiler.", profiler_bindings());

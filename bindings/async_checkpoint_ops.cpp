@@ -2,7 +2,7 @@
 // {async = true}) (lua/accel/live/async_save.lua). A writer takes what a
 // save would write, stages it in host memory at once (tensors copied, their
 // file's size and CRC-32C computed, so the manifest can list them), and
-// writes it on its background thread (engine/checkpoint/background_writer.h)
+// writes it on its background thread (engine/formats/background_writer.h)
 // with the same functions a synchronous save uses, so the files are the
 // same bytes.
 #include <ATen/ATen.h>
@@ -12,27 +12,27 @@
 #include "bindings/checkpoint_values.h"
 #include "bindings/op_tables.h"
 #include "bindings/typed_userdata.h"
-#include "engine/checkpoint/atomic_folder.h"
-#include "engine/checkpoint/background_writer.h"
-#include "engine/checkpoint/checkpoint_error.h"
-#include "engine/checkpoint/checksum.h"
+#include "engine/formats/atomic_folder.h"
+#include "engine/formats/background_writer.h"
+#include "engine/formats/format_error.h"
+#include "engine/formats/checksum.h"
 
 namespace accel::lua {
 namespace {
 
-namespace ckpt = accel::checkpoint;
-using WriterPtr = std::unique_ptr<ckpt::BackgroundWriter>;
+namespace formats = accel::formats;
+using WriterPtr = std::unique_ptr<formats::BackgroundWriter>;
 
 std::vector<Binding> writer_methods();
 const HandleType kWriter{"accel.CheckpointWriter", "CheckpointWriter:", writer_methods};
 
-ckpt::BackgroundWriter& writer_at(lua_State* L) { return *check_handle<WriterPtr>(L, 1, kWriter); }
+formats::BackgroundWriter& writer_at(lua_State* L) { return *check_handle<WriterPtr>(L, 1, kWriter); }
 
 // A step that writes what `write` writes and checks it is what the
 // manifest was told.
-void check_written(const std::string& path, const ckpt::FileDigest& staged, const ckpt::FileDigest& written) {
+void check_written(const std::string& path, const formats::FileDigest& staged, const formats::FileDigest& written) {
   if (staged.size != written.size || staged.crc32c != written.crc32c) {
-    throw ckpt::CheckpointError("'" + path + "' was written with another size or checksum than it was staged with");
+    throw formats::FormatError("'" + path + "' was written with another size or checksum than it was staged with");
   }
 }
 
@@ -41,40 +41,40 @@ std::vector<Binding> writer_methods() {
       // tensors(path, {{name, tensor}, ...}) -> digest: copies the tensors
       // to host memory now, writes them later.
       bind("tensors", [](lua_State* L, Receiver, std::string path) {
-        ckpt::NamedTensors staged;
+        formats::NamedTensors staged;
         for (auto& [name, tensor] : read_pairs(L, 3)) {
           staged.emplace_back(name, tensor.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous());
         }
-        const ckpt::FileDigest digest = ckpt::safetensors_digest(staged);
+        const formats::FileDigest digest = formats::safetensors_digest(staged);
         writer_at(L).add([path, staged = std::move(staged), digest] {
-          check_written(path, digest, ckpt::write_safetensors(path, staged));
+          check_written(path, digest, formats::write_safetensors(path, staged));
         });
         return push_digest(L, digest);
       }),
       bind("text", [](lua_State* L, Receiver, std::string path, std::string text) {
-        const ckpt::FileDigest digest{text.size(), ckpt::crc32c(text.data(), text.size())};
+        const formats::FileDigest digest{text.size(), formats::crc32c(text.data(), text.size())};
         writer_at(L).add([path, text = std::move(text), digest] {
-          check_written(path, digest, ckpt::write_whole_file(path, text));
+          check_written(path, digest, formats::write_whole_file(path, text));
         });
         return push_digest(L, digest);
       }),
       // marker(folder, rank): this rank's files are all written.
       bind("marker", [](lua_State* L, Receiver, std::string folder, int64_t rank) {
-        writer_at(L).add([folder, rank] { ckpt::write_rank_marker(folder, static_cast<int>(rank)); });
+        writer_at(L).add([folder, rank] { formats::write_rank_marker(folder, static_cast<int>(rank)); });
       }),
       // manifest(folder, manifest, world_size, timeout_ms): once every
       // rank's marker is there, the manifest.
       bind("manifest", [](lua_State* L, Receiver, std::string folder) {
-        ckpt::Manifest manifest = read_manifest_table(L, 3);
+        formats::Manifest manifest = read_manifest_table(L, 3);
         const int64_t world_size = luaL_checkinteger(L, 4);
         const int64_t timeout_ms = luaL_checkinteger(L, 5);
         writer_at(L).add([folder, manifest = std::move(manifest), world_size, timeout_ms] {
-          ckpt::wait_for_rank_markers(folder, static_cast<int>(world_size), timeout_ms);
-          ckpt::write_manifest(folder, manifest);
+          formats::wait_for_rank_markers(folder, static_cast<int>(world_size), timeout_ms);
+          formats::write_manifest(folder, manifest);
         });
       }),
       bind("commit", [](lua_State* L, Receiver, std::string temporary, std::string folder) {
-        writer_at(L).add([temporary, folder] { ckpt::commit_folder(temporary, folder); });
+        writer_at(L).add([temporary, folder] { formats::commit_folder(temporary, folder); });
       }),
       bind("start", [](lua_State* L, Receiver) { writer_at(L).start(); }),
       bind("wait", [](lua_State* L, Receiver) { writer_at(L).wait(); }),
@@ -87,7 +87,7 @@ std::vector<Binding> writer_methods() {
 std::vector<Binding> async_checkpoint_bindings() {
   return {
       bind("writer", [](lua_State* L) {
-        push_handle(L, kWriter, std::make_unique<ckpt::BackgroundWriter>());
+        push_handle(L, kWriter, std::make_unique<formats::BackgroundWriter>());
         return Pushed{1};
       }),
   };

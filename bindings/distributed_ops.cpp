@@ -136,7 +136,7 @@ std::vector<Binding> dist_bindings() {
         at::NoGradGuard no_grad;  // parameters are overwritten in place
         communicator(L).broadcast(contiguous_in_place(t, "broadcast"), static_cast<int>(root));
         // As any in-place write: a warm worker's kept weights see the change
-        // (engine/checkpoint/kept_weights.h).
+        // (engine/formats/kept_weights.h).
         t.unsafeGetTensorImpl()->bump_version();
         return t;
       }),

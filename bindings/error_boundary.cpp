@@ -49,7 +49,7 @@ std::string describe_arguments(lua_State* L) {
     } else if (lua_type(L, i) == LUA_TSTRING) {
       size_t length = 0;
       const char* text = lua_tolstring(L, i, &length);
-      // A string from a file is not printed back raw (utf8.h).
+      // A string from a file is not printed back raw (engine/utf8/utf8.h).
       out << utf8::quoted_for_message(std::string_view(text, length));
     } else {
       out << type_name_at(L, i);

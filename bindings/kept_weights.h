@@ -1,19 +1,19 @@
-// The weights a warm worker keeps between its runs (engine/checkpoint/
+// The weights a warm worker keeps between its runs (engine/formats/
 // kept_weights.h): one store for the worker's life, as the kept
 // communicator is (distributed_ops.h). A cold worker keeps none: its one run
 // has nothing to pass on.
 #pragma once
 
-namespace accel::checkpoint {
+namespace accel::formats {
 class KeptWeights;
-}  // namespace accel::checkpoint
+}  // namespace accel::formats
 
 namespace accel::lua {
 
 // Called once by a warm worker before its first run.
 void keep_weights_between_states();
 // The store, or null in a cold worker.
-checkpoint::KeptWeights* kept_weights();
+formats::KeptWeights* kept_weights();
 // After each run: forgets what that run did not load.
 void end_kept_weights_run();
 

@@ -35,8 +35,8 @@ std::vector<Binding> runtime_bindings();
 std::vector<Binding> grad_clipping_bindings();
 std::vector<Binding> optim_bindings();
 std::vector<Binding> data_bindings();
-// accel.core.checkpoint: checkpoint and weight file I/O (checkpoint_ops.cpp).
-std::vector<Binding> checkpoint_bindings();
+// accel.core.formats: checkpoint and weight file I/O (formats_ops.cpp).
+std::vector<Binding> formats_bindings();
 // accel.core.async_checkpoint: checkpoints written in the background (async_checkpoint_ops.cpp).
 std::vector<Binding> async_checkpoint_bindings();
 // accel.core.tracking: metrics.jsonl and TensorBoard event files (tracking_ops.cpp).

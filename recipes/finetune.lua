@@ -91,7 +91,7 @@ accel.set_seed(o.seed)
 -- Workers restarted after a failure (accel-run --max-restarts) resume too.
 local restarted = (os.getenv("ACCEL_RESTART_COUNT") or "0") ~= "0"
 if not o.resume and not restarted then
-  for _, name in ipairs(require("accel.core").checkpoint.list_folder(o.output_dir .. "/checkpoints")) do
+  for _, name in ipairs(require("accel.core").formats.list_folder(o.output_dir .. "/checkpoints")) do
     if name:match("^checkpoint_%d+$") then
       args.error(string.format("finetune.lua: '%s' holds checkpoints of an earlier run: pass --resume to continue "
                                .. "it, or choose another --output_dir", o.output_dir))

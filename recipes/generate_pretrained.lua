@@ -103,4 +103,4 @@ end
 if acc.is_main_process then
   for i, text in ipairs(all) do print(string.format("[%d] %s", i, text)) end
 end
-if options.offload_folder then require("accel.core").checkpoint.remove_folder(options.offload_folder) end
+if options.offload_folder then require("accel.core").formats.remove_folder(options.offload_folder) end

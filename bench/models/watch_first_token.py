@@ -3,7 +3,7 @@ a recipe that loads a ~100M-parameter Llama-architecture folder
 (accel.models.from_pretrained) and generates is saved, its first token is
 ready on every rank, on 1 and 2 ranks, two ways:
   --watch   accel-run --watch already running (warm workers, which keep what
-            from_pretrained loaded: engine/checkpoint/kept_weights.h); the
+            from_pretrained loaded: engine/formats/kept_weights.h); the
             clock starts just before the recipe file is replaced (an
             editor's save: a new file renamed over the old one)
   cold      a new `accel-run` of the recipe; the clock starts just before

@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "engine/checkpoint/fault_injection.h"
+#include "engine/formats/fault_injection.h"
 #include "engine/comm/flat_collective_args.h"
 #include "engine/comm/host_staging.h"
 
@@ -43,7 +43,7 @@ void SharedMemoryCommunicator::join(std::chrono::milliseconds timeout, const std
   if (rank == 0) {
     const uint64_t value = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
     attempt([&] { return SharedMemoryAllReduce::create(size, value, options); });
-    checkpoint::fault_point("shared-memory-created");
+    formats::fault_point("shared-memory-created");
     token[0] = segment_ ? 1 : 0;
     token[1] = static_cast<int64_t>(value);
   }

@@ -1,6 +1,6 @@
 #include "engine/tracking/record_framing.h"
 
-#include "engine/checkpoint/checksum.h"
+#include "engine/formats/checksum.h"
 
 namespace accel::tracking {
 namespace {
@@ -12,7 +12,7 @@ void append_le(std::string& out, uint64_t value, int bytes) {
 }  // namespace
 
 uint32_t masked_crc32c(std::string_view data) {
-  const uint32_t crc = checkpoint::crc32c(data.data(), data.size());
+  const uint32_t crc = formats::crc32c(data.data(), data.size());
   return ((crc >> 15) | (crc << 17)) + 0xA282EAD8u;
 }
 

@@ -1,6 +1,6 @@
 -- What an Accelerator's checkpoint holds and how ranks write and read it
 -- together; the file formats and the atomic folder are the engine's
--- (engine/checkpoint/, bound as accel.core.checkpoint). The contract is in
+-- (engine/formats/, bound as accel.core.formats). The contract is in
 -- docs/api/checkpointing.md. A checkpoint folder:
 --
 --   model.safetensors, model_1.safetensors ...  prepared models (main process)
@@ -21,7 +21,7 @@
 --                                               each rank's accumulated gradients,
 --                                               when saved between two micro-steps
 --                                               of one optimizer update
---   manifest.json                               written last (engine/checkpoint/manifest.h)
+--   manifest.json                               written last (engine/formats/manifest.h)
 --
 -- ".lua" files hold one Lua value written by accel.serialize (data only: no
 -- Lua code is loaded from them, see accel/serialize.lua).
@@ -49,7 +49,7 @@ local args = require("accel.util.args")
 local layout = require("accel.checkpointing.layout")
 local load = require("accel.checkpointing.load")
 
-local ck = core.checkpoint
+local ck = core.formats
 
 local checkpointing = {
   save_state = require("accel.checkpointing.save").save_state,

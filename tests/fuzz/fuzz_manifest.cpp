@@ -1,17 +1,17 @@
 // Feeds the input to parse_manifest as a checkpoint's manifest.json (through
 // parse_json: size and depth bounds, repeated keys, UTF-8), then writes the
 // parsed manifest back and parses that again.
-// Finding: anything but a CheckpointError escaping, a crash, a sanitizer
+// Finding: anything but a FormatError escaping, a crash, a sanitizer
 // report, a hang or a leak; also an accepted manifest whose own rewrite is
 // refused or reads back differently.
 #include <cstdlib>
 
-#include "engine/checkpoint/checkpoint_error.h"
-#include "engine/checkpoint/manifest.h"
+#include "engine/formats/format_error.h"
+#include "engine/formats/manifest.h"
 
 namespace {
 
-bool same(const accel::checkpoint::Manifest& a, const accel::checkpoint::Manifest& b) {
+bool same(const accel::formats::Manifest& a, const accel::formats::Manifest& b) {
   if (a.format_version != b.format_version || a.step != b.step || a.iteration != b.iteration ||
       a.world_size != b.world_size || a.files.size() != b.files.size())
     return false;
@@ -27,11 +27,11 @@ bool same(const accel::checkpoint::Manifest& a, const accel::checkpoint::Manifes
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace accel::checkpoint;
+  using namespace accel::formats;
   Manifest manifest;
   try {
     manifest = parse_manifest(std::string(reinterpret_cast<const char*>(data), size), "manifest.json");
-  } catch (const CheckpointError&) {
+  } catch (const FormatError&) {
     return 0;
   }
   // What the engine accepted it must be able to write again, identically.

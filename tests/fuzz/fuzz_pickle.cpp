@@ -2,20 +2,20 @@
 // file. Storages are served as zeros of the size the pickle declares, up to
 // 1 MiB (more is refused as the real reader refuses a size the archive does
 // not hold), so the tensors the pickle builds over them are reached too.
-// Finding: anything but a CheckpointError escaping, a crash, a sanitizer
+// Finding: anything but a FormatError escaping, a crash, a sanitizer
 // report, a hang or a leak; also a tensor returned that reaches beyond its
 // storage.
 #include <ATen/ATen.h>
 
 #include <cstdlib>
 
-#include "engine/checkpoint/checkpoint_error.h"
-#include "engine/checkpoint/pickle_reader.h"
+#include "engine/formats/format_error.h"
+#include "engine/formats/pickle_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using namespace accel::checkpoint;
+  using namespace accel::formats;
   const auto load_record = [](const std::string& key, uint64_t bytes) {
-    if (bytes > (1u << 20)) throw CheckpointError("storage '" + key + "' is larger than this harness serves");
+    if (bytes > (1u << 20)) throw FormatError("storage '" + key + "' is larger than this harness serves");
     return at::zeros({static_cast<int64_t>(bytes)}, at::kByte);
   };
   try {
@@ -31,7 +31,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const auto* bytes = static_cast<const volatile uint8_t*>(tensor.storage().data());
       (void)bytes[end - 1];
     }
-  } catch (const CheckpointError&) {
+  } catch (const FormatError&) {
   }
   return 0;
 }

@@ -6,7 +6,7 @@
 local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "../lua/helpers/check.lua")
 local big_model = dofile(here .. "../lua/helpers/big_model.lua")
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 local folder = arg[1] or error("usage: big_model.lua FOLDER")
 
 accel.set_seed(3)

@@ -10,7 +10,7 @@
 local check = dofile(arg[0]:match("(.*/)") .. "../lua/helpers/check.lua")
 local train_steps = dofile(arg[0]:match("(.*/)") .. "../lua/helpers/train_steps.lua")
 local nn, optim, data = accel.nn, accel.optim, accel.data
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 
 local root = assert(arg[1], "give a folder")
 local acc = accel.Accelerator{

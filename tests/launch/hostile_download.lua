@@ -5,7 +5,7 @@
 -- (the launcher exits 1), and "loaded" on stdout when the case loads.
 --   accel-run hostile_download.lua -- CASE WORK
 local core = require("accel.core")
-local ck, json = core.checkpoint, core.json
+local ck, json = core.formats, core.json
 
 local case, work = arg[1], arg[2]
 local fixtures = arg[0]:match("(.*/)") .. "../tokenizers/fixtures"

@@ -17,7 +17,7 @@ local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "../lua/helpers/check.lua")
 local mc = dofile(here .. "../lua/helpers/mesh_checkpoint_check.lua")
 local serialize = require("accel.serialize")
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 
 local mode, dir, spec = arg[1], arg[2], arg[3]
 

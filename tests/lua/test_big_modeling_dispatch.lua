@@ -9,7 +9,7 @@
 local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "helpers/check.lua")
 local big_model = dofile(here .. "helpers/big_model.lua")
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 
 accel.set_seed(3)
 local reference = big_model.build()

@@ -12,7 +12,7 @@ local tokenizers = accel.tokenizers
 local fixture = arg[0]:match("(.*/)") .. "../tokenizers/fixtures/byte_level"
 local work = os.tmpname()
 os.remove(work)
-core.checkpoint.make_empty_folder(work)
+core.formats.make_empty_folder(work)
 
 local function write(path, text)
   local f = assert(io.open(path, "wb"))
@@ -31,7 +31,7 @@ end
 -- A folder of the fixture tokenizer with `config` as tokenizer_config.json and `files` beside it.
 local function folder(name, config, files)
   local dir = work .. "/" .. name
-  core.checkpoint.make_empty_folder(dir)
+  core.formats.make_empty_folder(dir)
   write(dir .. "/tokenizer.json", read(fixture .. "/tokenizer.json"))
   write(dir .. "/tokenizer_config.json", core.json.encode(config))
   for file, text in pairs(files or {}) do

@@ -9,7 +9,7 @@ local train_steps = dofile(here .. "helpers/train_steps.lua")
 local hostile = dofile(here .. "helpers/hostile_values.lua")
 local serialize = require("accel.serialize")
 local nn, optim, data = accel.nn, accel.optim, accel.data
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 
 local root = "/tmp/accel_test_checkpoint_corruption_" .. (os.getenv("MASTER_PORT") or "1")
 local acc = accel.Accelerator{

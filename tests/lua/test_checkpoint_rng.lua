@@ -62,5 +62,5 @@ check.near(draws(4), lua_after, 0, "math.random continues from the checkpoint")
 check.near(accel.randn(6), randn_after, 0, "the engine's generator continues from the checkpoint")
 check.near(accel.nn.functional.dropout(accel.ones(50), 0.5, true), dropout_after, 0,
            "dropout masks continue from the checkpoint")
-require("accel.core").checkpoint.remove_folder(dir)
+require("accel.core").formats.remove_folder(dir)
 check.done("checkpoint rng")

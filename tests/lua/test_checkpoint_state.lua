@@ -87,7 +87,7 @@ local again = parameters()
 for i = 1, #final do check.near(again[i], final[i], 0, "parameter " .. i .. " after the replay") end
 
 -- The folder is complete, with a manifest naming every rank's files.
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 local listed = {}
 for _, f in ipairs(ck.read_manifest(dir).files) do listed[f.name] = f.format end
 for _, name in ipairs({ "model.safetensors", "model_1.safetensors", "optimizer.safetensors",

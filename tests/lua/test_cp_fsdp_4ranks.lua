@@ -18,7 +18,7 @@ local check = dofile(here .. "helpers/check.lua")
 local tp_check = dofile(here .. "helpers/tensor_parallel_check.lua")
 local fsdp_mesh_check = dofile(here .. "helpers/fsdp_mesh_check.lua")
 local mc = dofile(here .. "helpers/mesh_checkpoint_check.lua")
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 
 local o = { name = "FSDP 2 x CP 2", dp_shard = 2, cp = 2, tp = 1, plan = "none", accumulation = 2,
             fsdp_plugin = accel.FullyShardedDataParallelPlugin{ transformer_layer_cls = "LlamaDecoderLayer" } }

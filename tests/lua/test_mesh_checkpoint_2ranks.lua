@@ -12,7 +12,7 @@
 local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "helpers/check.lua")
 local mc = dofile(here .. "helpers/mesh_checkpoint_check.lua")
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 
 local root = os.getenv("ACCEL_TEST_TMPDIR") or "/tmp"
 local acc0 = accel.Accelerator{}

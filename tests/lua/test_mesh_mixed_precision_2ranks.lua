@@ -22,7 +22,7 @@ local tp_check = dofile(here .. "helpers/tensor_parallel_check.lua")
 local mc = dofile(here .. "helpers/mesh_checkpoint_check.lua")
 local ring_check = dofile(here .. "helpers/ring_attention_check.lua")
 local core = require("accel.core")
-local ck = core.checkpoint
+local ck = core.formats
 local F = accel.nn.functional
 
 local acc = accel.Accelerator{ parallelism_config = accel.ParallelismConfig{ tp_size = 2 } }

@@ -26,7 +26,7 @@
 -- whole model on a rank).
 local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "helpers/check.lua")
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 local F = accel.nn.functional
 
 local CONFIG = { model_type = "llama", vocab_size = 512, hidden_size = 256, intermediate_size = 768,

@@ -4,7 +4,7 @@
 -- weights, ids outside the vocabulary), each a clear error naming the file
 -- and the key, tensor or id.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 local json = require("accel.core").json
 
 local work = os.tmpname()

@@ -65,5 +65,5 @@ local ids, mask = batch(prompts)
 local d = (loaded{ input_ids = ids, attention_mask = mask }.logits - model{ input_ids = ids, attention_mask = mask }.logits)
 check.near(d:abs():max():item(), 0, 0, "every rank loads the main process's save_pretrained")
 state:wait_for_everyone()
-if state.is_main_process then require("accel.core").checkpoint.remove_folder(folder) end
+if state.is_main_process then require("accel.core").formats.remove_folder(folder) end
 check.done("test_models_generate_2ranks")

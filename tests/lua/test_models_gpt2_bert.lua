@@ -6,7 +6,7 @@
 -- transformers itself is checked against tests/models/make_checkpoints.py's
 -- references, where transformers is installed.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 local F = accel.nn.functional
 
 accel.set_seed(7)

@@ -8,7 +8,7 @@
 -- configs and folders, each a clear error naming the key or file.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local core = require("accel.core")
-local ck, json = core.checkpoint, core.json
+local ck, json = core.formats, core.json
 local peft, nn = accel.peft, accel.nn
 
 local work = os.tmpname()

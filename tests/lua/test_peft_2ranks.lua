@@ -127,5 +127,5 @@ local d = accel.no_grad(function()
 end)
 check.near(d, 0, 1e-5, "every rank loads the main process's adapter with one process's outputs")
 acc:wait_for_everyone()
-if acc.is_main_process then require("accel.core").checkpoint.remove_folder(folder) end
+if acc.is_main_process then require("accel.core").formats.remove_folder(folder) end
 check.done("test_peft_2ranks")

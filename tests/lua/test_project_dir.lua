@@ -7,7 +7,7 @@
 -- then a clear error.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local nn, optim = accel.nn, accel.optim
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 
 local root = "/tmp/accel_test_project_dir_" .. (os.getenv("MASTER_PORT") or "1")
 local dir = root .. "/run"

@@ -148,7 +148,7 @@ do
     check.near(got[name], t, 0, "loaded on the main process only: " .. name)
   end
   acc:wait_for_everyone()
-  if main then require("accel.core").checkpoint.remove_folder(dir) end
+  if main then require("accel.core").formats.remove_folder(dir) end
   os.remove(mine)
 end
 

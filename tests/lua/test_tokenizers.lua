@@ -16,7 +16,7 @@ local sentencepiece, why_not = core.tokenizers.sentencepiece_available()
 
 local work = os.tmpname()
 os.remove(work)
-core.checkpoint.make_empty_folder(work)
+core.formats.make_empty_folder(work)
 
 local function write(name, text)
   local path = work .. "/" .. name

@@ -1,9 +1,9 @@
 -- nproc: 1
--- accel.core.checkpoint.open_weights: the tensors of a saved model, one at a
+-- accel.core.formats.open_weights: the tensors of a saved model, one at a
 -- time, as the big-model loader reads them; its errors name what is wrong.
 local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "helpers/check.lua")
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 
 local folder = "/tmp/accel_test_weights_reader_" .. (os.getenv("MASTER_PORT") or "1")
 ck.remove_folder(folder)

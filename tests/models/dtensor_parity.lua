@@ -6,7 +6,7 @@
 -- every step as one JSON array.
 --   accel-run dtensor_parity.lua --nproc 2 -- DIR tp|sp   (TP 2)
 local F = accel.nn.functional
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 local dir, mode = arg[1], arg[2]
 assert(mode == "tp" or mode == "sp", "usage: dtensor_parity.lua -- DIR tp|sp")
 local STEPS, ROWS, T = 10, 4, 16  -- as dtensor_parity.py

@@ -5,7 +5,7 @@
 -- from the ids accel's tokenizer gives, which equal them.
 --   accel-run minilm.lua -- REFERENCE_DIR
 local check = dofile(arg[0]:match("(.*/)") .. "../lua/helpers/check.lua")
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 local F = accel.nn.functional
 local dir = arg[1]
 local f = assert(io.open(dir .. "/minilm_path.txt"))

@@ -7,7 +7,7 @@
 -- transformers.
 --   accel-run parity.lua -- REFERENCE_DIR OUT_DIR EOS_ID
 local check = dofile(arg[0]:match("(.*/)") .. "../lua/helpers/check.lua")
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 local root, out_root, eos = arg[1], arg[2], tonumber(arg[3])
 
 local function max_diff(a, b, what)

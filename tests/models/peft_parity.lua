@@ -8,7 +8,7 @@
 -- to load in PEFT and transformers.
 -- Usage: accel-run peft_parity.lua -- REF_DIR OUT_DIR
 local core = require("accel.core")
-local ck = core.checkpoint
+local ck = core.formats
 local ref_dir, out_dir = arg[1], arg[2]
 assert(ref_dir and out_dir, "usage: accel-run peft_parity.lua -- REF_DIR OUT_DIR")
 

@@ -14,7 +14,7 @@
 -- otherwise (accel.models' from_pretrained: with or without the base
 -- model's prefix).
 local core = require("accel.core")
-local ck = core.checkpoint
+local ck = core.formats
 local args = require("accel.util.args")
 local Module = require("accel.nn.module")
 local dtypes = require("accel.big_modeling.dtypes")

@@ -6,7 +6,7 @@
 --   src:names(); src:info(name) -> {dtype, shape, bytes}
 --   src:load(name [, dtype]) -> a CPU tensor of its own; src:close()
 --   src:map(name [, dtype]) -> the same over a private mapping of the file
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 
 local weights_source = {}
 

@@ -4,7 +4,7 @@
 -- checkpoints go.
 local core = require("accel.core")
 
-local ck = core.checkpoint
+local ck = core.formats
 
 local layout = {}
 

@@ -11,7 +11,7 @@ local agreement = require("accel.checkpointing.agreement")
 local field_checks = require("accel.util.field_checks")
 local DataLoader = require("accel.data.dataloader")
 
-local ck = core.checkpoint
+local ck = core.formats
 
 local load = {}
 

@@ -10,7 +10,7 @@ local write_split = require("accel.parallel.checkpoint.write_split")
 local layout = require("accel.checkpointing.layout")
 local agreement = require("accel.checkpointing.agreement")
 
-local ck = core.checkpoint
+local ck = core.formats
 
 local save = {}
 

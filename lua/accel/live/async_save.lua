@@ -2,7 +2,7 @@
 -- (docs/live-runs.md). The save runs as a synchronous one does (the same
 -- collectives, agreement, files, manifest entries and folder), except that
 -- its four writing calls are staged instead: for the length of the save,
--- accel.core.checkpoint's write_safetensors, write_text, write_manifest and
+-- accel.core.formats's write_safetensors, write_text, write_manifest and
 -- commit_folder hand their work to the Accelerator's background writer
 -- (bindings/async_checkpoint_ops.cpp), which copies tensors to host memory
 -- and computes each file's digest at once, and writes the files, then (on
@@ -14,7 +14,7 @@ local core = require("accel.core")
 local args = require("accel.util.args")
 local checkpointing = require("accel.checkpointing")
 
-local ck = core.checkpoint
+local ck = core.formats
 local async_save = {}
 
 local STAGED = { "write_safetensors", "write_text", "write_manifest", "commit_folder" }

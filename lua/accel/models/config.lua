@@ -62,7 +62,7 @@ function config.read(dir)
 end
 
 function config.is_folder(path)
-  return type(path) == "string" and core.checkpoint.is_folder(path)
+  return type(path) == "string" and core.formats.is_folder(path)
 end
 
 -- accel.models.config(dir): the folder's config.json.

@@ -53,7 +53,7 @@ return function(dir, options)
     source_name = with_or_without(cls.base_model_prefix),
   })
   local generation_file = dir .. "/generation_config.json"
-  if core.checkpoint.file_kind(generation_file) ~= "missing" then
+  if core.formats.file_kind(generation_file) ~= "missing" then
     rawset(model, "generation_config", generation_config.read(generation_file))
   end
   return model:eval()

@@ -3,7 +3,7 @@
 -- itself as a Hugging Face folder, initialises fresh weights as
 -- transformers does, and generates (generation.lua).
 local core = require("accel.core")
-local ck = core.checkpoint
+local ck = core.formats
 local nn = require("accel.nn")
 local args = require("accel.util.args")
 local config = require("accel.models.config")

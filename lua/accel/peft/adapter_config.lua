@@ -70,7 +70,7 @@ end
 
 function adapter_config.read(dir)
   local path = dir .. "/" .. adapter_config.FILE
-  if core.checkpoint.file_kind(path) == "missing" then
+  if core.formats.file_kind(path) == "missing" then
     args.error(string.format("%s has no %s: not a PEFT adapter folder", dir, adapter_config.FILE))
   end
   local ok, t = pcall(json.read, path, 1024 * 1024)

@@ -68,7 +68,7 @@ end
 -- shapes were compared. The error names the config's file, `r`, the
 -- adapter file and the rank it holds.
 function adapter_weights.check_rank(config, path, config_path)
-  local source = core.checkpoint.open_weights(path)
+  local source = core.formats.open_weights(path)
   for _, name in ipairs(source:names()) do
     local part = name:match("%.(lora_[AB])%.weight$")
     if part then
@@ -90,7 +90,7 @@ end
 -- file and the tensors at fault.
 function adapter_weights.load(peft_model, path)
   local wanted = adapter_weights.pairs(peft_model)
-  local source = core.checkpoint.open_weights(path)
+  local source = core.formats.open_weights(path)
   local in_file, expected = {}, {}
   for _, name in ipairs(source:names()) do in_file[name] = true end
   local missing, unexpected, mismatched, integral = {}, {}, {}, {}

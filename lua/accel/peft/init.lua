@@ -49,13 +49,13 @@ function peft.from_pretrained(model, dir, options)
   local where = "accel.peft.from_pretrained"
   local o = args.options(where, options, { is_trainable = false }, { is_trainable = "boolean" })
   check_model(where, model)
-  if type(dir) ~= "string" or not require("accel.core").checkpoint.is_folder(dir) then
+  if type(dir) ~= "string" or not require("accel.core").formats.is_folder(dir) then
     args.error(string.format("%s: '%s' is not a folder", where, tostring(dir)))
   end
   local config = adapter_config.read(dir)
   local path
   for _, name in ipairs({ adapter_weights.FILE, "adapter_model.bin" }) do
-    if require("accel.core").checkpoint.file_kind(dir .. "/" .. name) ~= "missing" then
+    if require("accel.core").formats.file_kind(dir .. "/" .. name) ~= "missing" then
       path = dir .. "/" .. name
       break
     end

@@ -115,7 +115,7 @@ function PeftModel:save_pretrained(dir, options)
     end
     tensors[#tensors + 1] = { pair[2], t }
   end
-  local ck = core.checkpoint
+  local ck = core.formats
   if not ck.is_folder(dir) then
     local existing = io.open(dir, "rb")
     if existing then

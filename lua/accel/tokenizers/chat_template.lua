@@ -55,7 +55,7 @@ function chat_template.read(dir, config)
     templates.default, origins.default = text, jinja
   end
   local extra_dir = dir .. "/additional_chat_templates"
-  for _, name in ipairs(core.checkpoint.list_folder(extra_dir)) do
+  for _, name in ipairs(core.formats.list_folder(extra_dir)) do
     local stem = name:match("^(.+)%.jinja$")
     local text = stem and read_file(extra_dir .. "/" .. name)
     if text then templates[stem], origins[stem] = text, extra_dir .. "/" .. name end
@@ -231,8 +231,8 @@ function chat_template.save(template, dir, write_text)
       if not name:match("^[%w_%-][%w_%.%-]*$") then
         args.error("Tokenizer:save_pretrained: the chat template name '" .. name .. "' is not a plain file name")
       end
-      if not core.checkpoint.is_folder(dir .. "/additional_chat_templates") then
-        core.checkpoint.make_empty_folder(dir .. "/additional_chat_templates")
+      if not core.formats.is_folder(dir .. "/additional_chat_templates") then
+        core.formats.make_empty_folder(dir .. "/additional_chat_templates")
       end
       local path = dir .. "/additional_chat_templates/" .. name .. ".jinja"
       write_text(path, template[name])

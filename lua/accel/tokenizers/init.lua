@@ -25,7 +25,7 @@ tokenizers.sentencepiece_available = core.tokenizers.sentencepiece_available
 -- Whether there is something at `path`, found without opening it: a FIFO
 -- there would block io.open forever; the reader refuses it, naming it.
 local function exists(path)
-  return core.checkpoint.file_kind(path) ~= "missing"
+  return core.formats.file_kind(path) ~= "missing"
 end
 
 -- The tokenizer of a checkpoint folder: tokenizer.json when there is one

@@ -12,7 +12,7 @@ special_tokens.NAMES = { "bos_token", "eos_token", "unk_token", "sep_token", "pa
 -- The JSON object in `path`, or nil when there is no such file.
 function special_tokens.read_json(path)
   -- Not opened to see whether it exists: a FIFO would block that forever.
-  if core.checkpoint.file_kind(path) == "missing" then return nil end
+  if core.formats.file_kind(path) == "missing" then return nil end
   return core.json.read(path, 64 * 1024 * 1024)
 end
 

@@ -30,7 +30,7 @@ end
 
 -- The engine's generator state, a uint8 tensor (as torch.get_rng_state).
 function random.get()
-  return core.checkpoint.generator_state()
+  return core.formats.generator_state()
 end
 
 function random.set(state)
@@ -38,7 +38,7 @@ function random.set(state)
     args.error("accel.set_rng_state: expected the uint8 tensor accel.get_rng_state() returns, got a "
                .. (type(state) == "userdata" and tostring(state.dtype) .. " tensor" or type(state)))
   end
-  core.checkpoint.set_generator_state(state)
+  core.formats.set_generator_state(state)
 end
 
 -- math.random's state, an int64 tensor of 4 words.

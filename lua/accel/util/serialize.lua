@@ -25,7 +25,7 @@
 local ffi = require("ffi")
 local core = require("accel.core")
 
-local ck = core.checkpoint
+local ck = core.formats
 
 local serialize = {}
 

@@ -3,7 +3,7 @@
 -- integer buffer, so placement, splitting and dtype rules all have
 -- something to act on. save(model, folder, options) writes it as save_model does.
 local nn = accel.nn
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 
 local big_model = {}
 
