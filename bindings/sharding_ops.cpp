@@ -1,5 +1,5 @@
 // accel.core.dist.ShardedModel: sharded data parallel for one model
-// (engine/parallel/sharded_model.h), driven by lua/accel/sharding/. Units are
+// (engine/parallel/sharded_model.h), driven by lua/accel/parallel/fsdp/. Units are
 // numbered from 1, the root first.
 #include <memory>
 

@@ -1,6 +1,6 @@
 -- nproc: 4
 -- SHARDED_STATE_DICT checkpoints loaded on another device mesh read, on each
--- rank, only what it keeps (checkpointing/mesh_reshard.lua), one tensor at a
+-- rank, only what it keeps (lua/accel/parallel/checkpoint/reshard.lua), one tensor at a
 -- time, never the whole model. A Llama of 3.4M parameters (13.6 MB; with
 -- AdamW's two slots 41 MB of state) trains 2 steps on one mesh and saves
 -- its flat shards or tp slices; a run on another mesh, built from other
