@@ -31,6 +31,7 @@ std::vector<Binding> nn_pooling_bindings();
 std::vector<Binding> nn_normalization_bindings();
 std::vector<Binding> nn_embedding_bindings();
 std::vector<Binding> nn_attention_bindings();
+std::vector<Binding> linear_cross_entropy_bindings();
 std::vector<Binding> runtime_bindings();
 std::vector<Binding> grad_clipping_bindings();
 std::vector<Binding> optim_bindings();
@@ -45,6 +46,8 @@ std::vector<Binding> json_bindings();
 void push_json_null(lua_State* L);
 // accel.core.tokenizers: tokenizer.json and SentencePiece tokenizers (tokenizer_ops.cpp).
 std::vector<Binding> tokenizer_bindings();
+// accel.core.quant: bitsandbytes' 4-bit weights (quant_ops.cpp).
+std::vector<Binding> quant_bindings();
 // accel.cuda: GPUs, their memory and generators (cuda_ops.cpp).
 std::vector<Binding> cuda_bindings();
 // accel.core.graphs: CUDA graphs of training steps (cuda_graph_ops.cpp).

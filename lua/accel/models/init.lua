@@ -1,6 +1,7 @@
 -- accel.models: the architectures of Hugging Face checkpoints, as modules
 -- whose state_dict names are transformers' own.
---   local model = accel.models.from_pretrained(dir, {dtype, device_map, max_memory, offload_folder})
+--   local model = accel.models.from_pretrained(dir, {dtype, device_map, max_memory, offload_folder,
+--                                                    quantization_config})
 --   local cfg = accel.models.config(dir)
 --   local fresh = accel.models.from_config(cfg_or_dir)   -- initialised as transformers does
 --   model:save_pretrained(dir)
@@ -16,6 +17,7 @@ local config = require("accel.models.config")
 local init_empty_weights = require("accel.big_modeling.init_empty_weights")
 local load_checkpoint_and_dispatch = require("accel.big_modeling.load_checkpoint_and_dispatch")
 local dtypes = require("accel.big_modeling.dtypes")
+local quantization = require("accel.quantization")
 
 local models = {}
 
@@ -113,15 +115,17 @@ end
 function models.from_pretrained(dir, options)
   local where = "accel.models.from_pretrained"
   local o = args.options(where, options, { dtype = args.NONE, device_map = args.NONE, max_memory = args.NONE,
-                                           offload_folder = args.NONE },
+                                           offload_folder = args.NONE, quantization_config = args.NONE },
                          { dtype = "string", device_map = "string|table", max_memory = "table",
-                           offload_folder = "string" })
+                           offload_folder = "string", quantization_config = "table" })
   if not is_folder(dir) then args.error(where .. ": '" .. tostring(dir) .. "' is not a folder") end
   local cfg = config.read(dir)
   local cls, a = architecture(cfg)
   local dtype = o.dtype
   if dtype == "auto" then dtype = cfg.torch_dtype or cfg.dtype end
   local model = init_empty_weights(function() return cls(cfg) end)
+  -- 4-bit (accel.quantization): linears swapped now, filled after the rest.
+  local quantized = quantization.prepare(model, cfg, o, where)
   load_checkpoint_and_dispatch(model, dir, {
     dtype = dtype,
     device_map = o.device_map,
@@ -130,6 +134,7 @@ function models.from_pretrained(dir, options)
     no_split_module_classes = o.device_map == "auto" and a.no_split or nil,
     source_name = with_or_without(a.prefix),
   })
+  if quantized then quantized(dir, with_or_without(a.prefix)) end
   local generation_file = dir .. "/generation_config.json"
   local f = io.open(generation_file, "rb")
   if f then
