@@ -17,9 +17,10 @@ local MiB = 2 ^ 20
 accel.set_seed(0)
 local weight = (accel.randn(vocab, hidden_size) * 0.02):requires_grad_(trained)
 local targets = accel.randint(0, vocab, { tokens })
+local hidden = accel.randn(tokens, hidden_size)
 
 local function measure(name, loss_of)
-  local h = accel.randn(tokens, hidden_size):requires_grad_()
+  local h = hidden:clone():requires_grad_()
   collectgarbage("collect")
   local before = accel.cpu_memory_stats().allocated_bytes
   accel.reset_peak_cpu_memory_stats()
