@@ -54,13 +54,14 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
   lua_newtable(L);  // functional
   for (const auto& table : {nn_functional_bindings(), nn_conv_bindings(), nn_pooling_bindings(),
                             nn_normalization_bindings(), nn_embedding_bindings(),
-                            nn_attention_bindings()}) {
+                            nn_attention_bindings(), linear_cross_entropy_bindings()}) {
     register_bindings(L, -1, "accel.nn.functional.", table);
   }
   lua_setfield(L, core, "functional");
   add_table(L, "optim", "accel.optim.", optim_bindings());
   add_table(L, "data", "accel.data.", data_bindings());
   add_table(L, "formats", "accel.formats.", formats_bindings());
+  add_table(L, "quant", "accel.quant.", quant_bindings());
   add_table(L, "cuda", "accel.cuda.", cuda_bindings());
   add_table(L, "graphs", "accel.graphs.", cuda_graph_bindings());
   add_table(L, "profiler", "accel.profiler.", profiler_bindings());

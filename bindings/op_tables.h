@@ -31,6 +31,7 @@ std::vector<Binding> nn_pooling_bindings();
 std::vector<Binding> nn_normalization_bindings();
 std::vector<Binding> nn_embedding_bindings();
 std::vector<Binding> nn_attention_bindings();
+std::vector<Binding> linear_cross_entropy_bindings();
 std::vector<Binding> runtime_bindings();
 std::vector<Binding> grad_clipping_bindings();
 std::vector<Binding> optim_bindings();
@@ -51,6 +52,8 @@ void push_json_null(lua_State* L);
 std::vector<Binding> tokenizer_bindings();
 // accel.core.chat_template: chat templates, compiled and rendered (chat_template_ops.cpp).
 std::vector<Binding> chat_template_bindings();
+// accel.core.quant: bitsandbytes' 4-bit weights (quant_ops.cpp).
+std::vector<Binding> quant_bindings();
 // accel.cuda: GPUs, their memory and generators (cuda_ops.cpp).
 std::vector<Binding> cuda_bindings();
 // accel.core.graphs: CUDA graphs of training steps (cuda_graph_ops.cpp).

@@ -27,7 +27,8 @@ local usage = "usage: accel-run recipes/finetune.lua --nproc N -- MODEL_DIR DATA
 -- updates; max_steps = 0: as many as --epochs make; target_modules "": PEFT's
 -- default for the architecture.
 local o = {
-  lora = true, r = 8, lora_alpha = 16, lora_dropout = 0.05, target_modules = "",
+  lora = true, r = 8, lora_alpha = 16, lora_dropout = 0.05, target_modules = "", load_in_4bit = false,
+  bnb_4bit_quant_type = "nf4",
   lr = 0, weight_decay = 0, warmup_steps = -1, max_grad_norm = 1,
   epochs = 1, max_steps = 0, batch_size = 4, grad_accum = 1, max_length = 512, packing = false, text_key = "text",
   prompt_key = "prompt", completion_key = "", chat = false, messages_key = "messages", assistant_only_loss = false,
@@ -100,7 +101,17 @@ if not o.resume and not restarted then
 end
 
 -- The model: LoRA freezes it and trains adapters beside its target layers.
-local model = accel.models.from_pretrained(model_dir):train()
+-- --load_in_4bit: QLoRA, the frozen base in 4 bits (NormalFloat, double
+-- quantization, bf16 compute with --bf16), prepared as PEFT's
+-- prepare_model_for_kbit_training does.
+if o.load_in_4bit and not o.lora then args.error("finetune.lua: --load_in_4bit trains adapters; drop --full") end
+local model = accel.models.from_pretrained(model_dir, o.load_in_4bit and { quantization_config =
+  accel.BitsAndBytesConfig{ load_in_4bit = true, bnb_4bit_quant_type = o.bnb_4bit_quant_type,
+                            bnb_4bit_use_double_quant = true,
+                            bnb_4bit_compute_dtype = o.bf16 and "bfloat16" or "float32" } } or nil):train()
+if o.load_in_4bit then
+  model = accel.peft.prepare_model_for_kbit_training(model, { use_gradient_checkpointing = o.gradient_checkpointing })
+end
 if o.lora then
   local config = { r = o.r, lora_alpha = o.lora_alpha, lora_dropout = o.lora_dropout, task_type = "CAUSAL_LM" }
   if o.target_modules == "all-linear" then
@@ -111,7 +122,7 @@ if o.lora then
   end
   model = accel.peft.get_peft_model(model, accel.peft.LoraConfig(config))
 end
-if o.gradient_checkpointing then model:gradient_checkpointing_enable() end
+if o.gradient_checkpointing and not o.load_in_4bit then model:gradient_checkpointing_enable() end
 
 -- The data, tokenized once by every process; the loader gives each its share.
 local tok = accel.tokenizers.from_pretrained(model_dir)
@@ -138,7 +149,7 @@ else
   all = trainable
 end
 acc:print(string.format("%s fine-tuning: %d of %d weights train; %d examples%s, %d updates (%d an epoch) of %d x %d x %d rows",
-                        o.lora and "LoRA" or "full", trainable, all, dataset.examples,
+                        o.load_in_4bit and "QLoRA" or o.lora and "LoRA" or "full", trainable, all, dataset.examples,
                         o.packing and string.format(" in %d packed rows", dataset:__len()) or "", total,
                         updates_per_epoch, o.batch_size, o.grad_accum, acc.num_processes))
 model, opt, sched = acc:prepare(model, opt, sched)

@@ -27,7 +27,8 @@ check.equal(names[2], "model.layers.0.self_attn.q_proj.weight", "layers are numb
 
 local ids = accel.LongTensor({ { 3, 4, 5, 6 }, { 0, 0, 7, 8 } })
 local mask = accel.LongTensor({ { 1, 1, 1, 1 }, { 0, 0, 1, 1 } })
-local out = model{ input_ids = ids, attention_mask = mask, labels = ids }
+-- skip_logits = false: in training mode the loss would come in chunks, without logits.
+local out = model{ input_ids = ids, attention_mask = mask, labels = ids, skip_logits = false }
 check.equal(table.concat(out.logits:size(), "x"), "2x4x32", "logits are (batch, sequence, vocab)")
 check.truthy(out.loss:item() > 0, "a loss with labels")
 local labels = ids:clone()

@@ -243,7 +243,8 @@ local model = accel.models.from_config({ model_type = "llama", vocab_size = bl:g
                                          intermediate_size = 32, num_hidden_layers = 1, num_attention_heads = 2,
                                          num_key_value_heads = 1 })
 b = bl({ "hello world", "the" }, { padding = true, padding_side = "left" })
-local out = model{ input_ids = b.input_ids, attention_mask = b.attention_mask, labels = b.input_ids }
+local out = model{ input_ids = b.input_ids, attention_mask = b.attention_mask, labels = b.input_ids,
+                   skip_logits = false }
 check.equal(out.logits:size(3), bl:get_vocab_size(), "logits over the tokenizer's ids")
 local generated = model:generate(b.input_ids, { attention_mask = b.attention_mask, max_new_tokens = 2 })
 check.equal(#bl:batch_decode(generated), 2, "generated ids decode")

@@ -164,4 +164,14 @@ expect "a line without \"text\" is an error naming the file and the line" \
   fails_with "'$work/keyless.jsonl' line 2 has no \"text\""
 run_accel "$recipe" --threads 1 -- "$work/base" "$work/data.jsonl" --learning_rate 1
 expect "an unknown option is an error naming it" fails_with "unknown option '--learning_rate'"
+
+# QLoRA: the base in 4 bits, gradient checkpointing, the loss falls.
+run_accel "$recipe" --threads 1 -- "$work/base" "$work/data.jsonl" --load_in_4bit --gradient_checkpointing \
+  --max_steps 6 --log_every 2 --lr 1e-2 --output_dir "$work/qlora"
+echo "$out" | losses /dev/stdin >"$work/qlora_losses"
+expect "--load_in_4bit fine-tunes adapters on a 4-bit base" ran_with "QLoRA fine-tuning"
+expect "and its loss falls" awk 'NR == 1 { first = $1 } { last = $1 } END { exit !(NR == 3 && last < first) }' \
+  "$work/qlora_losses"
+run_accel "$recipe" --threads 1 -- "$work/base" "$work/data.jsonl" --load_in_4bit --full
+expect "--load_in_4bit with --full is an error" fails_with "--load_in_4bit trains adapters"
 finish

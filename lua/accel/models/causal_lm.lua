@@ -8,19 +8,38 @@ local args = require("accel.util.args")
 
 local causal_lm = {}
 
-function causal_lm.loss(logits, labels)
-  local B, T, V = logits:size(1), logits:size(2), logits:size(3)
+local function check_labels(labels, B, T)
   if type(labels) ~= "userdata" or labels:dim() ~= 2 or labels:size(1) ~= B or labels:size(2) ~= T then
     args.error(string.format("labels must have the shape of input_ids (%d, %d), got %s", B, T, type(labels) == "userdata" and args.shape(labels) or type(labels)))
   end
+end
+
+-- num_items_in_batch (transformers'): the sum of the tokens' losses is
+-- divided by it instead of by this batch's count of labels.
+function causal_lm.loss(logits, labels, num_items_in_batch)
+  local B, T, V = logits:size(1), logits:size(2), logits:size(3)
+  check_labels(labels, B, T)
   if T < 2 then return core.zeros({}, { device = logits.device }) * logits:sum() end
   local shifted = logits:narrow(2, 1, T - 1):float():reshape(-1, V)
   local targets = labels:narrow(2, 2, T - 1):reshape(-1)
+  if num_items_in_batch then
+    return F.cross_entropy(shifted, targets, { ignore_index = -100, index_base = 0, reduction = "sum" })
+           / num_items_in_batch
+  end
   return F.cross_entropy(shifted, targets, { ignore_index = -100, index_base = 0 })
 end
 
+-- The causal models' forward with labels (chunked_loss.lua): the loss in
+-- chunks without the logits, or the logits and their loss.
+function causal_lm.logits_and_loss(head, h, inputs, training)
+  return require("accel.models.chunked_loss").logits_and_loss(head, h, inputs, training)
+end
+function causal_lm.output(logits, loss, inputs)
+  return require("accel.models.chunked_loss").output(logits, loss, inputs)
+end
+
 local known_inputs = { input_ids = true, attention_mask = true, labels = true, position_ids = true,
-                       past_key_values = true, logits_to_keep = true }
+                       past_key_values = true, logits_to_keep = true, skip_logits = true, num_items_in_batch = true }
 
 -- The inputs table of a model call: known keys only, input_ids an integer
 -- (B, T) tensor of token ids (0-based, as the checkpoint's files count
@@ -33,7 +52,8 @@ function causal_lm.check_inputs(inputs, where)
   for key in pairs(inputs) do
     if not known_inputs[key] then
       args.error(string.format("%s: unknown input '%s' (known: attention_mask, input_ids, labels, logits_to_keep, "
-                               .. "past_key_values, position_ids)", where, tostring(key)))
+                               .. "num_items_in_batch, past_key_values, position_ids, skip_logits)", where,
+                               tostring(key)))
     end
   end
   local ids = inputs.input_ids

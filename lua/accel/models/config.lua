@@ -22,7 +22,7 @@ local float_keys = {
   "rms_norm_eps", "layer_norm_eps", "layer_norm_epsilon", "initializer_range", "rope_theta", "attention_dropout",
   "hidden_dropout_prob", "attention_probs_dropout_prob", "resid_pdrop", "embd_pdrop", "attn_pdrop",
   "summary_first_dropout", "router_aux_loss_coef", "router_jitter_noise", "partial_rotary_factor", "factor",
-  "low_freq_factor", "high_freq_factor", "attention_factor", "beta_fast", "beta_slow",
+  "low_freq_factor", "high_freq_factor", "attention_factor", "beta_fast", "beta_slow", "llm_int8_threshold",
 }
 local sources = setmetatable({}, { __mode = "k" })   -- config -> "dir/config.json", for messages
 

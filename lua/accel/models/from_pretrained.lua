@@ -1,5 +1,5 @@
 -- accel.models.from_pretrained(dir, {dtype, device_map, max_memory,
--- offload_folder}): reads dir/config.json, picks the architecture by
+-- offload_folder, quantization_config}): reads dir/config.json, picks the architecture by
 -- model_type, builds it under accel.init_empty_weights and fills it with
 -- accel.load_checkpoint_and_dispatch (model.safetensors, shards with
 -- model.safetensors.index.json, or pytorch_model.bin; dtype conversion,
@@ -14,6 +14,7 @@ local checkpoint_sizes = require("accel.models.checkpoint_sizes")
 local generation_config = require("accel.models.generation_config")
 local init_empty_weights = require("accel.big_modeling.init_empty_weights")
 local load_checkpoint_and_dispatch = require("accel.big_modeling.load_checkpoint_and_dispatch")
+local quantization = require("accel.quantization")
 
 -- The checkpoint's name for a model tensor: its own, or with the base
 -- model's prefix (the class's base_model_prefix) taken off or put on,
@@ -34,9 +35,9 @@ end
 return function(dir, options)
   local where = "accel.models.from_pretrained"
   local o = args.options(where, options, { dtype = args.NONE, device_map = args.NONE, max_memory = args.NONE,
-                                           offload_folder = args.NONE },
+                                           offload_folder = args.NONE, quantization_config = args.NONE },
                          { dtype = "string", device_map = "string|table", max_memory = "table",
-                           offload_folder = "string" })
+                           offload_folder = "string", quantization_config = "table" })
   if not config.is_folder(dir) then args.error(where .. ": '" .. tostring(dir) .. "' is not a folder") end
   local cfg = config.read(dir)
   local cls = architectures.of(cfg)
@@ -44,14 +45,18 @@ return function(dir, options)
   local dtype = o.dtype
   if dtype == "auto" then dtype = cfg.torch_dtype or cfg.dtype end
   local model = init_empty_weights(function() return cls(cfg) end)
+  -- 4-bit (accel.quantization): linears swapped now, filled after the rest.
+  local quantized = quantization.prepare(model, cfg, o, where)
+  local source_name = with_or_without(cls.base_model_prefix)
   load_checkpoint_and_dispatch(model, dir, {
     dtype = dtype,
     device_map = o.device_map,
     max_memory = o.max_memory,
     offload_folder = o.offload_folder,
     no_split_module_classes = o.device_map == "auto" and cls._no_split_modules or nil,
-    source_name = with_or_without(cls.base_model_prefix),
+    source_name = source_name,
   })
+  if quantized then quantized(dir, source_name) end
   local generation_file = dir .. "/generation_config.json"
   if core.formats.file_kind(generation_file) ~= "missing" then
     rawset(model, "generation_config", generation_config.read(generation_file))

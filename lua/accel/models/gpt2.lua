@@ -233,10 +233,9 @@ end
 -- -> {logits, loss (with labels), past_key_values}
 function GPT2LMHeadModel:forward(inputs)
   causal_lm.check_inputs(inputs, self.__name)
-  local logits = self.lm_head(causal_lm.kept_positions(self.transformer(inputs), inputs, self.__name))
-  local out = { logits = logits, past_key_values = inputs.past_key_values }
-  if inputs.labels ~= nil then out.loss = causal_lm.loss(logits, inputs.labels) end
-  return out
+  local h = causal_lm.kept_positions(self.transformer(inputs), inputs, self.__name)
+  local logits, loss = causal_lm.logits_and_loss(self.lm_head, h, inputs, self.training)
+  return causal_lm.output(logits, loss, inputs)
 end
 
 -- transformers' GPT-2 initialisation: every weight N(0, std^2), biases

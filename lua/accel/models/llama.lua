@@ -224,15 +224,16 @@ function llama.causal_lm_class(name, settings, make_mlp)
     if s.tie then self.lm_head.weight = self.model.embed_tokens.weight end
   end
 
-  -- model{input_ids, attention_mask, labels, position_ids, past_key_values}
-  -- -> {logits, loss (with labels), past_key_values}
+  -- model{input_ids, attention_mask, labels, position_ids, past_key_values,
+  -- skip_logits, num_items_in_batch} -> {logits, loss (with labels),
+  -- past_key_values}; in training with labels the loss comes in chunks and
+  -- logits only with skip_logits = false (chunked_loss.lua).
   function cls:forward(inputs)
     causal_lm.check_inputs(inputs, name)
     local h = self.model(inputs)
-    local logits = self.lm_head(causal_lm.kept_positions(h, inputs, name))
-    local out = { logits = logits, past_key_values = inputs.past_key_values }
-    if inputs.labels ~= nil then out.loss = causal_lm.loss(logits, inputs.labels) end
-    return out
+    local logits, loss = causal_lm.logits_and_loss(self.lm_head, causal_lm.kept_positions(h, inputs, name), inputs,
+                                                   self.training)
+    return causal_lm.output(logits, loss, inputs)
   end
 
   return cls

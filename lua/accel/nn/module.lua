@@ -301,6 +301,14 @@ function Module:apply(fn)
   return self
 end
 
+-- A module's buffers that keep their dtype when the module is converted to
+-- another (a 4-bit layer's codes and statistics, as bitsandbytes keeps its).
+local no_fixed_dtypes, dtype_names = {}, {}
+for _, name in ipairs(core.dtype_names()) do dtype_names[name] = true end
+local function fixed_dtypes(m)
+  return rawget(m, "_fixed_dtypes") or no_fixed_dtypes
+end
+
 -- Moves parameters and buffers to a device or dtype. Parameters move in
 -- place, as PyTorch's module.to(): each keeps its identity, so an optimizer
 -- made before the move (or before prepare) still holds the model's
@@ -313,7 +321,7 @@ function Module:to(target)
         local grad = v.grad
         v:set_data(v:detach():to(target))
         if grad then v.grad = grad:to(target) end
-      elseif m._buffers[key] and v ~= nil then
+      elseif m._buffers[key] and v ~= nil and not (fixed_dtypes(m)[key] and dtype_names[target]) then
         rawset(m, key, v:to(target))
       end
     end

@@ -18,6 +18,7 @@ local peft = {}
 
 peft.LoraConfig = LoraConfig
 peft.PeftModel = PeftModel
+peft.prepare_model_for_kbit_training = require("accel.peft.prepare_model_for_kbit_training")
 
 local function check_model(where, model)
   if not Module.is_module(model) then

@@ -38,7 +38,9 @@ function LoraLayer:init(base, config)
     end)
   end
   local weight = base.weight
-  local dtype = half[weight.dtype] and "float32" or weight.dtype
+  -- A 4-bit base (Linear4bit, uint8 codes) gets float32 adapters, as PEFT's
+  -- adapters on bitsandbytes layers.
+  local dtype = (half[weight.dtype] or not weight:is_floating_point()) and "float32" or weight.dtype
   for _, m in ipairs({ A, B }) do
     if m.weight.dtype ~= dtype then m:to(dtype) end
     -- A base on the meta device (built under accel.init_empty_weights) gets its values, and so its
@@ -66,6 +68,10 @@ end
 -- Adds the update into the base weight and returns the base layer (which
 -- then computes what this layer computed).
 function LoraLayer:merge()
+  if not self.base_layer.weight:is_floating_point() then
+    require("accel.args").error("merge_and_unload: " .. tostring(self.base_layer) .. " holds 4-bit codes; load the "
+                                .. "base model unquantized and merge the adapters into it")
+  end
   core.no_grad(function() self.base_layer.weight:add_(self:delta_weight()) end)
   return self.base_layer
 end

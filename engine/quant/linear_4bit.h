@@ -1,0 +1,21 @@
+// The linear layer of a 4-bit weight (bnb.nn.Linear4bit's forward):
+// y = x W^T + b with W decoded from its 4-bit codes in the compute dtype
+// for this product only. Backward keeps nothing but the 4-bit weight itself
+// (no decoded copy): it decodes W again for the input's gradient. The
+// weight is frozen, as in QLoRA: no gradient reaches it (the bias, a plain
+// tensor, gets one when it requires it).
+#pragma once
+#include <ATen/core/Tensor.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/Optional.h>
+
+#include "engine/quant/four_bit_weight.h"
+
+namespace accel::quant {
+
+// x (..., in_features) -> (..., out_features) in x's dtype; computed in
+// compute_dtype (x and the bias converted to it, as bitsandbytes does).
+at::Tensor linear_4bit(const at::Tensor& x, const FourBitWeight& weight, const c10::optional<at::Tensor>& bias,
+                       at::ScalarType compute_dtype);
+
+}  // namespace accel::quant
