@@ -6,7 +6,7 @@
 -- compares its logits with the accel_logits.safetensors written here).
 --   accel-run four_bit_parity.lua -- REFERENCE_DIR
 local check = dofile(arg[0]:match("(.*/)") .. "../lua/helpers/check.lua")
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 local dir = arg[1]
 local ref = ck.read_safetensors(dir .. "/reference.safetensors")
 local ids = ref.input_ids

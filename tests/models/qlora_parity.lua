@@ -5,7 +5,7 @@
 -- here (printed): float32 sums taken in another order, through ten steps.
 --   accel-run qlora_parity.lua -- REFERENCE_DIR
 local check = dofile(arg[0]:match("(.*/)") .. "../lua/helpers/check.lua")
-local ck = require("accel.core").checkpoint
+local ck = require("accel.core").formats
 local dir = arg[1]
 local ref = ck.read_safetensors(dir .. "/reference.safetensors")
 local LOSS_TOLERANCE, WEIGHT_TOLERANCE = 1e-5, 1e-4

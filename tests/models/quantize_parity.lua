@@ -11,7 +11,7 @@
 --   accel-run quantize_parity.lua -- REFERENCE_DIR
 local check = dofile(arg[0]:match("(.*/)") .. "../lua/helpers/check.lua")
 local core = require("accel.core")
-local ck = core.checkpoint
+local ck = core.formats
 local dir = arg[1]
 local f = assert(io.open(dir .. "/minilm_path.txt"))
 local model_dir = f:read("*l")

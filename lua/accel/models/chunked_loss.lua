@@ -16,7 +16,7 @@
 -- the sum of the tokens' losses, as transformers' loss does.
 local core = require("accel.core")
 local F = core.functional
-local args = require("accel.args")
+local args = require("accel.util.args")
 local Linear = require("accel.nn.linear")
 
 local chunked_loss = {}

@@ -69,7 +69,7 @@ end
 -- then computes what this layer computed).
 function LoraLayer:merge()
   if not self.base_layer.weight:is_floating_point() then
-    require("accel.args").error("merge_and_unload: " .. tostring(self.base_layer) .. " holds 4-bit codes; load the "
+    require("accel.util.args").error("merge_and_unload: " .. tostring(self.base_layer) .. " holds 4-bit codes; load the "
                                 .. "base model unquantized and merge the adapters into it")
   end
   core.no_grad(function() self.base_layer.weight:add_(self:delta_weight()) end)

@@ -8,7 +8,7 @@
 -- block whose parameters are all frozen still has a gradient to send back
 -- to the adapters inside it) and model:gradient_checkpointing_enable().
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local Module = require("accel.nn.module")
 local Embedding = require("accel.nn.embedding")
 

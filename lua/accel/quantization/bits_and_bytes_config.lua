@@ -12,7 +12,7 @@
 --   llm_int8_enable_fp32_cpu_offload = false   (8-bit settings, kept for the folder)
 -- config:to_dict() is the quantization_config a saved folder's config.json
 -- carries, as transformers writes it; BitsAndBytesConfig.from_dict reads one.
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local BitsAndBytesConfig = {}
 BitsAndBytesConfig.__index = BitsAndBytesConfig

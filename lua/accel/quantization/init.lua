@@ -3,7 +3,7 @@
 --   accel.quantization.Linear4bit           linear_4bit.lua
 --   from_pretrained(dir, {quantization_config = ...}) quantizes while loading
 --   (quantized_loading.lua); prepare is its hook.
-local args = require("accel.args")
+local args = require("accel.util.args")
 local loading = require("accel.quantization.quantized_loading")
 
 local quantization = {

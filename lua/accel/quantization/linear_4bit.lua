@@ -14,7 +14,7 @@
 -- until set_quantized or quantize_ fills it). model:to(dtype) leaves the
 -- codes and statistics as they are, as PyTorch leaves bitsandbytes'.
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 local Linear = require("accel.nn.linear")
 local quant_state = require("accel.quantization.quant_state")
 

@@ -7,7 +7,7 @@
 --   nested_offset}.
 -- A weight here is the table accel.core.quant speaks (bindings/quant_ops.cpp).
 local core = require("accel.core")
-local args = require("accel.args")
+local args = require("accel.util.args")
 
 local quant_state = {}
 

@@ -12,7 +12,7 @@
 --     4-bit folder, takes its codes and statistics as they are), so the
 --     whole float model is never in memory: the rest of the model is loaded
 --     by accel.load_checkpoint_and_dispatch between the two.
-local args = require("accel.args")
+local args = require("accel.util.args")
 local Module = require("accel.nn.module")
 local Linear = require("accel.nn.linear")
 local Linear4bit = require("accel.quantization.linear_4bit")
