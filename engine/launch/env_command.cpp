@@ -46,16 +46,22 @@ void print_mesh(const LaunchOptions& options, const std::string& library, std::o
     return;
   }
   auto size = [](int given) { return given > 0 ? given : 1; };
-  out << "mesh over " << world << " rank(s): dp_replicate " << size(p.dp_replicate) << " x dp_shard "
-      << size(p.dp_shard) << " x cp " << size(p.cp) << " x tp " << size(p.tp) << '\n';
+  out << "mesh over " << world << " rank(s): " << (p.pp > 1 ? "pp " + std::to_string(p.pp) + " x " : "")
+      << "dp_replicate " << size(p.dp_replicate) << " x dp_shard " << size(p.dp_shard) << " x cp " << size(p.cp)
+      << " x tp " << size(p.tp) << (p.ep > 1 ? " (ep " + std::to_string(p.ep) + " of dp_shard x cp)" : "") << '\n';
+  if (p.pp > 1) {
+    out << "  pipeline: " << (p.pp_schedule.empty() ? "1F1B" : p.pp_schedule) << ", "
+        << (p.pp_microbatches > 0 ? p.pp_microbatches : p.pp) << " micro-batches, "
+        << size(p.pp_virtual_stages) << " stage(s) per rank\n";
+  }
   std::string why;
-  using Facts = const char* (*)(int, int, int, int, int);
+  using Facts = const char* (*)(int, int, int, int, int, int, int);
   auto get = reinterpret_cast<Facts>(worker_function(library, "accel_mesh_facts", why));
   if (!get) {
     out << "  groups: " << why << '\n';
     return;
   }
-  std::istringstream lines(get(size(p.dp_replicate), size(p.dp_shard), size(p.cp), size(p.tp), world));
+  std::istringstream lines(get(size(p.dp_replicate), size(p.dp_shard), size(p.cp), size(p.tp), size(p.pp), size(p.ep), world));
   for (std::string line; std::getline(lines, line);) {
     size_t tab = line.find('\t');
     if (tab == std::string::npos) continue;

@@ -6,26 +6,32 @@
 namespace accel {
 
 std::string ParallelDims::describe() const {
-  return "dp_replicate_size = " + std::to_string(dp_replicate) + ", dp_shard_size = " + std::to_string(dp_shard) +
-         ", cp_size = " + std::to_string(cp) + ", tp_size = " + std::to_string(tp);
+  return "pp_size = " + std::to_string(pp) + ", dp_replicate_size = " + std::to_string(dp_replicate) +
+         ", dp_shard_size = " + std::to_string(dp_shard) + ", cp_size = " + std::to_string(cp) +
+         ", tp_size = " + std::to_string(tp) + ", ep_size = " + std::to_string(ep);
 }
 
 void ParallelDims::check(int world_size) const {
-  for (int size : {dp_replicate, dp_shard, cp, tp}) {
+  for (int size : {pp, dp_replicate, dp_shard, cp, tp, ep}) {
     if (size < 1) {
       throw std::invalid_argument("ParallelismConfig: every size must be a positive integer, got " + describe());
     }
   }
-  const long long product = 1LL * dp_replicate * dp_shard * cp * tp;
+  const long long product = 1LL * pp * dp_replicate * dp_shard * cp * tp;
   if (product != world_size) {
-    throw std::invalid_argument("ParallelismConfig: the sizes multiply to " + std::to_string(product) + " (" +
-                                describe() + ") but the world has " + std::to_string(world_size) +
+    throw std::invalid_argument("ParallelismConfig: the sizes (ep_size aside) multiply to " + std::to_string(product) +
+                                " (" + describe() + ") but the world has " + std::to_string(world_size) +
                                 " ranks; their product must be the world size");
+  }
+  if ((dp_shard * cp) % ep != 0) {
+    throw std::invalid_argument("ParallelismConfig: ep_size = " + std::to_string(ep) +
+                                " must divide dp_shard_size x cp_size = " + std::to_string(dp_shard * cp) +
+                                ", the ranks expert parallelism borrows (" + describe() + ")");
   }
 }
 
 const std::array<const char*, DeviceMesh::kDims>& DeviceMesh::dim_names() {
-  static const std::array<const char*, kDims> names{"dp_replicate", "dp_shard", "cp", "tp"};
+  static const std::array<const char*, kDims> names{"pp", "dp_replicate", "dp_shard", "cp", "tp"};
   return names;
 }
 
@@ -34,11 +40,11 @@ int DeviceMesh::dim_index(const std::string& name) {
   for (int d = 0; d < kDims; ++d) {
     if (name == names[d]) return d;
   }
-  throw std::invalid_argument("device mesh: no dim '" + name + "' (dims: dp_replicate, dp_shard, cp, tp)");
+  throw std::invalid_argument("device mesh: no dim '" + name + "' (dims: pp, dp_replicate, dp_shard, cp, tp)");
 }
 
 DeviceMesh::DeviceMesh(const ParallelDims& dims, int world_size, int rank)
-    : sizes_{dims.dp_replicate, dims.dp_shard, dims.cp, dims.tp}, rank_(rank) {
+    : sizes_{dims.pp, dims.dp_replicate, dims.dp_shard, dims.cp, dims.tp}, ep_(dims.ep), rank_(rank) {
   dims.check(world_size);
   if (rank < 0 || rank >= world_size) {
     throw std::invalid_argument("device mesh: rank " + std::to_string(rank) + " is not in a world of " +
@@ -60,7 +66,7 @@ int DeviceMesh::rank_of(const std::array<int, kDims>& coords) const {
 std::vector<int> DeviceMesh::group_ranks(const std::vector<int>& dims) const {
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 0 || dims[i] >= kDims || (i > 0 && dims[i] <= dims[i - 1])) {
-      throw std::invalid_argument("device mesh: dims must be distinct, outermost first, each 0 to 3; got dim " +
+      throw std::invalid_argument("device mesh: dims must be distinct, outermost first, each 0 to 4; got dim " +
                                   std::to_string(dims[i]) + " at position " + std::to_string(i + 1));
     }
   }
@@ -81,6 +87,13 @@ std::vector<int> DeviceMesh::group_ranks(const std::vector<int>& dims) const {
 int DeviceMesh::local_rank(const std::vector<int>& dims) const {
   const std::vector<int> ranks = group_ranks(dims);
   return static_cast<int>(std::find(ranks.begin(), ranks.end(), rank_) - ranks.begin());
+}
+
+std::vector<int> DeviceMesh::ep_ranks() const {
+  const std::vector<int> shard_cp{dim_index("dp_shard"), dim_index("cp")};
+  const std::vector<int> ranks = group_ranks(shard_cp);
+  const int first = local_rank(shard_cp) / ep_ * ep_;
+  return std::vector<int>(ranks.begin() + first, ranks.begin() + first + ep_);
 }
 
 }  // namespace accel
