@@ -58,11 +58,14 @@ void push_launch_settings(lua_State* L, const LaunchOptions& options) {
   // The mesh's sizes the launch gives: the Accelerator's default ParallelismConfig.
   if (options.parallelism.given()) {
     const ParallelismSizes& p = options.parallelism;
-    lua_createtable(L, 0, 4);
+    lua_createtable(L, 0, 9);
     for (const auto& [key, size] : {std::pair<const char*, int>{"dp_replicate_size", p.dp_replicate},
-                                    {"dp_shard_size", p.dp_shard}, {"cp_size", p.cp}, {"tp_size", p.tp}}) {
+                                    {"dp_shard_size", p.dp_shard}, {"cp_size", p.cp}, {"tp_size", p.tp},
+                                    {"pp_size", p.pp}, {"ep_size", p.ep}, {"pp_microbatches", p.pp_microbatches},
+                                    {"pp_virtual_stages", p.pp_virtual_stages}}) {
       if (size > 0) set_number(L, key, size);
     }
+    set_string(L, "pp_schedule", p.pp_schedule);
     lua_setfield(L, -2, "parallelism_config");
   }
 }

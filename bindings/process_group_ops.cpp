@@ -7,6 +7,7 @@
 // and the tensor- and context-parallel layers on them.
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -54,16 +55,20 @@ void push_int_list(lua_State* L, const std::vector<int>& values) {
   }
 }
 
-// {size, rank, ranks} of this rank's group over `dims`.
-void push_mesh_dim(lua_State* L, const DeviceMesh& mesh, const std::vector<int>& dims) {
-  const std::vector<int> ranks = mesh.group_ranks(dims);
+// {size, rank, ranks} of a group of global ranks holding `rank`.
+void push_group_place(lua_State* L, const std::vector<int>& ranks, int rank) {
   lua_createtable(L, 0, 3);
   lua_pushinteger(L, static_cast<lua_Integer>(ranks.size()));
   lua_setfield(L, -2, "size");
-  lua_pushinteger(L, mesh.local_rank(dims));
+  lua_pushinteger(L, static_cast<lua_Integer>(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin()));
   lua_setfield(L, -2, "rank");
   push_int_list(L, ranks);
   lua_setfield(L, -2, "ranks");
+}
+
+// This rank's group over `dims`.
+void push_mesh_dim(lua_State* L, const DeviceMesh& mesh, const std::vector<int>& dims, int rank) {
+  push_group_place(L, mesh.group_ranks(dims), rank);
 }
 
 std::vector<Binding> group_methods() {
@@ -153,25 +158,30 @@ std::shared_ptr<Communicator> group_communicator_arg(lua_State* L, int idx, cons
 
 std::vector<Binding> process_group_bindings() {
   return {
-      // device_mesh(dp_replicate, dp_shard, cp, tp) -> {dp_replicate = {size,
-      // rank, ranks}, dp_shard = ..., cp = ..., tp = ..., dp = ..., dp_cp = ...,
-      // dp_shard_cp = ...}: this rank's place along each dim ("dp": dp_replicate
-      // x dp_shard flattened, "dp_cp": dp x cp, the ranks a model's gradients
-      // are averaged over, "dp_shard_cp": dp_shard x cp, FSDP's shard group).
-      bind("device_mesh", [](lua_State* L, int64_t dp_replicate, int64_t dp_shard, int64_t cp, int64_t tp) {
+      // device_mesh(dp_replicate, dp_shard, cp, tp, pp, ep) -> {pp = {size,
+      // rank, ranks}, dp_replicate = ..., dp_shard = ..., cp = ..., tp = ...,
+      // dp = ..., dp_cp = ..., dp_shard_cp = ..., ep = ...}: this rank's place
+      // along each dim ("dp": dp_replicate x dp_shard flattened, "dp_cp": dp x
+      // cp, the ranks a model's gradients are averaged over, "dp_shard_cp":
+      // dp_shard x cp, FSDP's shard group, "ep": the ranks of dp_shard_cp that
+      // split the experts).
+      bind("device_mesh", [](lua_State* L, int64_t dp_replicate, int64_t dp_shard, int64_t cp, int64_t tp, int64_t pp,
+                             int64_t ep) {
         const ProcessState& state = dist_process_state(L);
         const ParallelDims dims{static_cast<int>(dp_replicate), static_cast<int>(dp_shard), static_cast<int>(cp),
-                                static_cast<int>(tp)};
+                                static_cast<int>(tp), static_cast<int>(pp), static_cast<int>(ep)};
         const DeviceMesh mesh(dims, state.world_size, state.rank);
-        lua_createtable(L, 0, DeviceMesh::kDims + 3);
+        lua_createtable(L, 0, DeviceMesh::kDims + 4);
         for (int d = 0; d < DeviceMesh::kDims; ++d) {
-          push_mesh_dim(L, mesh, {d});
+          push_mesh_dim(L, mesh, {d}, state.rank);
           lua_setfield(L, -2, DeviceMesh::dim_names()[d]);
         }
         for (const auto& [name, flattened] : DeviceMesh::flattened_dims()) {
-          push_mesh_dim(L, mesh, flattened);
+          push_mesh_dim(L, mesh, flattened, state.rank);
           lua_setfield(L, -2, name);
         }
+        push_group_place(L, mesh.ep_ranks(), state.rank);
+        lua_setfield(L, -2, "ep");
         return Pushed{1};
       }),
       // new_group(name, ranks): the collectives of these global ranks (0-based,

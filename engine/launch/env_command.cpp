@@ -49,9 +49,16 @@ void print_mesh(const LaunchOptions& options, std::ostream& out) {
     return;
   }
   auto size = [](int given) { return given > 0 ? given : 1; };
-  const ParallelDims sizes{size(p.dp_replicate), size(p.dp_shard), size(p.cp), size(p.tp)};
-  out << "mesh over " << world << " rank(s): dp_replicate " << sizes.dp_replicate << " x dp_shard "
-      << sizes.dp_shard << " x cp " << sizes.cp << " x tp " << sizes.tp << '\n';
+  const ParallelDims sizes{size(p.dp_replicate), size(p.dp_shard), size(p.cp), size(p.tp), size(p.pp), size(p.ep)};
+  out << "mesh over " << world << " rank(s): " << (sizes.pp > 1 ? "pp " + std::to_string(sizes.pp) + " x " : "")
+      << "dp_replicate " << sizes.dp_replicate << " x dp_shard " << sizes.dp_shard << " x cp " << sizes.cp
+      << " x tp " << sizes.tp << (sizes.ep > 1 ? " (ep " + std::to_string(sizes.ep) + " of dp_shard x cp)" : "")
+      << '\n';
+  if (sizes.pp > 1) {
+    out << "  pipeline: " << (p.pp_schedule.empty() ? "1F1B" : p.pp_schedule) << ", "
+        << (p.pp_microbatches > 0 ? p.pp_microbatches : sizes.pp) << " micro-batches, "
+        << size(p.pp_virtual_stages) << " stage(s) per rank\n";
+  }
   try {
     for (const auto& [name, groups] : mesh_group_rows(sizes, world)) out << "  " << name << " groups: " << groups << '\n';
   } catch (const std::invalid_argument& error) {

@@ -7,14 +7,15 @@
 namespace accel {
 namespace {
 
-// Each group along `dims` (flattened), in order of its first rank:
+// Each group `ranks_of(rank)` gives, in order of its first rank:
 // "{0, 1} {2, 3}"; past kShown groups, how many more.
-std::string groups_text(const ParallelDims& sizes, int world_size, const std::vector<int>& dims) {
+template <class RanksOf>
+std::string groups_text(int world_size, RanksOf ranks_of) {
   constexpr int kShown = 8;
   std::ostringstream out;
   int groups = 0;
   for (int rank = 0; rank < world_size; ++rank) {
-    const std::vector<int> ranks = DeviceMesh(sizes, world_size, rank).group_ranks(dims);
+    const std::vector<int> ranks = ranks_of(rank);
     if (ranks.front() != rank) continue;  // listed with its first rank
     if (++groups > kShown) continue;
     out << (groups > 1 ? " {" : "{");
@@ -25,29 +26,40 @@ std::string groups_text(const ParallelDims& sizes, int world_size, const std::ve
   return out.str();
 }
 
+// The groups along `dims` (flattened).
+std::string groups_text(const ParallelDims& sizes, int world_size, const std::vector<int>& dims) {
+  return groups_text(world_size, [&](int rank) { return DeviceMesh(sizes, world_size, rank).group_ranks(dims); });
+}
+
 }  // namespace
 
 std::string ParallelDims::describe() const {
-  return "dp_replicate_size = " + std::to_string(dp_replicate) + ", dp_shard_size = " + std::to_string(dp_shard) +
-         ", cp_size = " + std::to_string(cp) + ", tp_size = " + std::to_string(tp);
+  return "pp_size = " + std::to_string(pp) + ", dp_replicate_size = " + std::to_string(dp_replicate) +
+         ", dp_shard_size = " + std::to_string(dp_shard) + ", cp_size = " + std::to_string(cp) +
+         ", tp_size = " + std::to_string(tp) + ", ep_size = " + std::to_string(ep);
 }
 
 void ParallelDims::check(int world_size) const {
-  for (int size : {dp_replicate, dp_shard, cp, tp}) {
+  for (int size : {pp, dp_replicate, dp_shard, cp, tp, ep}) {
     if (size < 1) {
       throw std::invalid_argument("ParallelismConfig: every size must be a positive integer, got " + describe());
     }
   }
-  const long long product = 1LL * dp_replicate * dp_shard * cp * tp;
+  const long long product = 1LL * pp * dp_replicate * dp_shard * cp * tp;
   if (product != world_size) {
-    throw std::invalid_argument("ParallelismConfig: the sizes multiply to " + std::to_string(product) + " (" +
-                                describe() + ") but the world has " + std::to_string(world_size) +
+    throw std::invalid_argument("ParallelismConfig: the sizes (ep_size aside) multiply to " + std::to_string(product) +
+                                " (" + describe() + ") but the world has " + std::to_string(world_size) +
                                 " ranks; their product must be the world size");
+  }
+  if ((dp_shard * cp) % ep != 0) {
+    throw std::invalid_argument("ParallelismConfig: ep_size = " + std::to_string(ep) +
+                                " must divide dp_shard_size x cp_size = " + std::to_string(dp_shard * cp) +
+                                ", the ranks expert parallelism borrows (" + describe() + ")");
   }
 }
 
 const std::array<const char*, DeviceMesh::kDims>& DeviceMesh::dim_names() {
-  static const std::array<const char*, kDims> names{"dp_replicate", "dp_shard", "cp", "tp"};
+  static const std::array<const char*, kDims> names{"pp", "dp_replicate", "dp_shard", "cp", "tp"};
   return names;
 }
 
@@ -56,11 +68,11 @@ int DeviceMesh::dim_index(const std::string& name) {
   for (int d = 0; d < kDims; ++d) {
     if (name == names[d]) return d;
   }
-  throw std::invalid_argument("device mesh: no dim '" + name + "' (dims: dp_replicate, dp_shard, cp, tp)");
+  throw std::invalid_argument("device mesh: no dim '" + name + "' (dims: pp, dp_replicate, dp_shard, cp, tp)");
 }
 
 DeviceMesh::DeviceMesh(const ParallelDims& dims, int world_size, int rank)
-    : sizes_{dims.dp_replicate, dims.dp_shard, dims.cp, dims.tp}, rank_(rank) {
+    : sizes_{dims.pp, dims.dp_replicate, dims.dp_shard, dims.cp, dims.tp}, ep_(dims.ep), rank_(rank) {
   dims.check(world_size);
   if (rank < 0 || rank >= world_size) {
     throw std::invalid_argument("device mesh: rank " + std::to_string(rank) + " is not in a world of " +
@@ -82,7 +94,7 @@ int DeviceMesh::rank_of(const std::array<int, kDims>& coords) const {
 std::vector<int> DeviceMesh::group_ranks(const std::vector<int>& dims) const {
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 0 || dims[i] >= kDims || (i > 0 && dims[i] <= dims[i - 1])) {
-      throw std::invalid_argument("device mesh: dims must be distinct, outermost first, each 0 to 3; got dim " +
+      throw std::invalid_argument("device mesh: dims must be distinct, outermost first, each 0 to 4; got dim " +
                                   std::to_string(dims[i]) + " at position " + std::to_string(i + 1));
     }
   }
@@ -105,8 +117,18 @@ int DeviceMesh::local_rank(const std::vector<int>& dims) const {
   return static_cast<int>(std::find(ranks.begin(), ranks.end(), rank_) - ranks.begin());
 }
 
+std::vector<int> DeviceMesh::ep_ranks() const {
+  const std::vector<int> shard_cp{dim_index("dp_shard"), dim_index("cp")};
+  const std::vector<int> ranks = group_ranks(shard_cp);
+  const int first = local_rank(shard_cp) / ep_ * ep_;
+  return std::vector<int>(ranks.begin() + first, ranks.begin() + first + ep_);
+}
+
 const std::vector<DeviceMesh::FlattenedDim>& DeviceMesh::flattened_dims() {
-  static const std::vector<FlattenedDim> dims{{"dp", {0, 1}}, {"dp_cp", {0, 1, 2}}, {"dp_shard_cp", {1, 2}}};
+  static const std::vector<FlattenedDim> dims{
+      {"dp", {dim_index("dp_replicate"), dim_index("dp_shard")}},
+      {"dp_cp", {dim_index("dp_replicate"), dim_index("dp_shard"), dim_index("cp")}},
+      {"dp_shard_cp", {dim_index("dp_shard"), dim_index("cp")}}};
   return dims;
 }
 
@@ -118,6 +140,7 @@ std::vector<std::pair<std::string, std::string>> mesh_group_rows(const ParallelD
   for (const auto& [name, dims] : DeviceMesh::flattened_dims()) {
     rows.emplace_back(name, groups_text(sizes, world_size, dims));
   }
+  rows.emplace_back("ep", groups_text(world_size, [&](int rank) { return DeviceMesh(sizes, world_size, rank).ep_ranks(); }));
   return rows;
 }
 

@@ -304,7 +304,8 @@ void settle_sharding(LaunchOptions& options) {
 void settle_parallelism(const LaunchOptions& options) {
   const ParallelismSizes& sizes = options.parallelism;
   if (!sizes.given()) return;
-  const std::pair<const char*, int> given[] = {{"--parallelism-config-dp-replicate-size", sizes.dp_replicate},
+  const std::pair<const char*, int> given[] = {{"--parallelism-config-pp-size", sizes.pp},
+                                               {"--parallelism-config-dp-replicate-size", sizes.dp_replicate},
                                                {"--parallelism-config-dp-shard-size", sizes.dp_shard},
                                                {"--parallelism-config-cp-size", sizes.cp},
                                                {"--parallelism-config-tp-size", sizes.tp}};
@@ -322,6 +323,13 @@ void settle_parallelism(const LaunchOptions& options) {
                              named(options, "--nproc") + " " + std::to_string(options.nproc) + " x " +
                              named(options, "--nnodes") + " " + std::to_string(options.nnodes) +
                              "); their product must be the number of processes");
+  }
+  // ep borrows its ranks from dp_shard x cp (engine/parallel/device_mesh.h).
+  const int shard_cp = std::max(sizes.dp_shard, 1) * std::max(sizes.cp, 1);
+  if (sizes.ep > 0 && shard_cp % sizes.ep != 0) {
+    throw LaunchOptionsError(named(options, "--parallelism-config-ep-size") + " " + std::to_string(sizes.ep) +
+                             " must divide dp_shard x cp = " + std::to_string(shard_cp) +
+                             ", the ranks expert parallelism borrows");
   }
 }
 

@@ -34,12 +34,22 @@ struct FsdpSettings {
 // The device mesh's sizes, the Accelerator's default ParallelismConfig
 // (Accelerate's parallelism_config_*_size): 0 where the launch does not say,
 // leaving the recipe's (or 1).
+// The pipeline's settings (pp_schedule "" and pp_microbatches,
+// pp_virtual_stages 0 where not given) travel with them.
 struct ParallelismSizes {
   int dp_replicate = 0;
   int dp_shard = 0;
   int cp = 0;
   int tp = 0;
-  bool given() const { return dp_replicate > 0 || dp_shard > 0 || cp > 0 || tp > 0; }
+  int pp = 0;
+  int ep = 0;
+  std::string pp_schedule;
+  int pp_microbatches = 0;
+  int pp_virtual_stages = 0;
+  bool given() const {
+    return dp_replicate > 0 || dp_shard > 0 || cp > 0 || tp > 0 || pp > 0 || ep > 0 || !pp_schedule.empty() ||
+           pp_microbatches > 0 || pp_virtual_stages > 0;
+  }
 };
 
 struct LaunchOptions {

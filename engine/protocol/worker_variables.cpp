@@ -56,6 +56,10 @@ const std::pair<const char*, int ParallelismSizes::*> kParallelismVariables[] = 
     {variables::kParallelismDpShardSize, &ParallelismSizes::dp_shard},
     {variables::kParallelismCpSize, &ParallelismSizes::cp},
     {variables::kParallelismTpSize, &ParallelismSizes::tp},
+    {variables::kParallelismPpSize, &ParallelismSizes::pp},
+    {variables::kParallelismEpSize, &ParallelismSizes::ep},
+    {variables::kParallelismPpMicrobatches, &ParallelismSizes::pp_microbatches},
+    {variables::kParallelismPpVirtualStages, &ParallelismSizes::pp_virtual_stages},
 };
 
 }  // namespace
@@ -89,6 +93,9 @@ std::vector<std::string> worker_variables(const LaunchOptions& options) {
   for (const auto& [name, size] : kParallelismVariables) {
     if (options.parallelism.*size > 0) vars.push_back(std::string(name) + "=" + std::to_string(options.parallelism.*size));
   }
+  if (!options.parallelism.pp_schedule.empty()) {
+    vars.push_back(std::string(variables::kParallelismPpSchedule) + "=" + options.parallelism.pp_schedule);
+  }
   return vars;
 }
 
@@ -112,7 +119,8 @@ constexpr const char* kSettingVariables[] = {
     variables::kThreads,       variables::kBackend,        variables::kBackendGiven,
     variables::kTimeout,       variables::kDebug,          variables::kMaxRestarts,
     variables::kRestartCount,  variables::kMixedPrecision, variables::kGradientAccumulationSteps,
-    variables::kZeroStage,     variables::kZero3InitFlag,  variables::kUseFsdp};
+    variables::kZeroStage,     variables::kZero3InitFlag,  variables::kUseFsdp,
+    variables::kParallelismPpSchedule};
 
 }  // namespace
 
@@ -174,6 +182,7 @@ void read_worker_variables(LaunchOptions& options) {
   for (const auto& [name, size] : kParallelismVariables) {
     if (const char* value = std::getenv(name)) options.parallelism.*size = whole_number(name, value);
   }
+  if (const char* schedule = std::getenv(variables::kParallelismPpSchedule)) options.parallelism.pp_schedule = schedule;
   if (const char* restarts = std::getenv(variables::kMaxRestarts)) {
     options.max_restarts = whole_number(variables::kMaxRestarts, restarts);
   }

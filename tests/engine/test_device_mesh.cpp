@@ -27,6 +27,7 @@ const int kTp = DeviceMesh::dim_index("tp");
 const int kCp = DeviceMesh::dim_index("cp");
 const int kShard = DeviceMesh::dim_index("dp_shard");
 const int kReplicate = DeviceMesh::dim_index("dp_replicate");
+const int kPp = DeviceMesh::dim_index("pp");
 
 }  // namespace
 
@@ -83,7 +84,7 @@ TEST_CASE("DeviceMesh groups partition the world along each dim") {
 }
 
 TEST_CASE("DeviceMesh names unknown dims and ranks outside the world") {
-  CHECK_THROWS_WITH(DeviceMesh::dim_index("pp"), Catch::Contains("no dim 'pp'") && Catch::Contains("tp"));
+  CHECK_THROWS_WITH(DeviceMesh::dim_index("ep"), Catch::Contains("no dim 'ep'") && Catch::Contains("pp, dp_replicate"));
   CHECK_THROWS_WITH(DeviceMesh(ParallelDims{1, 1, 1, 2}, 2, 2), Catch::Contains("rank 2 is not in a world of 2"));
   const DeviceMesh mesh(ParallelDims{1, 1, 1, 2}, 2, 0);
   CHECK_THROWS_WITH(mesh.group_ranks({kTp, kCp}), Catch::Contains("outermost first"));
@@ -92,16 +93,51 @@ TEST_CASE("DeviceMesh names unknown dims and ranks outside the world") {
 TEST_CASE("the mesh's group rows are every dim's and every flattened dim's groups") {
   using Rows = std::vector<std::pair<std::string, std::string>>;
   CHECK(accel::mesh_group_rows(ParallelDims{2, 2, 2, 1}, 8) ==
-        Rows{{"dp_replicate", "{0, 4} {1, 5} {2, 6} {3, 7}"},
+        Rows{{"pp", "{0} {1} {2} {3} {4} {5} {6} {7}"},
+             {"dp_replicate", "{0, 4} {1, 5} {2, 6} {3, 7}"},
              {"dp_shard", "{0, 2} {1, 3} {4, 6} {5, 7}"},
              {"cp", "{0, 1} {2, 3} {4, 5} {6, 7}"},
              {"tp", "{0} {1} {2} {3} {4} {5} {6} {7}"},
              {"dp", "{0, 2, 4, 6} {1, 3, 5, 7}"},
              {"dp_cp", "{0, 1, 2, 3, 4, 5, 6, 7}"},
-             {"dp_shard_cp", "{0, 1, 2, 3} {4, 5, 6, 7}"}});
+             {"dp_shard_cp", "{0, 1, 2, 3} {4, 5, 6, 7}"},
+             {"ep", "{0} {1} {2} {3} {4} {5} {6} {7}"}});
   // Past 8 groups, how many there are.
   CHECK(accel::mesh_group_rows(ParallelDims{1, 1, 1, 1}, 1).back().second == "{0}");
-  CHECK(accel::mesh_group_rows(ParallelDims{10, 1, 1, 1}, 10)[3].second ==
+  CHECK(accel::mesh_group_rows(ParallelDims{10, 1, 1, 1}, 10)[4].second ==
         "{0} {1} {2} {3} {4} {5} {6} {7} ... (10 groups)");
   CHECK_THROWS_AS(accel::mesh_group_rows(ParallelDims{1, 1, 1, 2}, 3), std::invalid_argument);
+}
+
+TEST_CASE("DeviceMesh puts pp outermost, as torchtitan") {
+  // 8 ranks: pp 2 x dp_shard 2 x tp 2 (dp_replicate, dp_shard, cp, tp, pp, ep).
+  const DeviceMesh mesh(ParallelDims{1, 2, 1, 2, 2, 1}, 8, 5);
+  CHECK(kPp == 0);
+  CHECK(mesh.coordinate(kPp) == 1);
+  CHECK(mesh.group_ranks({kPp}) == std::vector<int>{1, 5});
+  CHECK(mesh.group_ranks({kTp}) == std::vector<int>{4, 5});
+  // The data-parallel ranks are those of one stage.
+  CHECK(mesh.group_ranks({kReplicate, kShard}) == std::vector<int>{5, 7});
+}
+
+TEST_CASE("DeviceMesh's ep groups borrow consecutive ranks of dp_shard x cp") {
+  // 8 ranks: dp_shard 4 x cp 2, ep 4: the dp_shard x cp group is all 8 ranks.
+  const ParallelDims dims{1, 4, 2, 1, 1, 4};
+  CHECK(DeviceMesh(dims, 8, 0).ep_ranks() == std::vector<int>{0, 1, 2, 3});
+  CHECK(DeviceMesh(dims, 8, 6).ep_ranks() == std::vector<int>{4, 5, 6, 7});
+  // With tp 2 the dp_shard x cp group of rank 3 is {1, 3, 5, 7}; ep 2 cuts it in two.
+  const ParallelDims with_tp{1, 4, 1, 2, 1, 2};
+  CHECK(DeviceMesh(with_tp, 8, 3).ep_ranks() == std::vector<int>{1, 3});
+  CHECK(DeviceMesh(with_tp, 8, 5).ep_ranks() == std::vector<int>{5, 7});
+  CHECK(DeviceMesh(ParallelDims{2, 1, 1, 1}, 2, 1).ep_ranks() == std::vector<int>{1});
+}
+
+TEST_CASE("ParallelDims counts pp in the product and refuses an ep that does not divide dp_shard x cp") {
+  const std::string product = error_of(ParallelDims{1, 2, 1, 1, 2, 1}, 8);
+  CHECK(product.find("multiply to 4") != std::string::npos);
+  CHECK(product.find("pp_size = 2, dp_replicate_size = 1, dp_shard_size = 2") != std::string::npos);
+  CHECK(error_of(ParallelDims{1, 2, 1, 1, 4, 1}, 8).empty());
+  const std::string ep = error_of(ParallelDims{2, 3, 1, 1, 1, 2}, 6);
+  CHECK(ep.find("ep_size = 2 must divide dp_shard_size x cp_size = 3") != std::string::npos);
+  CHECK(error_of(ParallelDims{1, 1, 1, 1, 1, 0}, 1).find("ep_size = 0") != std::string::npos);
 }

@@ -1,9 +1,10 @@
--- acc.mesh: the ranks as a device mesh with the dims dp_replicate, dp_shard,
--- cp and tp (tp innermost), "dp", dp_replicate x dp_shard flattened (the
+-- acc.mesh: the ranks as a device mesh with the dims pp (outermost: the
+-- pipeline's stages), dp_replicate, dp_shard, cp and tp (tp innermost), "dp", dp_replicate x dp_shard flattened (the
 -- ranks that see different data), "dp_cp", dp x cp (the ranks that hold
 -- different tokens, over which gradients are averaged), and "dp_shard_cp",
 -- dp_shard x cp (torchtitan's name: the group FSDP shards over,
--- mesh_sharding.lua). Each dim is a MeshDim:
+-- mesh_sharding.lua) and "ep" (torchtitan's: ranks of dp_shard_cp that
+-- split the experts). Each dim is a MeshDim:
 --   mesh.tp.rank, mesh.tp.size, mesh.tp.ranks (global ranks, 0-based)
 --   mesh.tp:all_reduce(t [, op]), mesh.tp:all_gather(t) -> list,
 --   mesh.tp:reduce_scatter(output, input [, op]), mesh.tp:broadcast(t, root)
@@ -17,13 +18,15 @@ local dist = core.dist
 local DeviceMesh = {}
 DeviceMesh.__index = DeviceMesh
 
-DeviceMesh.DIMS = { "dp_replicate", "dp_shard", "cp", "tp", "dp", "dp_cp", "dp_shard_cp" }
+DeviceMesh.DIMS = { "pp", "dp_replicate", "dp_shard", "cp", "tp", "dp", "dp_cp", "dp_shard_cp", "ep" }
 
 -- A flattened dim whose ranks are those of another dim when a size is 1 is
 -- that dim, not a second group of the same ranks: dp_cp is dp without
--- context parallelism; dp_shard_cp is dp_shard without it, cp without FSDP.
+-- context parallelism; dp_shard_cp is dp_shard without it, cp without FSDP;
+-- ep over all of dp_shard x cp is dp_shard_cp.
 local function same_as(name, config)
   if name == "dp_cp" and config.cp_size == 1 then return "dp" end
+  if name == "ep" and config.ep_size == config.dp_shard_size * config.cp_size then return "dp_shard_cp" end
   if name == "dp_shard_cp" then
     if config.cp_size == 1 then return "dp_shard" end
     if config.dp_shard_size == 1 then return "cp" end
@@ -45,7 +48,8 @@ end
 
 -- `config`: an accel.ParallelismConfig.
 function DeviceMesh.new(config)
-  local facts = dist.device_mesh(config.dp_replicate_size, config.dp_shard_size, config.cp_size, config.tp_size)
+  local facts = dist.device_mesh(config.dp_replicate_size, config.dp_shard_size, config.cp_size, config.tp_size,
+                                 config.pp_size, config.ep_size)
   local mesh = setmetatable({ config = config }, DeviceMesh)
   for _, name in ipairs(DeviceMesh.DIMS) do
     local f, alias = facts[name], same_as(name, config)

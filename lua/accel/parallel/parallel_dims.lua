@@ -50,6 +50,11 @@ function ParallelDims.new(options)
   local config = options.parallelism_config or ParallelismConfig.from_launch()
   if config then
     dims.mesh = DeviceMesh.new(config)  -- the engine checks the sizes against the world
+    if config.pp_size > 1 or config.ep_size > 1 then
+      args.error(string.format("accel.Accelerator: the mesh has pp and ep dims, the schedules are checked and models "
+                               .. "cut into stages, but training through a pipeline or with experts split over ep "
+                               .. "is not implemented yet (%s; docs/api/parallelism.md)", tostring(config)))
+    end
     if sharding and sharding.name ~= "FSDP" then
       args.error(string.format("accel.Accelerator: zero_stage (DeepSpeed) together with a parallelism_config is not "
                                .. "implemented yet (%s; docs/api/parallelism.md)", tostring(config)))
