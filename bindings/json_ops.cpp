@@ -27,7 +27,6 @@
 namespace accel::lua {
 namespace {
 
-namespace ckpt = accel::checkpoint;
 using nlohmann::json;
 
 // The sentinel pushed for null: its address, unique in the process.
