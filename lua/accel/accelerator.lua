@@ -18,8 +18,6 @@ local ParallelismConfig = require("accel.parallel.parallelism_config")
 local ParallelDims = require("accel.parallel.parallel_dims")
 local ModelLayout = require("accel.parallel.model_layout")
 local SplitCheckpoint = require("accel.parallel.checkpoint.split_checkpoint")
-local live = require("accel.live.control")
-local async_save = require("accel.live.async_save")
 local dist = core.dist
 local args_error = require("accel.util.args").error
 
@@ -328,7 +326,7 @@ end
 -- automatic checkpoint naming, the next project checkpoint); returns the folder.
 function Accelerator:save_state(dir, options)
   if dir == nil then self:_check_project_folder("Accelerator:save_state") end
-  if options ~= nil then return async_save.save_state(self, dir, options) end  -- {async = true}: live/async_save.lua
+  if options ~= nil then return require("accel.live.async_save").save_state(self, dir, options) end  -- {async = true}
   return checkpointing.save_state(self:_checkpoint_contents(), dir)
 end
 
@@ -340,9 +338,15 @@ function Accelerator:load_state(dir)
 end
 
 -- Objects with state_dict/load_state_dict to include in checkpoints.
-Accelerator.on_control = live.on_control  -- named control hooks (docs/live-runs.md)
-Accelerator.spike_guard = live.spike_guard
-Accelerator.wait_for_checkpoint = async_save.wait_for_checkpoint
+-- Live runs (docs/live-runs.md): named control hooks, the spike guard and
+-- asynchronous saves. live/ is loaded on first use, as the modules
+-- lua/accel/init.lua lists are (the heap's size sets how much garbage builds
+-- up between collections); until an asynchronous save, none is in flight.
+function Accelerator:on_control(name, fn) return require("accel.live.control").on_control(self, name, fn) end
+function Accelerator:spike_guard(options) return require("accel.live.control").spike_guard(self, options) end
+function Accelerator:wait_for_checkpoint()
+  if rawget(self, "_checkpoint_pending") then return require("accel.live.async_save").wait_for_checkpoint(self) end
+end
 
 function Accelerator:register_for_checkpointing(...)
   checkpointing.register(self._custom_objects, ...)

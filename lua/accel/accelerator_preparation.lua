@@ -12,7 +12,6 @@ local AcceleratedScheduler = require("accel.accelerated_scheduler")
 local tensor_tree = require("accel.util.tensor_tree")
 local init_empty_weights = require("accel.big_modeling.init_empty_weights")
 local float8 = require("accel.float8")
-local live = require("accel.live.control")
 local args_error = require("accel.util.args").error
 
 local dist = core.dist
@@ -116,7 +115,7 @@ return function(Accelerator)
 
   function Accelerator:prepare_optimizer(optimizer)
     local prepared = AcceleratedOptimizer.new(optimizer, self.gradient_state)
-    prepared.live = live.controller(self)
+    prepared.live = require("accel.live.control").controller(self)  -- loaded with the first optimizer
     for _, entry in ipairs(self._models) do
       local hooks = entry:optimizer_hooks(optimizer)
       if hooks then prepared:_add_hooks(hooks) end

@@ -61,13 +61,13 @@ accel.init_empty_weights = require("accel.big_modeling.init_empty_weights")
 accel.compute_module_sizes = require("accel.big_modeling.module_sizes").compute
 accel.infer_auto_device_map = require("accel.big_modeling.infer_auto_device_map")
 accel.load_checkpoint_and_dispatch = require("accel.big_modeling.load_checkpoint_and_dispatch")
-accel.BitsAndBytesConfig = require("accel.quantization.bits_and_bytes_config")
 
 -- Loaded on first use: a recipe that never touches them does not carry
 -- their modules in its Lua heap, whose size sets how much garbage (tensor
 -- handles among it) builds up between collections.
 local on_first_use = { models = "accel.models", tokenizers = "accel.tokenizers", peft = "accel.peft",
-                       parallel = "accel.parallel", quantization = "accel.quantization" }
+                       parallel = "accel.parallel", quantization = "accel.quantization",
+                       BitsAndBytesConfig = "accel.quantization.bits_and_bytes_config" }
 setmetatable(accel, { __index = function(t, key)
   local name = on_first_use[key]
   if not name then return nil end

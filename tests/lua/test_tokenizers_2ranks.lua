@@ -19,9 +19,18 @@ for _, options in ipairs({ { max_length = 8 }, { max_length = 5, packing = true 
   local ds = tokenizers.TokenizedDataset(path, tok, options)
   local loader = acc:prepare(accel.data.DataLoader(ds, { batch_size = 2 }))
   local mine, all = 0, {}
-  for input_ids, attention_mask, labels in loader:iter() do
+  for input_ids, attention_mask, labels, position_ids in loader:iter() do
     mine = mine + input_ids:size(1)
-    check.near(labels:masked_fill(attention_mask:eq(0), 0), input_ids:masked_fill(attention_mask:eq(0), 0), 0,
+    -- Packed rows learn no record's first token from the record before it:
+    -- their label is -100 where a record starts (position 0).
+    local hidden = attention_mask:eq(0)
+    if position_ids then
+      local starts = position_ids:eq(0)
+      check.near(labels:masked_select(starts), accel.full({ starts:sum():item() }, -100), 0,
+                 "packed labels are -100 where a record starts")
+      hidden = hidden:logical_or(starts)
+    end
+    check.near(labels:masked_fill(hidden, 0), input_ids:masked_fill(hidden, 0), 0,
                "labels are the ids where the mask is 1")
     for _, row in ipairs(acc:gather_for_metrics(input_ids):totable()) do all[#all + 1] = row end
   end

@@ -11,9 +11,9 @@
 -- control log and in checkpoints, whose load replays it.
 local core = require("accel.core")
 local args = require("accel.util.args")
-local chunk_env = require("accel.live.chunk_env")
 local status = require("accel.live.status")
-local spike_guard = require("accel.live.spike_guard")
+-- chunk_env.lua and spike_guard.lua are required where first used: a run
+-- never steered keeps the smaller Lua heap (lua/accel/init.lua says why).
 
 local control = {}
 local Controller = {}
@@ -52,7 +52,7 @@ end
 -- acc:spike_guard{...} (spike_guard.lua): returns the guard.
 function control.spike_guard(acc, options)
   local self = control.controller(acc)
-  self.guard = spike_guard.new(acc, options)
+  self.guard = require("accel.live.spike_guard").new(acc, options)
   return self.guard
 end
 
@@ -208,12 +208,12 @@ function Controller:_prepare(text, name, word, rest)
   local hook = word and self.hooks[word]
   if hook and not loadstring(text) then
     local results = { xpcall(function() return hook(unpack(hook_arguments(rest))) end,
-                             chunk_env.traceback) }
+                             require("accel.live.chunk_env").traceback) }
     if not results[1] then return false, results[2] end
     local change = results[2]
     return true, "", type(change) == "function" and change or function() end
   end
-  return chunk_env.run(text, name, self.acc)
+  return require("accel.live.chunk_env").run(text, name, self.acc)
 end
 
 function Controller:_record(step, text)

@@ -18,7 +18,6 @@
 -- split the experts (the engine checks that it divides them).
 local core = require("accel.core")
 local args = require("accel.util.args")
-local schedules = require("accel.parallel.pipeline.schedules")
 
 local ParallelismConfig = {}
 ParallelismConfig.__index = ParallelismConfig
@@ -42,7 +41,8 @@ function ParallelismConfig.new(options)
   o.pp_microbatches = o.pp_microbatches or o.pp_size
   if o.pp_size > 1 or o.pp_virtual_stages > 1 then
     -- The schedule's own refusals name the sizes (pp_microbatches < pp_size for 1F1B, ...).
-    local ok, err = pcall(schedules.build, o.pp_schedule,
+    -- pipeline/schedules.lua is required only for a pipeline (lua/accel/init.lua: the heap).
+    local ok, err = pcall(require("accel.parallel.pipeline.schedules").build, o.pp_schedule,
                           { pp = o.pp_size, microbatches = o.pp_microbatches, virtual_stages = o.pp_virtual_stages })
     if not ok then
       args.error(where .. ": " .. tostring(err):gsub("^.-accel%.parallel%.pipeline%.schedules%.build: ", ""))

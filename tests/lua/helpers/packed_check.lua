@@ -57,7 +57,9 @@ end
 function packed_check.alone(model, docs)
   local out = {}
   for i, d in ipairs(docs) do
-    local r = model{ input_ids = d:view(1, -1), labels = d:view(1, -1) }
+    -- skip_logits = false: a model training with labels keeps no logits
+    -- (its loss is computed in chunks) unless asked.
+    local r = model{ input_ids = d:view(1, -1), labels = d:view(1, -1), skip_logits = false }
     out[i] = { logits = r.logits, loss_sum = r.loss:item() * (d:numel() - 1), targets = d:numel() - 1 }
   end
   return out
