@@ -57,6 +57,10 @@ steer() {  # steer NPROC EXTRA_OPTION...
   first=$(step_of "$reply")
   ctl 'lr = 0.01; if acc.process_index == acc.num_processes - 1 then error("boom") end'
   expect "$tag: a chunk raising on the last rank is refused on every rank ($reply)" refused_everywhere
+  # Bytecode is never run: a chunk is source text (LuaJIT runs bytecode unverified).
+  ctl "$(printf '\033')LJ lr = 9"
+  expect "$tag: a chunk of bytecode is refused ($reply)" \
+    bash -c '[ "$1" -ne 0 ] && [[ $2 == *"wrong mode"* ]]' _ "$ctl_status" "$reply"
   ctl pause
   paused=$(sed -n 's/^\[rank 0\] paused at step \([0-9]*\)$/\1/p' <<<"$reply")
   "$accel_run" ctl 'lr = 0.02' >late.out 2>&1 &

@@ -30,7 +30,9 @@ end
 -- traceback), then the commit function.
 function chunk_env.run(text, name, acc)
   local source = text:match("^%s*=(.*)$")
-  local fn, err = loadstring(source and ("return " .. source) or text, "=" .. name)
+  -- Source text only ("t"): a chunk comes from outside the rank, and
+  -- LuaJIT runs bytecode unverified (the REPL's chunks are read the same way).
+  local fn, err = load(source and ("return " .. source) or text, "=" .. name, "t")
   if not fn then return false, err, nil end
   local G = _G
   local layer = setmetatable({}, { __index = function(_, key)

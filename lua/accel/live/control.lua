@@ -206,7 +206,7 @@ end
 -- values as text (or the error), and the commit.
 function Controller:_prepare(text, name, word, rest)
   local hook = word and self.hooks[word]
-  if hook and not loadstring(text) then
+  if hook and not load(text, nil, "t") then
     local results = { xpcall(function() return hook(unpack(hook_arguments(rest))) end,
                              require("accel.live.chunk_env").traceback) }
     if not results[1] then return false, results[2] end
