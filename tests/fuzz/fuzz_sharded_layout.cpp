@@ -56,14 +56,5 @@ end
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static lua_State* L = accel::fuzz::new_lua_state(kTarget, kSetup);
-  lua_pushlstring(L, reinterpret_cast<const char*>(data), size);
-  if (!accel::fuzz::call_lua(L, "fuzz.layout")) {
-    accel::fuzz::lua_finding(kTarget, std::string("the harness failed: ") + lua_tostring(L, -1));
-  }
-  if (lua_isstring(L, -1)) accel::fuzz::lua_finding(kTarget, lua_tostring(L, -1));
-  lua_settop(L, 0);
-  // What this input made is freed before it ends, so that libFuzzer's leak
-  // check sees leaks and not Lua's garbage.
-  lua_gc(L, LUA_GCCOLLECT, 0);
-  return 0;
+  return accel::fuzz::check_input(L, kTarget, "fuzz.layout", data, size);
 }

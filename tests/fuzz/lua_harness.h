@@ -77,4 +77,19 @@ inline bool call_lua(lua_State* L, const char* function_name) {
   return lua_pcall(L, 1, 1, 0) == 0;
 }
 
+// One input to a check written in Lua: registry[function_name](input)
+// returns nil when the input was handled as promised, else what went wrong
+// (a finding, as is an error escaping the check itself).
+inline int check_input(lua_State* L, const char* target, const char* function_name, const uint8_t* data,
+                       size_t size) {
+  lua_pushlstring(L, reinterpret_cast<const char*>(data), size);
+  if (!call_lua(L, function_name)) lua_finding(target, std::string("the harness failed: ") + lua_tostring(L, -1));
+  if (lua_isstring(L, -1)) lua_finding(target, lua_tostring(L, -1));
+  lua_settop(L, 0);
+  // What this input made is freed before it ends, so that libFuzzer's leak
+  // check sees leaks and not Lua's garbage.
+  lua_gc(L, LUA_GCCOLLECT, 0);
+  return 0;
+}
+
 }  // namespace accel::fuzz
