@@ -26,6 +26,9 @@ local ds = accel.tokenizers.TokenizedDataset(data, tok, {
   assistant_only_loss = chat, packing = true, max_length = chat and 64 or 32,
 })
 check.equal(ds:__len(), reference.rows, "as many packed rows as TRL's")
+-- Each step takes two rows of one pass over the data, as TRL's did.
+assert(ds:__len() >= 2 * #reference.steps, string.format(
+  "the data packs into %d rows, fewer than %d steps of 2 need: give the test more records", ds:__len(), #reference.steps))
 
 local acc = accel.Accelerator{}
 local model = accel.models.from_pretrained(ref_dir .. "/model"):train()

@@ -12,11 +12,13 @@ models_dir="$source_root/tests/models"
 # Prompt-completion records of varied lengths: some longer than a row (cut),
 # most packed several to a row.
 words=(the cat sat on a mat dog ran in park we like green tea sun is warm today bird sings)
+# RANDOM is drawn in this shell only: bash reseeds it in every subshell, so
+# a draw inside $(...) would change the records from run to run.
 RANDOM=7
-for i in $(seq 40); do
+for i in $(seq 56); do
   prompt="" completion=""
-  for j in $(seq $((RANDOM % 4 + 1))); do prompt="$prompt${prompt:+ }${words[RANDOM % ${#words[@]}]}"; done
-  for j in $(seq $((RANDOM % 5 + 1))); do completion="$completion ${words[RANDOM % ${#words[@]}]}"; done
+  n=$((RANDOM % 4 + 1)); for ((j = 0; j < n; j++)); do prompt="$prompt${prompt:+ }${words[RANDOM % ${#words[@]}]}"; done
+  n=$((RANDOM % 5 + 1)); for ((j = 0; j < n; j++)); do completion="$completion ${words[RANDOM % ${#words[@]}]}"; done
   printf '{"prompt": "%s", "completion": "%s"}\n' "$prompt" "$completion"
 done >"$work/data.jsonl"
 
