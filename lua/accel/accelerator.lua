@@ -290,6 +290,10 @@ function Accelerator:free_memory()
   self._models, self._optimizers, self._schedulers, self._dataloaders = {}, {}, {}, {}
   self.gradient_state:_set_parameters({})
   self.gradient_state._agree_overflow = nil
+  -- LuaJIT's compiled traces keep the objects they were specialised on (a
+  -- model's modules and tensors) alive as constants: without the flush, a
+  -- freed model could outlive its release until its traces fell.
+  jit.flush()
   collectgarbage()
   collectgarbage()
   core.release_pooled_blocks()

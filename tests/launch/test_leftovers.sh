@@ -14,6 +14,9 @@ alive() {
   state=$(ps -o stat= -p "$1" 2>/dev/null)
   [ -n "$state" ] && [[ "$state" != Z* ]]
 }
+# The waits for a run to start allow 120 s: a loaded machine (the whole
+# suite at -j 2) has taken over 30 s to start two workers; each loop ends as
+# soon as the run is up.
 # gone_within SECONDS PID...: every PID has ended within SECONDS.
 gone_within() {
   local limit=$1; shift
@@ -51,7 +54,7 @@ expect "normal exit: the background children of both ranks are gone" \
 rm -f "$work"/sleep.* "$work"/ready.*
 "$accel_run" "$work/background.lua" --nproc 2 --threads 1 -- "$work" hang >"$work/out" 2>"$work/err" &
 launcher=$!
-for _ in $(seq 300); do
+for _ in $(seq 1200); do
   [ -f "$work/ready.0" ] && [ -f "$work/ready.1" ] && break
   sleep 0.1
 done
@@ -91,7 +94,7 @@ LUA
 start_slow_run() {
   "$accel_run" "$work/slow_join.lua" --nproc 2 --threads 1 >"$work/out" 2>"$work/err" &
   launcher=$!
-  for _ in $(seq 300); do
+  for _ in $(seq 1200); do
     contains "$(cat "$work/out")" "joined" && break
     sleep 0.1
   done
