@@ -3,12 +3,12 @@
 -- bits (nf4, double quantization), prepare_model_for_kbit_training and
 -- LoRA adapters on every projection, trained 10 AdamW steps on half the
 -- batch per rank, gives one process's losses and adapter weights within the
--- tolerances measured here (printed). Each rank holds half of every
--- Linear4bit's codes and absmax (asserted in bytes), gathered for each
--- forward and backward; the gathered state dict and acc:save_model's
+-- tolerances measured here (printed), over the world and over a mesh's
+-- dp_shard. Each rank holds half of every Linear4bit's codes and absmax
+-- (asserted in bytes), gathered for each forward and backward; the gathered state dict and acc:save_model's
 -- folder hold the one-process 4-bit tensors byte for byte, save_pretrained
--- writes the adapter within the tolerance, and a save_state round trip
--- gives back the same losses.
+-- writes the adapter within the tolerance, and save_state round trips
+-- (FULL_STATE_DICT and SHARDED_STATE_DICT) give back the same losses.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local peft = accel.peft
 local core = require("accel.core")
@@ -100,34 +100,59 @@ check.raises(function() core.quant.linear_4bit(accel.randn(2, 50), core.quant.qu
                                                "float32", group) end, "a whole weight given as a shard",
              "the 4-bit weight's shard", "uint8 bytes")
 
-local acc = accel.Accelerator{ fsdp_plugin = accel.FullyShardedDataParallelPlugin{
-  sharding_strategy = "FULL_SHARD", transformer_layer_cls = "LlamaDecoderLayer" } }
+-- Trains a fresh model under `options` (FSDP FULL_SHARD, over the world or
+-- a mesh's dp_shard) on this rank's half of the batch: each step's loss
+-- against one process's, the bytes held checked. Returns the Accelerator,
+-- the prepared model, the bytes held, a function that runs one more step
+-- and the largest loss difference.
+local by_layer = accel.FullyShardedDataParallelPlugin{ sharding_strategy = "FULL_SHARD",
+                                                       transformer_layer_cls = "LlamaDecoderLayer" }
+local function train(what, options)
+  local acc = accel.Accelerator(options)
+  local rank = acc.process_index
+  local model = build()
+  local opt = accel.optim.AdamW(model:parameters(), { lr = 1e-2 })
+  model, opt = acc:prepare(model, opt)
+  local mine = four_bit_bytes(acc:unwrap_model(model))
+  check.equal(mine * 2, whole_bytes, string.format("%s: rank %d holds half of the 4-bit codes and absmax (%d of %d "
+                                                   .. "bytes)", what, rank, mine, whole_bytes))
+  local q_proj = acc:unwrap_model(model).base_model.model.model.layers[1].self_attn.q_proj.base_layer
+  check.truthy(tostring(q_proj):find("storage sharded over 2", 1, true) ~= nil,
+               what .. ": q_proj says its storage is sharded")
+  check.raises(function() q_proj:shard_storage_(q_proj:storage_group()) end, "sharding twice", "sharded already")
+  local rows = batch:narrow(1, 2 * rank + 1, 2)
+  local function step_loss()
+    local loss = model{ input_ids = rows, labels = rows }.loss
+    acc:backward(loss)
+    opt:step()
+    opt:zero_grad()
+    return acc:reduce(loss:detach(), "mean"):item()
+  end
+  local worst_loss = 0
+  for step = 1, STEPS do
+    local got = step_loss()
+    worst_loss = math.max(worst_loss, math.abs(got - expected[step]))
+    check.truthy(math.abs(got - expected[step]) <= LOSS_TOLERANCE, string.format(
+      "%s, step %d: the sharded QLoRA loss %.7f equals one process's %.7f", what, step, got, expected[step]))
+  end
+  check.equal(four_bit_bytes(acc:unwrap_model(model)), mine, what .. ": training leaves the 4-bit storage sharded")
+  return acc, model, mine, step_loss, worst_loss
+end
+
+-- Over a mesh's dp_shard: the same losses and adapters.
+local acc, model = train("FSDP over the mesh's dp_shard", { fsdp_plugin = by_layer,
+  parallelism_config = accel.ParallelismConfig{ dp_shard_size = 2 } })
+local mesh_state = acc:get_state_dict(model)
+local mesh_worst = 0
+for key, t in pairs(alone_state) do
+  if key:find("lora_", 1, true) then mesh_worst = math.max(mesh_worst, (mesh_state[key] - t):abs():max():item()) end
+end
+check.truthy(mesh_worst <= WEIGHT_TOLERANCE, string.format("over the mesh: the adapters equal one process's within "
+                                                           .. "%g: %.3g", WEIGHT_TOLERANCE, mesh_worst))
+
+local mine, step_loss, worst_loss
+acc, model, mine, step_loss, worst_loss = train("FSDP over the world", { fsdp_plugin = by_layer })
 local rank = acc.process_index
-local model = build()
-local opt = accel.optim.AdamW(model:parameters(), { lr = 1e-2 })
-model, opt = acc:prepare(model, opt)
-local mine = four_bit_bytes(acc:unwrap_model(model))
-check.equal(mine * 2, whole_bytes, string.format("rank %d holds half of the 4-bit codes and absmax (%d of %d bytes)",
-                                                 rank, mine, whole_bytes))
-local q_proj = acc:unwrap_model(model).base_model.model.model.layers[1].self_attn.q_proj.base_layer
-check.truthy(tostring(q_proj):find("storage sharded over 2", 1, true) ~= nil, "q_proj says its storage is sharded")
-check.raises(function() q_proj:shard_storage_(q_proj:storage_group()) end, "sharding twice", "sharded already")
-local rows = batch:narrow(1, 2 * rank + 1, 2)
-local function step_loss()
-  local loss = model{ input_ids = rows, labels = rows }.loss
-  acc:backward(loss)
-  opt:step()
-  opt:zero_grad()
-  return acc:reduce(loss:detach(), "mean"):item()
-end
-local worst_loss = 0
-for step = 1, STEPS do
-  local got = step_loss()
-  worst_loss = math.max(worst_loss, math.abs(got - expected[step]))
-  check.truthy(math.abs(got - expected[step]) <= LOSS_TOLERANCE, string.format(
-    "step %d: the sharded QLoRA loss %.7f equals one process's %.7f", step, got, expected[step]))
-end
-check.equal(four_bit_bytes(acc:unwrap_model(model)), mine, "training leaves the 4-bit storage sharded")
 
 -- The gathered state dict: the 4-bit tensors byte for byte, the adapters within the tolerance.
 local full = acc:get_state_dict(model)
@@ -146,8 +171,8 @@ check.equal(adapters, 28, "28 adapter tensors")
 check.truthy(four_bit >= 14 * 2, "the codes and nested absmax codes of 14 layers compared: " .. four_bit)
 if rank == 0 then
   print(string.format("QLoRA under FSDP on 2 ranks, %d AdamW steps: losses within %.2e of one process's, adapter "
-                      .. "weights within %.2e; %d of %d bytes of 4-bit codes and absmax per rank", STEPS, worst_loss,
-                      worst_weight, mine, whole_bytes))
+                      .. "weights within %.2e (over the mesh's dp_shard: %.2e); %d of %d bytes of 4-bit codes and "
+                      .. "absmax per rank", STEPS, worst_loss, worst_weight, mesh_worst, mine, whole_bytes))
 end
 check.truthy(worst_weight <= WEIGHT_TOLERANCE, string.format("the adapters equal one process's within %g: %.3g",
                                                              WEIGHT_TOLERANCE, worst_weight))
@@ -190,8 +215,18 @@ local next_loss = step_loss()
 acc:load_state(state_dir)
 check.equal(four_bit_bytes(acc:unwrap_model(model)), mine, "load_state leaves the 4-bit storage sharded")
 check.near(step_loss(), next_loss, 1e-6, "after load_state the next step's loss is the one after save_state")
+
+-- With SHARDED_STATE_DICT each rank writes its own shard of the codes among its buffers and reads it back.
+local sharded_dir = folder .. "-sharded-state"
+acc, model, mine, step_loss = train("FSDP, SHARDED_STATE_DICT", { fsdp_plugin = accel.FullyShardedDataParallelPlugin{
+  sharding_strategy = "FULL_SHARD", transformer_layer_cls = "LlamaDecoderLayer", state_dict_type = "SHARDED_STATE_DICT" } })
+acc:save_state(sharded_dir)
+next_loss = step_loss()
+acc:load_state(sharded_dir)
+check.equal(four_bit_bytes(acc:unwrap_model(model)), mine, "SHARDED_STATE_DICT: load_state keeps the shards")
+check.near(step_loss(), next_loss, 1e-6, "SHARDED_STATE_DICT: after load_state the next loss is the one after save_state")
 acc:wait_for_everyone()
 if acc.is_main_process then
-  for _, dir in ipairs({ folder, model_dir, adapter_dir, state_dir }) do ck.remove_folder(dir) end
+  for _, dir in ipairs({ folder, model_dir, adapter_dir, state_dir, sharded_dir }) do ck.remove_folder(dir) end
 end
 check.done("test_qlora_fsdp_2ranks")
