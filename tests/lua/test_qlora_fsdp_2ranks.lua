@@ -120,6 +120,7 @@ local function train(what, options)
   check.truthy(tostring(q_proj):find("storage sharded over 2", 1, true) ~= nil,
                what .. ": q_proj says its storage is sharded")
   check.raises(function() q_proj:shard_storage_(q_proj:storage_group()) end, "sharding twice", "sharded already")
+  check.raises(function() q_proj:dequantized_weight() end, "decoding a shard", "sharded over 2 ranks")
   local rows = batch:narrow(1, 2 * rank + 1, 2)
   local function step_loss()
     local loss = model{ input_ids = rows, labels = rows }.loss

@@ -127,6 +127,12 @@ end
 
 -- The weight decoded, (out_features, in_features), in `dtype` (the one it was quantized from by default).
 function Linear4bit:dequantized_weight(dtype)
+  local shard = rawget(self, "storage_shard")
+  if shard then
+    args.error(string.format("%s(%d -> %d): its 4-bit storage is sharded over %d ranks; decode it inside "
+                             .. "acc:get_state_dict or after unshard_storage_ (a collective)", where, self.in_features,
+                             self.out_features, shard.ranks))
+  end
   return core.quant.dequantize_4bit(self:quantized_weight(), dtype)
 end
 
