@@ -11,7 +11,8 @@
 -- Then a Llama split over tp 2 (lm_head "colwise", "colwise_gather" and,
 -- with sequence parallelism, "colwise_sequence") called with labels in
 -- training mode computes this loss and gets the one-process model's loss
--- and every parameter's gradient (its slice) within 1e-6.
+-- and every parameter's gradient (its slice) within 1e-6, and under
+-- bfloat16 autocast its loss within the measured tolerance.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local F = accel.nn.functional
 
@@ -185,4 +186,17 @@ for _, head in ipairs({ "colwise", "colwise_gather", "colwise_sequence" }) do
                  "colwise: their loss is the vocabulary-parallel loss, one process's")
   end
 end
+-- Under bfloat16 autocast the split Llama's chunked loss is the one
+-- process's unchunked loss under the same autocast, within bfloat16's
+-- rounding of the products (measured: 8.2e-7 relative).
+local bf16_expected = bf16:autocast(function()
+  return reference{ input_ids = ids, labels = labels, skip_logits = false }.loss
+end)
+local split = accel.parallel.tensor_parallel(build(), acc.mesh, nil)
+local bf16_got = bf16:autocast(function() return split{ input_ids = ids, labels = labels }.loss end)
+local relative = math.abs(bf16_got:item() - bf16_expected:item()) / bf16_expected:item()
+if tp.rank == 0 then print(string.format("bf16 Llama over tp 2: the chunked loss within %.3g relative", relative)) end
+check.equal(bf16_got.dtype, "float32", "bf16 Llama over tp 2: a float32 loss")
+check.truthy(relative <= 1e-5, string.format("bf16 Llama over tp 2: the chunked loss %.7g is one process's %.7g "
+                                             .. "(%.3g relative)", bf16_got:item(), bf16_expected:item(), relative))
 check.done("test_vocab_parallel_linear_cross_entropy_2ranks")
