@@ -4,11 +4,16 @@
 //   F.linear_cross_entropy(hidden (..., H), weight (V, H), targets (...)
 //     [, {bias, lora_A, lora_B, scaling = 1, ignore_index = -100,
 //         num_items_in_batch, reduction = "mean" | "sum", chunk_size,
-//         index_base = 1}])
+//         index_base = 1, process_group}])
 // equals F.cross_entropy(F.linear(hidden, weight, bias), targets, ...)
 // (plus scaling * lora_B(lora_A(hidden)) in the logits), without the
-// logits. Targets are 1-based classes, as cross_entropy's, or 0-based token
+// logits. With process_group (a tp group) weight and bias are this rank's
+// slice of the vocabulary, as a ColwiseLinear holds it, and the loss is the
+// whole vocabulary's on every rank (vocabulary-parallel); hidden's gradient
+// is then this rank's part, summed by the group's copy_to the hidden
+// states came through. Targets are 1-based classes, as cross_entropy's, or 0-based token
 // ids with {index_base = 0}; ignore_index is in the same base.
+#include "bindings/distributed_ops.h"
 #include "bindings/op_tables.h"
 #include "engine/nn/linear_cross_entropy.h"
 
@@ -19,7 +24,7 @@ using T = const at::Tensor&;
 
 at::Tensor linear_cross_entropy(lua_State* L, T hidden, T weight, T targets, Options o) {
   check_option_names(L, o, {"bias", "lora_A", "lora_B", "scaling", "ignore_index", "num_items_in_batch", "reduction",
-                            "chunk_size", "index_base"});
+                            "chunk_size", "index_base", "process_group"});
   const int64_t base = option_integer(L, o, "index_base", 1);
   TORCH_CHECK(base == 0 || base == 1, "option 'index_base' must be 0 or 1, got ", base);
   nn::OutputLayer layer;
@@ -29,6 +34,11 @@ at::Tensor linear_cross_entropy(lua_State* L, T hidden, T weight, T targets, Opt
   layer.lora_b = option_tensor(L, o, "lora_B").value_or(at::Tensor());
   TORCH_CHECK(layer.lora_a.defined() == layer.lora_b.defined(), "options 'lora_A' and 'lora_B' go together");
   layer.scaling = option_number(L, o, "scaling", 1.0);
+  if (option_present(L, o, "process_group")) {
+    lua_getfield(L, o.index, "process_group");
+    layer.vocab_group = group_communicator_arg(L, -1, "option 'process_group'");
+    lua_pop(L, 1);
+  }
   nn::LinearCrossEntropyOptions options;
   options.ignore_index = option_integer(L, o, "ignore_index", -100 + base) - base;
   options.chunk_size = option_integer(L, o, "chunk_size", 0);

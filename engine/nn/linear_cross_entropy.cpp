@@ -4,7 +4,10 @@
 #include <torch/autograd.h>
 
 #include <algorithm>
+#include <tuple>
+#include <utility>
 
+#include "engine/comm/communicator.h"
 #include "engine/compat.h"
 #include "engine/nn/linear.h"
 
@@ -29,19 +32,28 @@ at::ScalarType compute_dtype(const Tensor& hidden) {
   return hidden.scalar_type();
 }
 
+// The whole vocabulary's log-sum-exp and target logit of each row from
+// every rank's over its slice (the target's is 0 on the ranks without it):
+// one all-gather of both.
+std::pair<Tensor, Tensor> across_vocab_group(const Tensor& lse, const Tensor& picked, Communicator& group) {
+  const Tensor ranks = at::stack(group.all_gather(at::stack({lse, picked}).contiguous()));  // (tp, 2, n)
+  return {ranks.select(1, 0).logsumexp(0), ranks.select(1, 1).sum(0)};
+}
+
 struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCrossEntropyFunction> {
   // The absent parts come as nullopt: LibTorch 1.13's custom functions take
   // no undefined tensor.
   static Tensor forward(AutogradContext* ctx, const Tensor& hidden, const Tensor& weight,
                         const c10::optional<Tensor>& bias_part, const c10::optional<Tensor>& lora_a_part,
                         const c10::optional<Tensor>& lora_b_part, const Tensor& targets, double scaling,
-                        const LinearCrossEntropyOptions& o) {
+                        const std::shared_ptr<Communicator>& group, const LinearCrossEntropyOptions& o) {
     const Tensor bias = bias_part.value_or(Tensor()), lora_a = lora_a_part.value_or(Tensor()),
                  lora_b = lora_b_part.value_or(Tensor());
     // Products in the compute dtype; no autocast inside (the casts are made here).
     const at::ScalarType dtype = compute_dtype(hidden);
     c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
     const int64_t tokens = hidden.size(0), vocab = weight.size(0);
+    const int64_t first = group ? group->rank() * vocab : 0;  // this slice's first token id
     const Tensor w = weight.to(dtype);
     const Tensor b = bias.defined() ? bias.to(dtype) : Tensor();
     const bool adapted = lora_a.defined();
@@ -65,17 +77,21 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
       const Tensor h = hidden.narrow(0, start, n).to(dtype);
       const Tensor keep = counted.narrow(0, start, n);
       const Tensor t = at::where(keep, targets.narrow(0, start, n), at::zeros({}, targets.options()));
+      // The rows whose target is in this slice, and its column there.
+      const Tensor here = group ? keep.logical_and(t.ge(first)).logical_and_(t.lt(first + vocab)) : keep;
+      const Tensor column = group ? at::where(here, t - first, at::zeros({}, t.options())) : t;
       const Tensor z = adapted ? accel::nn::linear(h, a, c10::nullopt) : Tensor();
       Tensor logits = accel::nn::linear(h, w, b.defined() ? c10::optional<Tensor>(b) : c10::nullopt);
       if (adapted) logits = logits + accel::nn::linear(z, bl, c10::nullopt) * scaling;
       logits = logits.to(at::kFloat);
-      const Tensor lse = logits.logsumexp(1);
-      const Tensor picked = logits.gather(1, t.unsqueeze(1)).squeeze(1);
+      Tensor lse = logits.logsumexp(1);
+      Tensor picked = logits.gather(1, column.unsqueeze(1)).squeeze(1);
+      if (group) std::tie(lse, picked) = across_vocab_group(lse, picked * here, *group);
       total += ((lse - picked) * keep).sum();
       if (!grads) continue;
       // d loss / d logits = (softmax - one_hot(target)) / divisor on counted rows.
       Tensor d = logits.sub_(lse.unsqueeze(1)).exp_();
-      d.scatter_add_(1, t.unsqueeze(1), at::full({n, 1}, -1.0, d.options()));
+      d.scatter_add_(1, column.unsqueeze(1), here.to(at::kFloat).neg_().unsqueeze(1));
       d.mul_((keep.to(at::kFloat) / divisor).unsqueeze(1));
       const Tensor dc = d.to(dtype);
       const Tensor db = adapted ? accel::nn::linear(dc, bl.t(), c10::nullopt) : Tensor();  // d @ B: (n, r)
@@ -109,7 +125,7 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
       return g * scale.to(g.scalar_type());
     };
     return {scaled("hidden"), scaled("weight"), scaled("bias"), scaled("lora_a"), scaled("lora_b"),
-            Tensor(), Tensor(), Tensor()};
+            Tensor(), Tensor(), Tensor(), Tensor()};
   }
 };
 
@@ -143,9 +159,11 @@ at::Tensor linear_cross_entropy(const at::Tensor& hidden, const OutputLayer& lay
                 layer.lora_b.defined() ? layer.lora_b.sizes() : at::IntArrayRef{}, " do not fit weight ",
                 layer.weight.sizes());
   }
+  TORCH_CHECK(!layer.vocab_group || !layer.lora_a.defined(), "linear_cross_entropy: a vocabulary split over a "
+              "tensor-parallel group takes no LoRA adapter");
   TORCH_CHECK(!options.num_items || *options.num_items > 0, "linear_cross_entropy: num_items_in_batch must be "
               "positive, got ", options.num_items.value_or(0));
-  const int64_t vocab = layer.weight.size(0);
+  const int64_t vocab = layer.weight.size(0) * (layer.vocab_group ? layer.vocab_group->size() : 1);
   const Tensor counted = targets.ne(options.ignore_index);
   if (counted.any().item<bool>()) {
     const Tensor ids = targets.masked_select(counted);
@@ -155,7 +173,7 @@ at::Tensor linear_cross_entropy(const at::Tensor& hidden, const OutputLayer& lay
   }
   auto part = [](const Tensor& t) { return t.defined() ? c10::optional<Tensor>(t) : c10::nullopt; };
   return LinearCrossEntropyFunction::apply(hidden, layer.weight, part(layer.bias), part(layer.lora_a),
-                                           part(layer.lora_b), targets, layer.scaling, options);
+                                           part(layer.lora_b), targets, layer.scaling, layer.vocab_group, options);
 }
 
 }  // namespace accel::nn

@@ -15,11 +15,17 @@ local function check_labels(labels, B, T)
 end
 
 -- num_items_in_batch (transformers'): the sum of the tokens' losses is
--- divided by it instead of by this batch's count of labels.
-function causal_lm.loss(logits, labels, num_items_in_batch)
+-- divided by it instead of by this batch's count of labels. vocab_tp: the
+-- tp mesh dim the logits' vocabulary is split over (a ColwiseLinear
+-- lm_head's slice), for accel.parallel.vocab_parallel_cross_entropy.
+function causal_lm.loss(logits, labels, num_items_in_batch, vocab_tp)
   local B, T, V = logits:size(1), logits:size(2), logits:size(3)
   check_labels(labels, B, T)
   if T < 2 then return core.zeros({}, { device = logits.device }) * logits:sum() end
+  if vocab_tp then
+    return require("accel.parallel.vocab_parallel_cross_entropy")(logits:narrow(2, 1, T - 1),
+      labels:narrow(2, 2, T - 1), vocab_tp, { num_items_in_batch = num_items_in_batch })
+  end
   local shifted = logits:narrow(2, 1, T - 1):float():reshape(-1, V)
   local targets = labels:narrow(2, 2, T - 1):reshape(-1)
   if num_items_in_batch then

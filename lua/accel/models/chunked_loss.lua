@@ -10,10 +10,15 @@
 --     skip_logits = true asks for the chunked loss in eval mode too;
 --   a model in eval mode gives logits and their loss, as before.
 -- The output layer may be an nn.Linear (with its bias), a LoRA layer around
--- one (its dropout 0: the adapter's A and B join the chunks), or the tied
--- embedding's weight. Any other head (a tensor-parallel lm_head, an
--- adapter with dropout) gets the unchunked loss. num_items_in_batch divides
--- the sum of the tokens' losses, as transformers' loss does.
+-- one (its dropout 0: the adapter's A and B join the chunks), the tied
+-- embedding's weight, or a tensor-parallel lm_head (a ColwiseLinear, its
+-- logits split or gathered): its vocabulary slice's chunks, the loss
+-- reduced over the tp group per chunk, the hidden states taken as the
+-- layer takes them (copy_to, or the sequence gather). Any other head (an
+-- adapter with dropout, a Linear4bit) gets the unchunked loss; a split
+-- lm_head's unchunked loss is accel.parallel.vocab_parallel_cross_entropy
+-- of its logits. num_items_in_batch divides the sum of the tokens'
+-- losses, as transformers' loss does.
 local core = require("accel.core")
 local F = core.functional
 local args = require("accel.util.args")
@@ -24,6 +29,10 @@ local chunked_loss = {}
 -- The head's parts for linear_cross_entropy, or nil when it has none.
 local function parts(head)
   if getmetatable(head) == Linear then return { weight = head.weight, bias = head.bias } end
+  if head.__name == "ColwiseLinear" then
+    return { weight = head.weight, bias = head.bias, process_group = head.tp.group,
+             input = function(h) return head:region_input(h) end }
+  end
   if head.__name == "LoraLinear" and getmetatable(rawget(head, "base_layer")) == Linear then
     local base = head.base_layer
     local o = { weight = base.weight, bias = base.bias }
@@ -59,8 +68,10 @@ function chunked_loss.logits_and_loss(head, h, inputs, training)
   local p = skip and parts(head)
   if not p then
     local logits = head(h)
-    return logits, require("accel.models.causal_lm").loss(logits, labels, n)
+    local split = head.__name == "ColwiseLinear" and not head.gather_output and head.tp
+    return logits, require("accel.models.causal_lm").loss(logits, labels, n, split)
   end
+  if p.input then h = p.input(h) end
   local B, T = h:size(1), h:size(2)
   if type(labels) ~= "userdata" or labels:dim() ~= 2 or labels:size(1) ~= B or labels:size(2) ~= T then
     args.error(string.format("labels must have the shape of input_ids (%d, %d), got %s", B, T,
@@ -69,7 +80,7 @@ function chunked_loss.logits_and_loss(head, h, inputs, training)
   if T < 2 then return nil, core.zeros({}, { device = h.device }) * h:sum() end
   return nil, F.linear_cross_entropy(h:narrow(2, 1, T - 1), p.weight, labels:narrow(2, 2, T - 1), {
     bias = p.bias, lora_A = p.lora_A, lora_B = p.lora_B, scaling = p.scaling, index_base = 0,
-    num_items_in_batch = n,
+    num_items_in_batch = n, process_group = p.process_group,
   })
 end
 

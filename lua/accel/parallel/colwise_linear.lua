@@ -36,15 +36,19 @@ function ColwiseLinear:init(linear, tp, name, gather_output, input, sp)
   rawset(self, "sp", sp)
 end
 
-function ColwiseLinear:forward(x)
+-- The input as this rank's slice of the outputs is computed from: the whole
+-- of it, through the operator whose backward sums the ranks' gradients (the
+-- chunked loss of a vocabulary-parallel lm_head takes it from here too).
+function ColwiseLinear:region_input(x)
   local group = self.tp.group
   local split = self.input ~= "replicated" and self.sp.split
-  if split and self.input == "sequence" then
-    x = group:gather_sequence(x, sequence_parallel.DIM)
-  elseif not split then
-    x = group:copy_to(x)
-  end
-  local y = core.functional.linear(x, self.weight, self.bias)
+  if split and self.input == "sequence" then return group:gather_sequence(x, sequence_parallel.DIM) end
+  if not split then return group:copy_to(x) end
+  return x
+end
+
+function ColwiseLinear:forward(x)
+  local y = core.functional.linear(self:region_input(x), self.weight, self.bias)
   if self.gather_output then return self.tp.group:gather_from(y) end
   return y
 end

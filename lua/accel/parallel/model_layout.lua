@@ -18,6 +18,7 @@
 --                         the forward before autocast wrapped it
 local tp_parameters = require("accel.parallel.tp_parameters")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
+local four_bit_storage = require("accel.parallel.fsdp.four_bit_storage")
 
 local ModelLayout = {}
 ModelLayout.__index = ModelLayout
@@ -65,7 +66,12 @@ end
 -- `written`, fn wrote them and the shards take what it wrote.
 function ModelLayout:with_full_parameters(fn, written)
   local sharded = self.sharded
-  if sharded then sharded:gather_all() end
+  if sharded then
+    -- A 4-bit base sharded with them is whole for the call too.
+    local inner = fn
+    fn = function() return four_bit_storage.with_whole(self.model, inner) end
+    sharded:gather_all()
+  end
   local results = { pcall(fn) }
   if sharded then
     if written and results[1] then sharded:keep_written_parameters() end

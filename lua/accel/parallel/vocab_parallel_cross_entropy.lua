@@ -4,8 +4,11 @@
 -- [r * V/tp, (r+1) * V/tp), as a ColwiseLinear lm_head gives them; labels
 -- (...) are 0-based token ids (as the pretrained models and tokenizers
 -- count), ignore_index (default -100) skipped. Returns the mean over the
--- labels not ignored, the same on every tp rank, equal to
--- F.cross_entropy of the full logits.
+-- labels not ignored (or their sum divided by num_items_in_batch, as
+-- transformers' loss), the same on every tp rank, equal to
+-- F.cross_entropy of the full logits. accel.nn.functional.linear_cross_entropy
+-- with process_group computes the same loss in chunks of tokens from the
+-- hidden states, never holding the slice's logits of all tokens.
 --
 -- Per row: the largest logit over all ranks (all-reduce max, no gradient:
 -- it only keeps exp() in range, and cancels), then the sum of exp over all
@@ -17,7 +20,8 @@ local args = require("accel.util.args")
 local where = "accel.parallel.vocab_parallel_cross_entropy"
 
 return function(logits, labels, tp, options)
-  local o = args.options(where, options, { ignore_index = -100 }, { ignore_index = "number" })
+  local o = args.options(where, options, { ignore_index = -100, num_items_in_batch = args.NONE },
+                         { ignore_index = "number", num_items_in_batch = "number" })
   if labels.dtype ~= "int64" then
     args.error(string.format("%s: labels must be int64 token ids, got %s", where, labels.dtype))
   end
@@ -41,5 +45,5 @@ return function(logits, labels, tp, options)
   local picked = z:gather(2, column:unsqueeze(-1)):squeeze(-1) * mine:to(z.dtype)
   local target = tp.group:reduce_from(picked)
   local counted = y:ne(o.ignore_index):to(z.dtype)
-  return ((sum_exp:log() - target) * counted):sum() / counted:sum()
+  return ((sum_exp:log() - target) * counted):sum() / (o.num_items_in_batch or counted:sum())
 end

@@ -13,6 +13,9 @@
 -- quantizes the nn.Linear's weight (one on the meta device stays empty
 -- until set_quantized or quantize_ fills it). model:to(dtype) leaves the
 -- codes and statistics as they are, as PyTorch leaves bitsandbytes'.
+-- Under ZeRO-3 / FSDP (shard_storage_) the layer keeps only its rank's
+-- blocks of `weight` and `weight.absmax` (engine/quant/four_bit_shards.h)
+-- and gathers the whole weight for each forward and backward.
 local core = require("accel.core")
 local args = require("accel.util.args")
 local Linear = require("accel.nn.linear")
@@ -85,23 +88,64 @@ function Linear4bit:quantized_weight()
     if type(value) ~= "userdata" then t[key] = value end
   end
   for _, name in ipairs(quant_state.tensor_fields) do t[name] = rawget(self, "weight." .. name) end
+  local shard = rawget(self, "storage_shard")
+  if shard then t.quant_storage, t.ranks = shard.quant_storage, shard.ranks end
   return t
+end
+
+-- Keeps only this rank's shard of the codes and absmax over `group` (a
+-- ProcessGroup): FSDP's sharding of the frozen base. Returns self.
+function Linear4bit:shard_storage_(group)
+  if rawget(self, "storage_shard") then
+    args.error(string.format("%s(%d -> %d): its 4-bit storage is sharded already", where, self.in_features,
+                             self.out_features))
+  end
+  local s = core.quant.shard_4bit(self:quantized_weight(), group)
+  rawset(self, "weight", s.weight)
+  rawset(self, "weight.absmax", s.absmax)
+  rawset(self, "storage_shard", { group = group, quant_storage = s.quant_storage, ranks = s.ranks })
+  return self
+end
+
+-- The whole codes and absmax again from every rank's shard (a collective
+-- over the shard's group). Returns self.
+function Linear4bit:unshard_storage_()
+  local shard = rawget(self, "storage_shard")
+  if not shard then return self end
+  local w = core.quant.gather_4bit(self:quantized_weight(), shard.group)
+  rawset(self, "storage_shard", nil)
+  rawset(self, "weight", w.weight)
+  rawset(self, "weight.absmax", w.absmax)
+  return self
+end
+
+-- The group its storage is sharded over, or nil.
+function Linear4bit:storage_group()
+  local shard = rawget(self, "storage_shard")
+  return shard and shard.group
 end
 
 -- The weight decoded, (out_features, in_features), in `dtype` (the one it was quantized from by default).
 function Linear4bit:dequantized_weight(dtype)
+  local shard = rawget(self, "storage_shard")
+  if shard then
+    args.error(string.format("%s(%d -> %d): its 4-bit storage is sharded over %d ranks; decode it inside "
+                             .. "acc:get_state_dict or after unshard_storage_ (a collective)", where, self.in_features,
+                             self.out_features, shard.ranks))
+  end
   return core.quant.dequantize_4bit(self:quantized_weight(), dtype)
 end
 
 function Linear4bit:forward(x)
-  return core.quant.linear_4bit(x, self:quantized_weight(), self.bias, self.compute_dtype)
+  return core.quant.linear_4bit(x, self:quantized_weight(), self.bias, self.compute_dtype, self:storage_group())
 end
 
 function Linear4bit:__tostring()
   local o = self.settings
-  return string.format("Linear4bit(%d -> %d%s, %s%s, compute %s)", self.in_features, self.out_features,
+  local shard = rawget(self, "storage_shard")
+  return string.format("Linear4bit(%d -> %d%s, %s%s, compute %s%s)", self.in_features, self.out_features,
                        self.bias and "" or ", no bias", o.quant_type, o.double_quant and ", double quant" or "",
-                       self.compute_dtype)
+                       self.compute_dtype, shard and string.format(", storage sharded over %d", shard.ranks) or "")
 end
 
 return Linear4bit

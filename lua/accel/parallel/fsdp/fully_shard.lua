@@ -9,6 +9,7 @@ local data_parallel = require("accel.parallel.data_parallel")
 local sync_module_states = require("accel.parallel.fsdp.sync_module_states")
 local shard_model = require("accel.parallel.fsdp.shard_model")
 local mesh_sharding = require("accel.parallel.fsdp.mesh_sharding")
+local four_bit_storage = require("accel.parallel.fsdp.four_bit_storage")
 
 local fully_shard = {}
 
@@ -37,6 +38,8 @@ function fully_shard.apply(layout, dims, optimizer)
     sync_module_states.sync_buffers(model, dims.device, dims.num_processes)
     sharded, names = shard_model(model, optimizer, sharding, dims.bucket_bytes, dims.device)
   end
+  -- At stage 3 a 4-bit base is sharded as the parameters are.
+  if sharding.stage == 3 then four_bit_storage.shard(model, dims) end
   layout.sharded, layout.param_names, layout.optimizer, layout.sync = sharded, names, optimizer, sharded
 end
 
