@@ -8,6 +8,7 @@
 -- a batch the micro-batches do not divide, stages given to the wrong rank
 -- and the zero-bubble schedule are refused naming the sizes.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
+local each_pair = dofile(arg[0]:match("(.*/)") .. "helpers/pipeline_check.lua").each_pair
 local DeviceMesh = require("accel.parallel.device_mesh")
 local schedules = require("accel.parallel.pipeline.schedules")
 local stage_runtime = require("accel.parallel.pipeline.stage_runtime")
@@ -24,12 +25,6 @@ local function build(name)
   return nn.Sequential(nn.Linear(i == 1 and 6 or 12, 12), nn.Tanh())
 end
 
--- Each parameter of `mine` beside the same of `theirs` (a layer built alike).
-local function each_pair(mine, theirs, fn)
-  local ref = {}
-  for pname, p in theirs:named_parameters() do ref[pname] = p end
-  for pname, p in mine:named_parameters() do fn(pname, p, ref[pname]) end
-end
 local function loss_fn(output, target) return F.mse_loss(output, target) end
 
 local function whole_model()
