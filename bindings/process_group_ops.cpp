@@ -86,6 +86,11 @@ std::optional<at::Tensor> into_optional(const c10::optional<at::Tensor>& t) {
   return t ? std::optional<at::Tensor>(*t) : std::nullopt;
 }
 
+// Where a receive that leaves the shape to the sender makes its tensor.
+at::Device receive_device(const c10::optional<std::string>& name, const char* what) {
+  return name ? usable_device(*name, what) : at::Device(at::kCPU);
+}
+
 void push_int_list(lua_State* L, const std::vector<int>& values) {
   lua_createtable(L, static_cast<int>(values.size()), 0);
   for (size_t i = 0; i < values.size(); ++i) {
@@ -178,15 +183,17 @@ std::vector<Binding> group_methods() {
         if (option_present(L, o, "position_ids")) options.position_ids = *option_tensor(L, o, "position_ids");
         return ring_attention(q, k, v, group_at(L).comm, options);
       }),
-      // send(t, dst) / recv(t, src): blocking, dst and src ranks of the group (0-based); recv(nil, src)
-      // makes a CPU tensor of the sender's dtype and shape, recv(t, src) fills t (a mismatch is an error
-      // naming both). isend / irecv return an accel.Work at once, whose wait() returns the tensor.
+      // send(t, dst) / recv(t, src): blocking, dst and src ranks of the group (0-based); recv(nil, src[,
+      // device]) makes a tensor of the sender's dtype and shape (on the CPU unless a device is named),
+      // recv(t, src) fills t (a mismatch is an error naming both). isend / irecv return an accel.Work at once, whose wait() returns the tensor.
       bind("send", [](lua_State* L, Receiver, const at::Tensor& t, int64_t dst) {
         group_at(L).tensors().send(t, static_cast<int>(dst));
       }),
-      bind("recv", [](lua_State* L, Receiver, c10::optional<at::Tensor> into, int64_t src) {
+      bind("recv", [](lua_State* L, Receiver, c10::optional<at::Tensor> into, int64_t src,
+                      c10::optional<std::string> device) {
         at::NoGradGuard no_grad;
-        at::Tensor t = group_at(L).tensors().recv(static_cast<int>(src), into_optional(into), at::kCPU);
+        at::Tensor t = group_at(L).tensors().recv(static_cast<int>(src), into_optional(into),
+                                                  receive_device(device, "ProcessGroup:recv"));
         t.unsafeGetTensorImpl()->bump_version();
         return t;
       }),
@@ -195,8 +202,10 @@ std::vector<Binding> group_methods() {
         push_handle(L, kWork, WorkHandle{std::move(op), t, nullptr});
         return Pushed{1};
       }),
-      bind("irecv", [](lua_State* L, Receiver, c10::optional<at::Tensor> into, int64_t src) {
-        auto receive = group_at(L).tensors().irecv(static_cast<int>(src), into_optional(into), at::kCPU);
+      bind("irecv", [](lua_State* L, Receiver, c10::optional<at::Tensor> into, int64_t src,
+                       c10::optional<std::string> device) {
+        auto receive = group_at(L).tensors().irecv(static_cast<int>(src), into_optional(into),
+                                                   receive_device(device, "ProcessGroup:irecv"));
         push_handle(L, kWork, WorkHandle{nullptr, at::Tensor(), std::move(receive)});
         return Pushed{1};
       }),

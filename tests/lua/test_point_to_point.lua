@@ -77,6 +77,13 @@ check.near(g:recv(accel.zeros({ 2, 3 }), before), (accel.arange(6):reshape({ 2, 
            "a transfer after the mismatches")
 w3:wait()
 
+-- A receive that leaves the shape to the sender makes its tensor where it is told.
+local w4 = g:isend(mine, after)
+local on_cpu = g:irecv(nil, before, "cpu"):wait()
+check.equal(on_cpu.device, "cpu", "irecv(nil, src, device)")
+check.near(on_cpu, accel.arange(6):reshape({ 2, 3 }) + 100 * before, 0, "received on the device named")
+w4:wait()
+
 check.raises(function() g:send(mine, rank) end, "to itself", "the peer must be another rank of group 'p2p'")
 check.raises(function() g:recv(nil, n) end, "out of the group", "recv from rank " .. n)
 acc:wait_for_everyone()

@@ -27,6 +27,8 @@
 --   (a leaf that requires grad), so its backward ends at the boundary and
 --   the input's gradient is what goes back; two stages on one rank (pp = 1
 --   or the interleaved schedules' neighbours) pass it locally the same way.
+-- - A stage's inputs and gradients arrive on the device of its parameters
+--   (the CPU for a stage without any).
 -- - Receives are posted at their RECV action and waited by the F or B
 --   that needs them; sends complete in the background and are all waited
 --   at the end of the step, as schedule_check assumes (a send never waits
@@ -99,8 +101,14 @@ function stage_runtime.new(options)
                                s.placement[stage], rank, here and "was not given it" or "was given it"))
     end
   end
+  -- Where each stage's inputs and gradients arrive: its parameters' device.
+  local devices = {}
+  for stage, module in pairs(o.stages) do
+    local first = module:parameters()[1]
+    devices[stage] = first and first.device or "cpu"
+  end
   return setmetatable({ group = o.group, schedule = s, stages = o.stages, loss_fn = o.loss_fn, rank = rank,
-                        actions = s.ranks[rank + 1] }, Runtime)
+                        actions = s.ranks[rank + 1], devices = devices }, Runtime)
 end
 
 -- The parameters of every stage this rank holds, in stage order.
@@ -149,9 +157,9 @@ function Runtime:step(input, target)
   local function run(index, a)
     local k, stage, mb = a.kind, a.stage, a.microbatch
     if k == "RECV_F" then
-      st.recv[slot(stage, mb)] = step.group:irecv(nil, s.placement[stage - 1])
+      st.recv[slot(stage, mb)] = step.group:irecv(nil, s.placement[stage - 1], step.devices[stage])
     elseif k == "RECV_B" then
-      st.recv[slot(stage, mb)] = step.group:irecv(nil, s.placement[stage + 1])
+      st.recv[slot(stage, mb)] = step.group:irecv(nil, s.placement[stage + 1], step.devices[stage])
     elseif k == "F" then
       local x
       if stage == 1 then
