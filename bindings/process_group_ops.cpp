@@ -3,8 +3,10 @@
 // (engine/comm/group_communicator.h) as the handle accel.ProcessGroup, with
 // tensor parallelism's autograd operators over it
 // (engine/parallel/tensor_parallel_ops.h) and context parallelism's ring
-// (engine/parallel/ring_attention.h). lua/accel/parallel/ builds acc.mesh
-// and the tensor- and context-parallel layers on them.
+// (engine/parallel/ring_attention.h), and point-to-point send/recv of whole
+// tensors (engine/comm/tensor_exchange.h) with their pending transfers as
+// accel.Work. lua/accel/parallel/ builds acc.mesh, the tensor- and
+// context-parallel layers and the pipeline's stages on them.
 #include <ATen/ATen.h>
 
 #include <algorithm>
@@ -18,6 +20,7 @@
 #include "engine/comm/communicator.h"
 #include "engine/comm/group_communicator.h"
 #include "engine/comm/reduce_op.h"
+#include "engine/comm/tensor_exchange.h"
 #include "engine/protocol/device_mesh.h"
 #include "engine/parallel/gradient_reducer.h"
 #include "engine/parallel/ring_attention.h"
@@ -31,10 +34,42 @@ namespace {
 struct GroupHandle {
   std::shared_ptr<Communicator> comm;
   std::vector<int> ranks;  // global ranks, ascending
+  std::string name;
+  std::shared_ptr<TensorExchange> exchange;  // made at the first send or recv
+
+  TensorExchange& tensors() {
+    if (!exchange) exchange = std::make_shared<TensorExchange>(comm, name, ranks);
+    return *exchange;
+  }
+};
+
+// A send or receive in flight (torch.distributed's Work): wait() completes
+// it and returns the tensor sent or received.
+struct WorkHandle {
+  std::shared_ptr<PendingOp> send;
+  at::Tensor sent;
+  std::shared_ptr<TensorExchange::Receive> receive;
 };
 
 std::vector<Binding> group_methods();
 const HandleType kGroup{"accel.ProcessGroup", "ProcessGroup:", group_methods};
+std::vector<Binding> work_methods();
+const HandleType kWork{"accel.Work", "Work:", work_methods};
+
+std::vector<Binding> work_methods() {
+  return {
+      bind("wait", [](lua_State* L, Receiver) {
+        WorkHandle& work = check_handle<WorkHandle>(L, 1, kWork);
+        if (work.receive) {
+          at::Tensor t = work.receive->wait();
+          t.unsafeGetTensorImpl()->bump_version();
+          return t;
+        }
+        work.send->wait();
+        return work.sent;
+      }),
+  };
+}
 
 GroupHandle& group_at(lua_State* L) {
   auto* handle = test_handle<GroupHandle>(L, 1, kGroup);
@@ -45,6 +80,15 @@ GroupHandle& group_at(lua_State* L) {
 ReduceOp reduce_op(const c10::optional<std::string>& name) {
   if (std::optional<ReduceOp> op = reduce_op_from_name(name.value_or("sum"))) return *op;
   throw ArgError("reduce op must be 'sum', 'mean', 'max' or 'min', got '" + *name + "'");
+}
+
+std::optional<at::Tensor> into_optional(const c10::optional<at::Tensor>& t) {
+  return t ? std::optional<at::Tensor>(*t) : std::nullopt;
+}
+
+// Where a receive that leaves the shape to the sender makes its tensor.
+at::Device receive_device(const c10::optional<std::string>& name, const char* what) {
+  return name ? usable_device(*name, what) : at::Device(at::kCPU);
 }
 
 void push_int_list(lua_State* L, const std::vector<int>& values) {
@@ -139,6 +183,32 @@ std::vector<Binding> group_methods() {
         if (option_present(L, o, "position_ids")) options.position_ids = *option_tensor(L, o, "position_ids");
         return ring_attention(q, k, v, group_at(L).comm, options);
       }),
+      // send(t, dst) / recv(t, src): blocking, dst and src ranks of the group (0-based); recv(nil, src[,
+      // device]) makes a tensor of the sender's dtype and shape (on the CPU unless a device is named),
+      // recv(t, src) fills t (a mismatch is an error naming both). isend / irecv return an accel.Work at once, whose wait() returns the tensor.
+      bind("send", [](lua_State* L, Receiver, const at::Tensor& t, int64_t dst) {
+        group_at(L).tensors().send(t, static_cast<int>(dst));
+      }),
+      bind("recv", [](lua_State* L, Receiver, c10::optional<at::Tensor> into, int64_t src,
+                      c10::optional<std::string> device) {
+        at::NoGradGuard no_grad;
+        at::Tensor t = group_at(L).tensors().recv(static_cast<int>(src), into_optional(into),
+                                                  receive_device(device, "ProcessGroup:recv"));
+        t.unsafeGetTensorImpl()->bump_version();
+        return t;
+      }),
+      bind("isend", [](lua_State* L, Receiver, const at::Tensor& t, int64_t dst) {
+        std::shared_ptr<PendingOp> op = group_at(L).tensors().isend(t, static_cast<int>(dst));
+        push_handle(L, kWork, WorkHandle{std::move(op), t, nullptr});
+        return Pushed{1};
+      }),
+      bind("irecv", [](lua_State* L, Receiver, c10::optional<at::Tensor> into, int64_t src,
+                       c10::optional<std::string> device) {
+        auto receive = group_at(L).tensors().irecv(static_cast<int>(src), into_optional(into),
+                                                   receive_device(device, "ProcessGroup:irecv"));
+        push_handle(L, kWork, WorkHandle{nullptr, at::Tensor(), std::move(receive)});
+        return Pushed{1};
+      }),
       // GradientReducer(params[, bucket_bytes]): averages these gradients over the group's ranks.
       bind("GradientReducer", [](lua_State* L, Receiver, TensorList params, c10::optional<int64_t> bucket_bytes) {
         push_gradient_reducer(L, group_at(L).comm, params.value,
@@ -189,7 +259,7 @@ std::vector<Binding> process_group_bindings() {
       bind("new_group", [](lua_State* L, std::string name, IntList ranks) {
         std::vector<int> members(ranks.value.begin(), ranks.value.end());
         auto comm = make_group_communicator(dist_process_state(L), dist_communicator_options(L), name, members);
-        push_handle(L, kGroup, GroupHandle{std::shared_ptr<Communicator>(std::move(comm)), members});
+        push_handle(L, kGroup, GroupHandle{std::shared_ptr<Communicator>(std::move(comm)), members, name, nullptr});
         return Pushed{1};
       }),
   };

@@ -3,7 +3,7 @@
 // store, its rank and size, waiting for its work (failures become
 // CollectiveError naming the operation), work in flight as a PendingOp, and
 // the collectives whose c10d calls are the same for both: all-reduce's
-// start, broadcast, the list all-gather, barrier, and send_recv's checks.
+// start, broadcast, the list all-gather, barrier, and the point-to-point peer check.
 // What differs stays with each backend: Gloo stages CUDA tensors through
 // the host, reduces no bfloat16 (1.13) and has no reduce-scatter; NCCL takes
 // CUDA tensors only, averages itself, has flat collectives and coalesced
@@ -123,11 +123,10 @@ class C10dGroup {
 
   void barrier() { wait(group_->barrier(), "barrier"); }
 
-  // send_recv's peers are ranks of the group and it receives in place.
-  void check_send_recv(int to, const at::Tensor& recv, int from) const {
-    TORCH_CHECK(to >= 0 && to < size_ && from >= 0 && from < size_, "send_recv to rank ", to, " and from rank ",
-                from, " in a group of ", size_, " ranks");
-    TORCH_CHECK(recv.is_contiguous(), "send_recv receives into a contiguous tensor");
+  // A point-to-point peer is a rank of the group other than this one.
+  void check_peer(int peer, const char* what) const {
+    TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, what, " rank ", peer, " in a group of ", size_,
+                " ranks, from its rank ", rank_, ": the peer must be another rank of the group");
   }
 
  private:

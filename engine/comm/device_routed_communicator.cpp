@@ -39,6 +39,14 @@ std::unique_ptr<PendingOp> DeviceRoutedCommunicator::all_gather_into_async(at::T
 
 void DeviceRoutedCommunicator::barrier() { host_->barrier(); }
 
+std::unique_ptr<PendingOp> DeviceRoutedCommunicator::isend(const at::Tensor& t, int to, int tag) {
+  return point_to_point(route(t)).isend(t, to, tag);
+}
+
+std::unique_ptr<PendingOp> DeviceRoutedCommunicator::irecv(at::Tensor& t, int from, int tag) {
+  return point_to_point(route(t)).irecv(t, from, tag);
+}
+
 void DeviceRoutedCommunicator::send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) {
   point_to_point(route(recv)).send_recv(send, to, recv, from);
 }

@@ -29,8 +29,10 @@ class DeviceRoutedCommunicator final : public Communicator, public PointToPoint 
   std::unique_ptr<PendingOp> all_gather_into_async(at::Tensor& output, const at::Tensor& input) override;
   // On the host: it needs no GPU work, and so does not wait for queued kernels.
   void barrier() override;
-  // By where `recv` lives (`send` must live there too), over that side's
-  // point-to-point exchange.
+  // By where the tensor lives (for send_recv `recv`, and `send` must live
+  // there too), over that side's point-to-point exchange.
+  std::unique_ptr<PendingOp> isend(const at::Tensor& t, int to, int tag) override;
+  std::unique_ptr<PendingOp> irecv(at::Tensor& t, int from, int tag) override;
   void send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) override;
   // The sum of both sides', so tests see every collective.
   CollectiveCounts counts() const override { return host_->counts() + device_->counts(); }

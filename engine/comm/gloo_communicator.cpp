@@ -161,23 +161,21 @@ void GlooCommunicator::barrier() {
 }
 
 // Gloo moves the bytes as they are, whatever the dtype; c10d waits for them
-// within the group's timeout. Each pair of ranks has one exchange in flight
-// at a time, so one tag serves them all.
-void GlooCommunicator::send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) {
-  impl_->check_send_recv(to, recv, from);
-  if (send.is_cuda() || recv.is_cuda()) {
-    at::Tensor host = recv.cpu();
-    send_recv(send.cpu(), to, host, from);
-    recv.copy_(host);
-    return;
-  }
-  constexpr int kTag = 0;
-  std::vector<at::Tensor> outgoing{send.contiguous()};
-  std::vector<at::Tensor> incoming{recv};
-  C10dWork sent = impl_->group().send(outgoing, to, kTag);
-  C10dWork received = impl_->group().recv(incoming, from, kTag);
-  impl_->wait(sent, "send");
-  impl_->wait(received, "recv");
+// within the group's timeout. CUDA tensors (ranks sharing a GPU) travel
+// through host copies, which the pending op keeps alive.
+std::unique_ptr<PendingOp> GlooCommunicator::isend(const at::Tensor& t, int to, int tag) {
+  impl_->check_peer(to, "send to");
+  std::vector<at::Tensor> outgoing{t.is_cuda() ? t.cpu() : t.contiguous()};
+  return impl_->pending(impl_->group().send(outgoing, to, tag), "send");
+}
+
+std::unique_ptr<PendingOp> GlooCommunicator::irecv(at::Tensor& t, int from, int tag) {
+  impl_->check_peer(from, "recv from");
+  TORCH_CHECK(t.is_contiguous(), "recv receives into a contiguous tensor");
+  std::vector<at::Tensor> incoming{t.is_cuda() ? at::empty(t.sizes(), t.options().device(at::kCPU)) : t};
+  std::function<void()> finish;
+  if (t.is_cuda()) finish = [t, host = incoming[0]]() mutable { t.copy_(host); };
+  return impl_->pending(impl_->group().recv(incoming, from, tag), "recv", std::move(finish));
 }
 
 }  // namespace accel

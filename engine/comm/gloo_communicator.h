@@ -33,8 +33,9 @@ class GlooCommunicator final : public Communicator, public PointToPoint {
   void all_gather_into(at::Tensor& output, const at::Tensor& input) override;
   std::unique_ptr<PendingOp> all_gather_into_async(at::Tensor& output, const at::Tensor& input) override;
   void barrier() override;
-  // c10d's send and recv, both posted before either is waited on.
-  void send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) override;
+  // c10d's send and recv.
+  std::unique_ptr<PendingOp> isend(const at::Tensor& t, int to, int tag) override;
+  std::unique_ptr<PendingOp> irecv(at::Tensor& t, int from, int tag) override;
 
  private:
   struct Impl;

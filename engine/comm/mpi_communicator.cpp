@@ -104,6 +104,20 @@ class MpiPendingOp final : public PendingOp {
   int average_over_;
 };
 
+// A send or receive in flight; it holds its tensor until it completes.
+class MpiTransfer final : public PendingOp {
+ public:
+  MpiTransfer(const MpiCommunicator& comm, MPI_Request request, at::Tensor held, const char* operation)
+      : comm_(comm), request_(request), held_(std::move(held)), operation_(operation) {}
+  void wait() override { comm_.wait(&request_, operation_); }
+
+ private:
+  const MpiCommunicator& comm_;
+  MPI_Request request_;
+  at::Tensor held_;
+  const char* operation_;
+};
+
 namespace {
 
 MPI_Comm comm_of(int handle) { return MPI_Comm_f2c(handle); }
@@ -245,24 +259,29 @@ void MpiCommunicator::barrier() {
   wait(&request, "barrier");
 }
 
-void MpiCommunicator::send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) {
-  TORCH_CHECK(to >= 0 && to < size_ && from >= 0 && from < size_, "send_recv to rank ", to, " and from rank ", from,
-              " in a group of ", size_, " ranks");
-  TORCH_CHECK(recv.is_contiguous(), "send_recv receives into a contiguous tensor");
-  TORCH_CHECK(send.scalar_type() == recv.scalar_type(), "send_recv sends ", send.scalar_type(),
-              " and receives into ", recv.scalar_type());
-  // Bits travel unconverted, as in a gather.
-  const at::Tensor outgoing = send.contiguous();
-  constexpr int kTag = 0;
-  MPI_Request requests[2];
-  check(MPI_Irecv(recv.data_ptr(), mpi_count(recv.numel(), "recv"), bits_type(recv), from, kTag,
-                  comm_of(comm_handle_), &requests[0]),
-        "recv");
-  check(MPI_Isend(outgoing.data_ptr(), mpi_count(outgoing.numel(), "send"), bits_type(outgoing), to, kTag,
-                  comm_of(comm_handle_), &requests[1]),
+void MpiCommunicator::check_peer(int peer, const char* what) const {
+  TORCH_CHECK(peer >= 0 && peer < size_ && peer != rank_, what, " rank ", peer, " in a group of ", size_,
+              " ranks, from its rank ", rank_, ": the peer must be another rank of the group");
+}
+
+std::unique_ptr<PendingOp> MpiCommunicator::isend(const at::Tensor& t, int to, int tag) {
+  check_peer(to, "send to");
+  at::Tensor outgoing = t.contiguous();
+  MPI_Request request;
+  check(MPI_Isend(outgoing.data_ptr(), mpi_count(outgoing.numel(), "send"), bits_type(outgoing), to, tag,
+                  comm_of(comm_handle_), &request),
         "send");
-  wait(&requests[1], "send");
-  wait(&requests[0], "recv");
+  return std::make_unique<MpiTransfer>(*this, request, std::move(outgoing), "send");
+}
+
+std::unique_ptr<PendingOp> MpiCommunicator::irecv(at::Tensor& t, int from, int tag) {
+  check_peer(from, "recv from");
+  TORCH_CHECK(t.is_contiguous(), "recv receives into a contiguous tensor");
+  MPI_Request request;
+  check(MPI_Irecv(t.data_ptr(), mpi_count(t.numel(), "recv"), bits_type(t), from, tag, comm_of(comm_handle_),
+                  &request),
+        "recv");
+  return std::make_unique<MpiTransfer>(*this, request, t, "recv");
 }
 
 }  // namespace accel

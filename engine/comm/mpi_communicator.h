@@ -36,11 +36,15 @@ class MpiCommunicator final : public Communicator, public PointToPoint {
   // nonblocking collective only inside MPI calls, so it would not overlap.
   void all_gather_into(at::Tensor& output, const at::Tensor& input) override;
   void barrier() override;
-  // MPI_Isend and MPI_Irecv, both posted before either is waited on.
-  void send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) override;
+  // MPI_Isend and MPI_Irecv of the bits, unconverted.
+  std::unique_ptr<PendingOp> isend(const at::Tensor& t, int to, int tag) override;
+  std::unique_ptr<PendingOp> irecv(at::Tensor& t, int from, int tag) override;
 
  private:
   friend class MpiPendingOp;
+  friend class MpiTransfer;
+  // A point-to-point peer is a rank of the group other than this one.
+  void check_peer(int peer, const char* what) const;
   // Waits for `request`, failing after timeout_ when there is one.
   void wait(void* request, const char* operation) const;
 

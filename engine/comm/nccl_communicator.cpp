@@ -114,7 +114,9 @@ void NcclCommunicator::barrier() {
 // pair of peers would get a communicator of its own, made lazily, and two
 // neighbours each sending first could wait on each other).
 void NcclCommunicator::send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) {
-  impl_->check_send_recv(to, recv, from);
+  impl_->check_peer(to, "send_recv to");
+  impl_->check_peer(from, "send_recv from");
+  TORCH_CHECK(recv.is_contiguous(), "send_recv receives into a contiguous tensor");
   require_cuda(send, "send_recv");
   require_cuda(recv, "send_recv");
   TORCH_CHECK(send.scalar_type() == recv.scalar_type(), "send_recv sends ", send.scalar_type(),
@@ -129,6 +131,24 @@ void NcclCommunicator::send_recv(const at::Tensor& send, int to, at::Tensor& rec
   // No work back means c10d queued both on the current stream, where what
   // follows waits for them anyway.
   if (C10dWork both = group.endCoalescing()) impl_->wait(both, "send_recv");
+}
+
+// Alone, not coalesced: c10d gives each pair of peers an NCCL communicator
+// of its own, made at their first transfer, which suits a pipeline (each
+// stage talks to its neighbours) but not a ring of isends (send_recv's job).
+std::unique_ptr<PendingOp> NcclCommunicator::isend(const at::Tensor& t, int to, int tag) {
+  impl_->check_peer(to, "send to");
+  require_cuda(t, "send");
+  std::vector<at::Tensor> outgoing{t.contiguous()};
+  return impl_->pending(impl_->group().send(outgoing, to, tag), "send");
+}
+
+std::unique_ptr<PendingOp> NcclCommunicator::irecv(at::Tensor& t, int from, int tag) {
+  impl_->check_peer(from, "recv from");
+  require_cuda(t, "recv");
+  TORCH_CHECK(t.is_contiguous(), "recv receives into a contiguous tensor");
+  std::vector<at::Tensor> incoming{t};
+  return impl_->pending(impl_->group().recv(incoming, from, tag), "recv");
 }
 
 }  // namespace accel

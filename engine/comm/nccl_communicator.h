@@ -46,6 +46,10 @@ class NcclCommunicator final : public Communicator, public PointToPoint {
   // as torch.distributed.batch_isend_irecv), so that a ring of them cannot
   // deadlock; CUDA tensors only.
   void send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) override;
+  // c10d's send and recv, CUDA tensors only (tags are ignored: NCCL matches
+  // by order, which the tags' order within a pair then follows).
+  std::unique_ptr<PendingOp> isend(const at::Tensor& t, int to, int tag) override;
+  std::unique_ptr<PendingOp> irecv(at::Tensor& t, int from, int tag) override;
 
  private:
   struct Impl;

@@ -40,8 +40,11 @@ class SharedMemoryCommunicator final : public Communicator, public PointToPoint 
   void barrier() override { inner_->barrier(); }
   void finish() override { inner_->finish(); }
   // The inner one's: the segment carries collectives only.
-  void send_recv(const at::Tensor& send, int to, at::Tensor& recv, int from) override {
-    point_to_point(*inner_).send_recv(send, to, recv, from);
+  std::unique_ptr<PendingOp> isend(const at::Tensor& t, int to, int tag) override {
+    return point_to_point(*inner_).isend(t, to, tag);
+  }
+  std::unique_ptr<PendingOp> irecv(at::Tensor& t, int from, int tag) override {
+    return point_to_point(*inner_).irecv(t, from, tag);
   }
   // The inner one's, less the collectives of joining the segment, plus the
   // collectives the segment carried.

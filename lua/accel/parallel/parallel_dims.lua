@@ -53,7 +53,9 @@ function ParallelDims.new(options)
     if config.pp_size > 1 or config.ep_size > 1 then
       args.error(string.format("accel.Accelerator: the mesh has pp and ep dims, the schedules are checked and models "
                                .. "cut into stages, but training through a pipeline or with experts split over ep "
-                               .. "is not implemented yet (%s; docs/api/parallelism.md)", tostring(config)))
+                               .. "is not implemented yet (%s; docs/api/parallelism.md); a schedule runs outside "
+                               .. "the Accelerator through accel.parallel.pipeline.stage_runtime on "
+                               .. "accel.parallel.DeviceMesh.new(config)", tostring(config)))
     end
     if sharding and sharding.name ~= "FSDP" then
       args.error(string.format("accel.Accelerator: zero_stage (DeepSpeed) together with a parallelism_config is not "

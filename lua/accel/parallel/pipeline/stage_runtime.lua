@@ -1,0 +1,233 @@
+-- A pipeline's stages run by a schedule (schedules.lua) over the pp group:
+-- each rank holds only its stages' modules and runs its list of actions in
+-- order, passing activations forward and their gradients back with the
+-- group's point-to-point transfers (ProcessGroup:isend / irecv,
+-- engine/comm/tensor_exchange.h). torch.distributed.pipelining's
+-- PipelineStage and Schedule*.step, in one object:
+--   local stage_runtime = require("accel.parallel.pipeline.stage_runtime")
+--   local schedule = schedules.build("1F1B", { pp = 2, microbatches = 4 })
+--   local stages = stage_runtime.build_stages{ layer_names = names, build = make_layer,
+--                                              schedule = schedule, pp_rank = mesh.pp.rank }
+--   local pipe = stage_runtime.new{ group = mesh.pp.group, schedule = schedule, stages = stages,
+--                                   loss_fn = function(output, target) return F.mse_loss(output, target) end }
+--   local loss = pipe:step(x, y)   -- forward and backward of every micro-batch; gradients in .grad
+--
+-- Decisions:
+-- - Every pp rank is given the whole batch (the pp ranks of a mesh see the
+--   same batches); stage 1 cuts its input into `microbatches` equal slices
+--   along dim 1, the last stage cuts the targets alike, other stages read
+--   neither. A batch that does not divide is refused naming both numbers,
+--   by every rank before any transfer (so no peer is left waiting).
+-- - The loss is one process's: loss_fn returns a micro-batch's mean, each
+--   micro-batch's backward runs on loss / microbatches, so the gradients
+--   are the whole batch's mean's (equal slices), and step returns the mean
+--   of the micro-batches' losses on every pp rank (broadcast from the last
+--   stage's rank).
+-- - Between stages travels one tensor: a stage's input arrives detached
+--   (a leaf that requires grad), so its backward ends at the boundary and
+--   the input's gradient is what goes back; two stages on one rank (pp = 1
+--   or the interleaved schedules' neighbours) pass it locally the same way.
+-- - A stage's inputs and gradients arrive on the device of its parameters
+--   (the CPU for a stage without any).
+-- - Receives are posted at their RECV action and waited by the F or B
+--   that needs them; sends complete in the background and are all waited
+--   at the end of the step, as schedule_check assumes (a send never waits
+--   for its receive). A transfer that fails or outlives the group's
+--   timeout raises naming the peer and the group; step adds the action.
+-- - W actions (the zero-bubble schedules' split weight gradient) are
+--   refused: the input gradient alone is not computed apart yet.
+local core = require("accel.core")
+local args = require("accel.util.args")
+local stage_cut = require("accel.parallel.pipeline.stage_cut")
+local Sequential = require("accel.nn.sequential")
+
+local stage_runtime = {}
+
+local Runtime = {}
+Runtime.__index = Runtime
+
+local where = "accel.parallel.pipeline.stage_runtime"
+
+-- options() with every key of `keys` required.
+local function required_options(name, given, keys, optional)
+  local defaults = {}
+  for _, key in ipairs(keys) do defaults[key] = args.NONE end
+  for _, key in ipairs(optional or {}) do defaults[key] = args.NONE end
+  local o = args.options(name, given, defaults)
+  for _, key in ipairs(keys) do
+    if o[key] == nil then args.error(string.format("%s: option '%s' is required", name, key)) end
+  end
+  return o
+end
+
+-- The stages pp rank `pp_rank` holds, {[stage] = nn.Sequential of its
+-- layers}, each layer made by build(name) only on the rank that holds it
+-- (so no rank builds the whole model); layers are cut by stage_cut.split
+-- ({layers_per_stage} or {module_names_per_stage} pass through).
+function stage_runtime.build_stages(options)
+  local o = required_options(where .. ".build_stages", options, { "layer_names", "build", "schedule", "pp_rank" },
+                             { "layers_per_stage", "module_names_per_stage" })
+  local s = o.schedule
+  local cut = stage_cut.split(o.layer_names, { stages = s.stages, layers_per_stage = o.layers_per_stage,
+                                               module_names_per_stage = o.module_names_per_stage })
+  local stages = {}
+  for stage = 1, s.stages do
+    if s.placement[stage] == o.pp_rank then
+      local seq = Sequential()
+      for _, name in ipairs(cut[stage]) do seq:append(o.build(name)) end
+      seq.pipeline_layer_names = cut[stage]
+      stages[stage] = seq
+    end
+  end
+  return stages
+end
+
+function stage_runtime.new(options)
+  local o = required_options(where .. ".new", options, { "group", "schedule", "stages", "loss_fn" })
+  local s = o.schedule
+  if s.split_backward then
+    args.error(string.format("%s.new: %s splits the weight gradient from the input gradient (W actions), which the "
+                             .. "stage runtime does not run yet; use GPipe, 1F1B or Interleaved1F1B", where, s.name))
+  end
+  if o.group:size() ~= s.pp then
+    args.error(string.format("%s.new: the schedule is for pp = %d but the group has %d ranks", where, s.pp,
+                             o.group:size()))
+  end
+  local rank = o.group:rank()
+  for stage = 1, s.stages do
+    local here = s.placement[stage] == rank
+    if here ~= (o.stages[stage] ~= nil) then
+      args.error(string.format("%s.new: stage %d is on pp rank %d, and this rank (%d) %s", where, stage,
+                               s.placement[stage], rank, here and "was not given it" or "was given it"))
+    end
+  end
+  -- Where each stage's inputs and gradients arrive: its parameters' device.
+  local devices = {}
+  for stage, module in pairs(o.stages) do
+    local first = module:parameters()[1]
+    devices[stage] = first and first.device or "cpu"
+  end
+  return setmetatable({ group = o.group, schedule = s, stages = o.stages, loss_fn = o.loss_fn, rank = rank,
+                        actions = s.ranks[rank + 1], devices = devices }, Runtime)
+end
+
+-- The parameters of every stage this rank holds, in stage order.
+function Runtime:parameters()
+  local out = {}
+  for stage = 1, self.schedule.stages do
+    if self.stages[stage] then
+      for _, p in ipairs(self.stages[stage]:parameters()) do out[#out + 1] = p end
+    end
+  end
+  return out
+end
+
+local function microbatches(t, m, what)
+  local rows = t:size(1)
+  if rows % m ~= 0 then
+    args.error(string.format("%s:step: the %s's %d rows do not cut into pp_microbatches = %d equal micro-batches",
+                             where, what, rows, m))
+  end
+  local size, out = math.floor(rows / m), {}
+  for mb = 1, m do out[mb] = t:narrow(1, (mb - 1) * size + 1, size) end
+  return out
+end
+
+-- One step's state: activations, gradients and transfers by (stage, micro-batch).
+local function slot(stage, mb) return stage .. ":" .. mb end
+
+-- Runs the schedule on `input` (read by stage 1) and `target` (read by the
+-- last stage); returns the batch's mean loss, a 0-dim float32 tensor, on
+-- every rank of the group.
+function Runtime:step(input, target)
+  local s, m = self.schedule, self.schedule.microbatches
+  local last = s.stages
+  -- Cut on every rank given them, so that a batch that does not divide is
+  -- refused by all pp ranks alike (not by stage 1 alone, its peers left
+  -- waiting for its activations).
+  local inputs = input ~= nil and microbatches(input, m, "input")
+  local targets = target ~= nil and microbatches(target, m, "target")
+  if self.stages[1] and not inputs then args.error(where .. ":step: stage 1 is on this rank and needs the input") end
+  if self.stages[last] and not targets then
+    args.error(where .. ":step: the last stage is on this rank and needs the target")
+  end
+  local st = { input = {}, output = {}, loss = {}, grad_in = {}, grad_out = {}, recv = {}, sends = {} }
+  local losses = {}
+  local step = self
+  local function run(index, a)
+    local k, stage, mb = a.kind, a.stage, a.microbatch
+    if k == "RECV_F" then
+      st.recv[slot(stage, mb)] = step.group:irecv(nil, s.placement[stage - 1], step.devices[stage])
+    elseif k == "RECV_B" then
+      st.recv[slot(stage, mb)] = step.group:irecv(nil, s.placement[stage + 1], step.devices[stage])
+    elseif k == "F" then
+      local x
+      if stage == 1 then
+        x = inputs[mb]
+      else
+        local arrived = st.recv[slot(stage, mb)]
+        if arrived then
+          st.recv[slot(stage, mb)] = nil
+          x = arrived:wait()
+        else
+          x = st.output[slot(stage - 1, mb)]:detach()
+        end
+        x:requires_grad_()
+      end
+      st.input[slot(stage, mb)] = x
+      local y = step.stages[stage](x)
+      if stage == last then
+        local loss = step.loss_fn(y, targets[mb])
+        losses[mb] = loss:detach()
+        st.loss[slot(stage, mb)] = loss
+      else
+        st.output[slot(stage, mb)] = y
+      end
+    elseif k == "SEND_F" then
+      st.sends[#st.sends + 1] = step.group:isend(st.output[slot(stage, mb)]:detach(), s.placement[stage + 1])
+    elseif k == "B" then
+      local key = slot(stage, mb)
+      if stage == last then
+        (st.loss[key] / m):backward()
+        st.loss[key] = nil
+      else
+        local arrived, grad = st.recv[key], nil
+        if arrived then
+          st.recv[key] = nil
+          grad = arrived:wait()
+        else
+          grad = st.grad_in[slot(stage + 1, mb)]
+          st.grad_in[slot(stage + 1, mb)] = nil
+        end
+        st.output[key]:backward(grad)
+        st.output[key] = nil
+      end
+      if stage > 1 then st.grad_in[key] = st.input[key].grad end
+      st.input[key] = nil
+    elseif k == "SEND_B" then
+      local key = slot(stage, mb)
+      st.sends[#st.sends + 1] = step.group:isend(st.grad_in[key], s.placement[stage - 1])
+      st.grad_in[key] = nil
+    else
+      args.error(string.format("%s:step: action %d: %s actions are not run", where, index, k))
+    end
+  end
+  for index, a in ipairs(self.actions) do
+    local ok, err = pcall(run, index, a)
+    if not ok then
+      error(string.format("%s: pp rank %d, action %d (%s stage %d micro-batch %d): %s", where, self.rank, index,
+                          a.kind, a.stage, a.microbatch, tostring(err)), 0)
+    end
+  end
+  for _, w in ipairs(st.sends) do w:wait() end
+  local loss = core.tensor(0, { dtype = "float32" })
+  if self.stages[last] then
+    local sum = losses[1]:to("float32")
+    for mb = 2, m do sum = sum + losses[mb]:to("float32") end
+    loss = sum / m
+  end
+  self.group:broadcast(loss, s.placement[last])
+  return loss
+end
+
+return stage_runtime
