@@ -1,9 +1,9 @@
 -- nproc: 2
 -- CPU offload (FSDP's cpu_offload, ZeRO-Offload's offload_optimizer_device /
 -- offload_param_device) against the same sharding without it, side by side
--- on the same ranks (also FSDP over a device mesh's dp_shard): 10 AdamW updates (two param groups, accumulation over 2
--- micro-steps, clipping that bites) give the same weights and gradient norms
--- bit for bit, since here the compute device is the CPU and the arithmetic
+-- on the same ranks (also FSDP over a device mesh's dp_shard): 10 AdamW
+-- updates (two param groups, accumulation over 2 micro-steps, clipping that
+-- bites) give the same weights and gradient norms bit for bit, since here the compute device is the CPU and the arithmetic
 -- is the same. The offloaded runs keep their shards apart from the model's
 -- parameters (a copy on the host, also at stages 1 and 2) and their optimizer
 -- state on the host; save_state writes the files the non-offloaded run
