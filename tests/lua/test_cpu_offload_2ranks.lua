@@ -160,4 +160,4 @@ check.raises(function() accel.Accelerator{ zero_stage = 2, deepspeed_plugin = De
 check.equal(runs[1].offloaded.acc.distributed_type, "DEEPSPEED", "distributed_type under deepspeed_plugin")
 
 if runs[1].plain.acc.is_main_process then ck.remove_folder(work) end
-check.done(check.run_name("test_cpu_offload"))
+check.done("test_cpu_offload_2ranks")
