@@ -1,9 +1,10 @@
 -- nproc: 2
 -- CPU offload (FSDP's cpu_offload, ZeRO-Offload's offload_optimizer_device /
 -- offload_param_device) against the same sharding without it, side by side
--- on the same ranks (also FSDP over a device mesh's dp_shard): 10 AdamW
--- updates (two param groups, accumulation over 2 micro-steps, clipping that
--- bites) give the same weights and gradient norms bit for bit, since here the compute device is the CPU and the arithmetic
+-- on the same ranks (also under fp16, and FSDP over a device mesh's
+-- dp_shard): 10 AdamW updates (two param groups, accumulation over 2
+-- micro-steps, clipping that bites) give the same weights and gradient norms
+-- bit for bit, since here the compute device is the CPU and the arithmetic
 -- is the same. The offloaded runs keep their shards apart from the model's
 -- parameters (a copy on the host, also at stages 1 and 2) and their optimizer
 -- state on the host; save_state writes the files the non-offloaded run
@@ -42,6 +43,9 @@ local pairs_of = {
       return { fsdp_plugin = FSDP{ sharding_strategy = "SHARD_GRAD_OP", state_dict_type = "SHARDED_STATE_DICT" } } end,
     function() return { fsdp_plugin = FSDP{ sharding_strategy = "SHARD_GRAD_OP", state_dict_type = "SHARDED_STATE_DICT",
                                             cpu_offload = { pin_memory = true } } } end },
+  { "ZeRO-2 offload_optimizer under fp16", function() return { zero_stage = 2, mixed_precision = "fp16" } end,
+    function() return { mixed_precision = "fp16",
+                        deepspeed_plugin = DeepSpeed{ zero_stage = 2, offload_optimizer_device = "cpu" } } end },
   { "FSDP over a mesh's dp_shard cpu_offload", function()
       return { parallelism_config = accel.ParallelismConfig{ dp_shard_size = 2 },
                fsdp_plugin = FSDP{ transformer_layer_cls = "Block" } } end,
