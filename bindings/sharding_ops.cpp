@@ -68,7 +68,7 @@ void push_integers(lua_State* L, at::IntArrayRef shape) {
 
 // The flat layout, for sharded checkpoints, with the optimizer's indices:
 // {flats = {{shard = t, numel = n, shard_numel = s, shard_rank = r, shards = g,
-//             split_over_tp = b, optimizer_index = i, params = {
+//             split_over_tp = b, offloaded = b, optimizer_index = i, params = {
 //              {unit = u, position = j, offset = o, shape = {...}, optimizer_index = i}, ...}}, ...},
 //  group_sizes = {n, ...}}  (the optimizer's groups before sharding)
 // Units and positions count from 1 (the lists given to ShardedModel);
@@ -94,6 +94,8 @@ Pushed flat_parameters(lua_State* L) {
     set_number(L, "shards", flat.world_size());
     lua_pushboolean(L, model.split_over_tp(k));
     lua_setfield(L, -2, "split_over_tp");
+    lua_pushboolean(L, flat.offloaded());
+    lua_setfield(L, -2, "offloaded");
     set_number(L, "optimizer_index", indices[k].shard);
     lua_createtable(L, static_cast<int>(flat.params().size()), 0);
     for (size_t i = 0; i < flat.params().size(); ++i) {
@@ -170,6 +172,11 @@ std::vector<Binding> sharded_methods() {
         return Pushed{1};
       }),
       bind("shard_optimizer", [](lua_State* L, Receiver) { self(L).shard_optimizer(optimizer_arg(L, 2)); }),
+      // offload_to_host(pin_memory): shards, gradient slices and optimizer
+      // state on the host (engine/parallel/cpu_offload.h), before shard_optimizer.
+      bind("offload_to_host", [](lua_State* L, Receiver, bool pin_memory) {
+        self(L).offload_to_host(CpuOffload{pin_memory});
+      }),
       bind("before_forward", [](lua_State* L, Receiver, int64_t unit) {
         self(L).before_forward(unit_index(unit));
       }),

@@ -68,6 +68,15 @@ FlatParameter::~FlatParameter() {
 
 int FlatParameter::rank() const { return comm_.rank(); }
 
+void FlatParameter::offload_to_host(const CpuOffload& offload) {
+  TORCH_CHECK(!shard_.grad().defined(), "a flat parameter is offloaded before its first gradient");
+  at::NoGradGuard no_grad;
+  shard_ = offload.to_host(shard_.detach());
+  shard_.set_requires_grad(true);
+  offload_ = offload;
+  offloaded_ = true;
+}
+
 int64_t FlatParameter::shard_content_numel() const {
   return std::clamp<int64_t>(numel_ - rank() * shard_numel_, 0, shard_numel_);
 }
@@ -98,7 +107,8 @@ void FlatParameter::prefetch() {
   const size_t bytes = static_cast<size_t>(full_.numel()) * full_.element_size();
   storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
   storage->set_nbytes(bytes);
-  pending_gather_ = comm_.all_gather_into_async(full_, shard_);
+  staged_ = CpuOffload::to_device(shard_.detach(), full_.device());
+  pending_gather_ = comm_.all_gather_into_async(full_, staged_);
   point_params_at(true);
   gathered_ = true;
 }
@@ -108,6 +118,7 @@ void FlatParameter::release() {
     pending_gather_->wait();
     pending_gather_.reset();
   }
+  staged_.reset();
   if (!gathered_) return;
   point_params_at(false);
   c10::StorageImpl* storage = full_.storage().unsafeGetStorageImpl();
@@ -158,6 +169,7 @@ void FlatParameter::reduce_bucket() {
   at::Tensor reduced = at::empty({shard_numel_}, bucket_.options());
   comm_.reduce_scatter(reduced, bucket_, ReduceOp::Sum);
   bucket_.reset();
+  if (offloaded_) reduced = offload_.to_host(reduced);
   at::Tensor& grad = shard_.mutable_grad();
   if (grad.defined()) {
     grad.add_(reduced);  // micro-steps of accumulation add up in the shard
@@ -171,7 +183,8 @@ void FlatParameter::take_gradient_shard(const at::Tensor& bucket) {
   const int64_t begin = rank() * shard_numel_;
   const int64_t end = begin + shard_numel_;
   if (gradients_in(bucket)) {
-    shard_.mutable_grad() = bucket.narrow(0, begin, shard_numel_);
+    at::Tensor slice = bucket.narrow(0, begin, shard_numel_);
+    shard_.mutable_grad() = offloaded_ ? offload_.to_host(slice) : slice;
     return;
   }
   // Defined on every rank when any parameter has a gradient (the same on
@@ -181,7 +194,7 @@ void FlatParameter::take_gradient_shard(const at::Tensor& bucket) {
   for (size_t i = 0; i < params_.size(); ++i) {
     const at::Tensor& full_grad = params_[i].grad();
     if (!full_grad.defined()) continue;
-    if (!grad.defined()) grad = at::zeros({shard_numel_}, full_.options());
+    if (!grad.defined()) grad = at::zeros({shard_numel_}, shard_.options());
     const int64_t lo = std::max(begin, offsets_[i]);
     const int64_t hi = std::min(end, offsets_[i] + params_[i].numel());
     if (lo >= hi) continue;
@@ -205,7 +218,7 @@ bool FlatParameter::gradients_in(const at::Tensor& bucket) const {
 
 void FlatParameter::publish_shard() {
   at::NoGradGuard no_grad;
-  comm_.all_gather_into(full_, shard_);
+  comm_.all_gather_into(full_, CpuOffload::to_device(shard_.detach(), full_.device()));
 }
 
 }  // namespace accel

@@ -29,12 +29,21 @@
 // once gather() refills it, as FSDP does. The parameters themselves are pointed at
 // empty tensors meanwhile, so a recipe reading one outside forward and backward
 // sees an empty tensor rather than freed memory.
+//
+// Note [offload]: after offload_to_host (engine/parallel/cpu_offload.h) the
+// shard is a host tensor of its own at every stage (not a view of the full
+// buffer at stages 1 and 2), and so is its gradient: a gather sends a copy of
+// the shard on the buffer's device (staged_), a reduce-scatter's slice and
+// stage 1's slice of the all-reduced gradients are copied to the host, and
+// publish_shard sends the updated shard from a copy on the device.
 #pragma once
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include "engine/parallel/cpu_offload.h"
 
 namespace accel {
 
@@ -67,6 +76,13 @@ class FlatParameter {
   int world_size() const;
   // The slice the optimizer steps (a leaf tensor; its .grad is the gradient shard).
   at::Tensor& shard() { return shard_; }
+  // The device the full buffer (the model's parameters) is on.
+  at::Device device() const { return full_.device(); }
+
+  // Moves the shard to the host (Note [offload]); before the optimizer is
+  // pointed at it and before any gradient.
+  void offload_to_host(const CpuOffload& offload);
+  bool offloaded() const { return offloaded_; }
 
   // Stage 3. gather() waits for a prefetch under way, or all-gathers now;
   // prefetch() starts the all-gather without waiting; both do nothing when the
@@ -118,6 +134,9 @@ class FlatParameter {
   size_t waiting_ = 0;
   bool gathered_ = true;
   std::unique_ptr<PendingOp> pending_gather_;
+  bool offloaded_ = false;
+  CpuOffload offload_;
+  at::Tensor staged_;               // the offloaded shard on the device, while a gather may read it
 
   void reduce_bucket();
   void point_params_at(bool full);

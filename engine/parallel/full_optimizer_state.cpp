@@ -119,8 +119,11 @@ StateDict ShardedModel::full_optimizer_state(const optim::Optimizer& optimizer) 
         gathered[k][slot] = *value;
         continue;
       }
-      at::Tensor full = at::empty({flats_[k]->shard_numel() * comm_.size()}, value->options());
-      comm_.all_gather_into(full, value->contiguous());
+      // Offloaded state is gathered on the model's device, where the
+      // collective reads it (engine/parallel/cpu_offload.h).
+      const at::Device device = flats_[k]->device();
+      at::Tensor full = at::empty({flats_[k]->shard_numel() * comm_.size()}, value->options().device(device));
+      comm_.all_gather_into(full, CpuOffload::to_device(value->contiguous(), device));
       gathered[k][slot] = full;
     }
   }

@@ -184,6 +184,11 @@ void ShardedModel::shard_optimizer(optim::Optimizer& optimizer) {
   replaced_.clear();
 }
 
+void ShardedModel::offload_to_host(const CpuOffload& offload) {
+  TORCH_CHECK(original_groups_.empty(), "sharding: offload_to_host comes before shard_optimizer");
+  for (auto& flat : flats_) flat->offload_to_host(offload);
+}
+
 std::vector<std::vector<at::Tensor>> ShardedModel::unit_parameters() const {
   std::vector<std::vector<at::Tensor>> out(units_.size());
   for (size_t k = 0; k < flats_.size(); ++k) {
@@ -353,16 +358,16 @@ at::Tensor ShardedModel::clip_grad_norm(double max_norm, double norm_type) {
   auto combine = [&](const at::Tensor& a, const at::Tensor& b) {
     return largest ? at::maximum(a, b) : smallest ? at::minimum(a, b) : a + b;
   };
-  // Two parts on the gradients' device (the parts join it there, and the
-  // collective reads it there): the parameters whole on every tp rank, and
+  // Two parts on the model's device (the collective reads them there; an
+  // offloaded gradient's part is copied to it): the parameters whole on every tp rank, and
   // those split over tp (MeshGroups), whose parts differ between tp ranks.
   at::Tensor local = at::full({2}, smallest ? std::numeric_limits<double>::infinity() : 0.0,
-                              at::TensorOptions().dtype(at::kDouble).device(params.front().device()));
+                              at::TensorOptions().dtype(at::kDouble).device(flats_.front()->device()));
   for (size_t k = 0; k < flats_.size(); ++k) {
     const at::Tensor& grad = params[k].grad();
     const int64_t content = flats_[k]->shard_content_numel();
     if (!grad.defined() || content == 0) continue;  // padding is no gradient's
-    at::Tensor part = grad.narrow(0, 0, content).norm(norm_type).to(at::kDouble).reshape({1});
+    at::Tensor part = grad.narrow(0, 0, content).norm(norm_type).to(local.device(), at::kDouble).reshape({1});
     at::Tensor slot = local.narrow(0, flat_split_[k] ? 1 : 0, 1);
     slot.copy_(combine(slot, power ? part.pow(norm_type) : part));
   }
@@ -372,7 +377,8 @@ at::Tensor ShardedModel::clip_grad_norm(double max_norm, double norm_type) {
   if (mesh_.tp && mesh_.tp->size() > 1) mesh_.tp->all_reduce(split, op);
   local = combine(local.narrow(0, 0, 1), split);
   at::Tensor total = (power ? local.pow(1.0 / norm_type) : local).reshape({}).to(params.front().scalar_type());
-  scale_to_max_norm(params, total, max_norm);
+  // Offloaded gradients are scaled where they are, on the host.
+  scale_to_max_norm(params, total.to(params.front().device()), max_norm);
   return total;
 }
 

@@ -58,6 +58,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/parallel/cpu_offload.h"
 #include "engine/parallel/gradient_sync.h"
 
 namespace accel {
@@ -104,6 +105,10 @@ class ShardedModel : public GradientSync {
   // parameter. Fails, naming the group, when a flat parameter's parameters
   // are split over groups; the optimizer must hold no state yet.
   void shard_optimizer(optim::Optimizer& optimizer);
+  // Keeps every shard, its gradient slice and so its optimizer state on the
+  // host, where the optimizer steps them (engine/parallel/cpu_offload.h);
+  // called before shard_optimizer.
+  void offload_to_host(const CpuOffload& offload);
 
   // Where flat parameter `flat`'s parameters came from: for each, its unit
   // and its position in that unit's list as the constructor got them (both

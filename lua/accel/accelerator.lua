@@ -62,6 +62,7 @@ local defaults = {
   log_with = false,  -- trackers: "jsonl", "tensorboard", "all" or a list (tracking.lua)
   zero_stage = false,  -- 1, 2 or 3: sharded data parallel (parallel/fsdp/sharding_settings.lua)
   fsdp_plugin = false,  -- accel.FullyShardedDataParallelPlugin: the same in FSDP's words
+  deepspeed_plugin = false,  -- accel.DeepSpeedPlugin: zero_stage and ZeRO-Offload in DeepSpeed's words
   cuda_graphs = false,  -- true or {warmup = n}: train_step captures and replays (cuda_graphs.lua)
   parallelism_config = false,  -- accel.ParallelismConfig: acc.mesh (parallel/parallel_dims.lua)
 }
@@ -141,6 +142,7 @@ local function new(_, options)
   -- How the work is split (parallel/parallel_dims.lua): sharding, the mesh.
   local parallel = ParallelDims.new({
     zero_stage = options.zero_stage or nil, fsdp_plugin = options.fsdp_plugin or nil,
+    deepspeed_plugin = options.deepspeed_plugin or nil,
     parallelism_config = options.parallelism_config or nil,
     world = state._world, device = state.device, num_processes = state.num_processes,
     bucket_bytes = option("bucket_bytes"),

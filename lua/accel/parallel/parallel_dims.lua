@@ -30,14 +30,14 @@ local PARALLELISMS = {
   require("accel.parallel.fsdp.fully_shard"),
 }
 
--- options: zero_stage, fsdp_plugin, parallelism_config (each nil when not
+-- options: zero_stage, fsdp_plugin, deepspeed_plugin, parallelism_config (each nil when not
 -- given), and the Accelerator's world, device, num_processes and
 -- bucket_bytes. `sharding` is nil for plain data parallel, else what is
 -- sharded and how; `mesh` nil without a parallelism_config (the recipe's,
 -- else the launch's sizes, --parallelism-config-*).
 function ParallelDims.new(options)
   local where = "accel.Accelerator"
-  local sharding = sharding_settings.resolve(where, options.zero_stage, options.fsdp_plugin)
+  local sharding = sharding_settings.resolve(where, options.zero_stage, options.fsdp_plugin, options.deepspeed_plugin)
   local dims = setmetatable({
     world = options.world, device = options.device, num_processes = options.num_processes,
     bucket_bytes = options.bucket_bytes,

@@ -12,8 +12,8 @@
 --   number min_num_params or more, innermost first), "NO_WRAP" (one unit).
 --   Default: by class when transformer_layer_cls is given, by size when
 --   min_num_params is, else NO_WRAP.
--- cpu_offload: keep shards in CPU memory; ranks computing on the CPU already
---   do, so only false is accepted on a GPU for now (docs/api/sharding.md).
+-- cpu_offload: true or {pin_memory = bool}: FSDP2's CPUOffloadPolicy, the
+--   shards, gradients and optimizer state on the host (cpu_offload.lua).
 -- state_dict_type: what save_state writes, "FULL_STATE_DICT" (the model and
 --   optimizer as plain data parallel writes them) or "SHARDED_STATE_DICT"
 --   (each rank its slices, loadable on another number of ranks).
@@ -27,6 +27,7 @@
 -- the defaults of what the recipe leaves out.
 local core = require("accel.core")
 local args = require("accel.util.args")
+local cpu_offload = require("accel.parallel.fsdp.cpu_offload")
 
 local Plugin = {}
 Plugin.__index = Plugin
@@ -80,7 +81,7 @@ local function new(_, options)
     sync_module_states = args.NONE,
     cpu_ram_efficient_loading = args.NONE,
   }, { sharding_strategy = "string|number", auto_wrap_policy = "string", transformer_layer_cls = "string|table",
-       min_num_params = "number", cpu_offload = "boolean", state_dict_type = "string",
+       min_num_params = "number", cpu_offload = "boolean|table", state_dict_type = "string",
        sync_module_states = "boolean", cpu_ram_efficient_loading = "boolean" })
   local given_sync = o.sync_module_states
   for key, value in pairs(launcher_defaults()) do
@@ -94,6 +95,10 @@ local function new(_, options)
   local strategy = o.sharding_strategy or "FULL_SHARD"
   if type(strategy) == "number" then strategy = strategy_numbers[strategy] or tostring(strategy) end
   one_of("sharding_strategy", strategy, strategies)
+  local offload = cpu_offload.from_fsdp(where, o.cpu_offload)
+  if offload and strategies[strategy] == 0 then
+    args.error(where .. ": cpu_offload needs sharding (FULL_SHARD or SHARD_GRAD_OP), got sharding_strategy NO_SHARD")
+  end
   local classes = o.transformer_layer_cls and class_set(o.transformer_layer_cls)
   local policy = o.auto_wrap_policy
     or (classes and "TRANSFORMER_BASED_WRAP") or (o.min_num_params and "SIZE_BASED_WRAP") or "NO_WRAP"
@@ -111,7 +116,7 @@ local function new(_, options)
     auto_wrap_policy = policy,
     transformer_layer_cls = classes,
     min_num_params = o.min_num_params or 1e8,  -- FSDP's and Accelerate's default
-    cpu_offload = o.cpu_offload or false,
+    cpu_offload = offload or false,
     state_dict_type = state_dict_type,
     sync_module_states = true,
     cpu_ram_efficient_loading = o.cpu_ram_efficient_loading or false,

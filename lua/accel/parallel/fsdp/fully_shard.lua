@@ -24,9 +24,6 @@ function fully_shard.apply(layout, dims, optimizer)
     args.error("Accelerator:prepare: with zero_stage or fsdp_plugin, prepare each model together with its "
                .. "optimizer (one prepare call), so that the optimizer steps the model's shards")
   end
-  if sharding.cpu_offload and dims.device ~= "cpu" then
-    args.error("Accelerator:prepare: cpu_offload on a GPU is not supported yet (docs/api/sharding.md)")
-  end
   local sharded, names
   if dims.mesh then
     data_parallel.refuse_meta_weights(model)

@@ -66,6 +66,8 @@ return function(model, optimizer, settings, bucket_bytes, device, mesh_groups)
   end
   local sharded = dist.ShardedModel(settings.stage, lists, optimizer, bucket_bytes, device, mesh_groups)
   take_replacements(model, lists, sharded:unit_parameters())
+  -- CPU offload (cpu_offload.lua): the shards move to the host before the optimizer takes them.
+  if settings.cpu_offload then sharded:offload_to_host(settings.cpu_offload.pin_memory) end
   sharded:shard_optimizer(optimizer)
   -- The model's full parameters were freed as they were sharded: their
   -- memory goes back to the system rather than staying in the training peak.

@@ -11,6 +11,7 @@
 local core = require("accel.core")
 local args = require("accel.util.args")
 local FullyShardedDataParallelPlugin = require("accel.parallel.fsdp.fsdp_plugin")
+local DeepSpeedPlugin = require("accel.parallel.fsdp.deepspeed_plugin")
 
 local settings = {}
 
@@ -18,8 +19,17 @@ local settings = {}
 -- unit about a million parameters or more (docs/api/sharding.md).
 settings.ZERO3_MIN_NUM_PARAMS = 1000000
 
-function settings.resolve(where, zero_stage, fsdp_plugin)
+function settings.resolve(where, zero_stage, fsdp_plugin, deepspeed_plugin)
   local launch = core.launch or {}
+  if deepspeed_plugin ~= nil then
+    if zero_stage ~= nil or fsdp_plugin ~= nil then
+      args.error(where .. ": give one of zero_stage, fsdp_plugin and deepspeed_plugin")
+    end
+    if not DeepSpeedPlugin.is(deepspeed_plugin) then
+      args.error(where .. ": deepspeed_plugin must be made by accel.DeepSpeedPlugin{...}")
+    end
+    zero_stage = deepspeed_plugin.zero_stage
+  end
   if zero_stage ~= nil and fsdp_plugin ~= nil then
     args.error(where .. ": give zero_stage or fsdp_plugin, not both (they say the same in DeepSpeed's and FSDP's words)")
   end
@@ -40,7 +50,7 @@ function settings.resolve(where, zero_stage, fsdp_plugin)
       policy = { kind = fsdp_plugin.auto_wrap_policy, classes = fsdp_plugin.transformer_layer_cls,
                  min_num_params = fsdp_plugin.min_num_params },
       state_dict_type = fsdp_plugin.state_dict_type,
-      cpu_offload = fsdp_plugin.cpu_offload,
+      cpu_offload = fsdp_plugin.cpu_offload or nil,
       empty_init = fsdp_plugin.cpu_ram_efficient_loading,
       name = "FSDP",
     }
@@ -53,8 +63,9 @@ function settings.resolve(where, zero_stage, fsdp_plugin)
     stage = zero_stage,
     policy = { kind = "SIZE_BASED_WRAP", min_num_params = settings.ZERO3_MIN_NUM_PARAMS },
     state_dict_type = "FULL_STATE_DICT",
-    cpu_offload = false,
-    empty_init = zero_stage == 3 and launch.zero3_init_flag == true,
+    cpu_offload = deepspeed_plugin and deepspeed_plugin.cpu_offload or nil,
+    empty_init = zero_stage == 3 and (deepspeed_plugin and deepspeed_plugin.zero3_init_flag
+                                      or not deepspeed_plugin and launch.zero3_init_flag == true),
     name = "DEEPSPEED",
   }
 end
