@@ -7,13 +7,20 @@
 # and end on the reference's final weights and final checkpoint, byte for
 # byte.
 #
-#   scripts/chaos.sh [--runs N] [--seed S] [--accel-run PATH] [--recipe PATH]
+# With --async the checkpoints are asynchronous (save_state(dir, {async =
+# true})) and the kill lands mid-write: the chosen rank's background writer
+# sends the rank SIGKILL after a random one of its steps (a file written, a
+# marker, the manifest, the rename) while the rank trains on. The checkpoint
+# before the one in flight must stay loadable and the resume from it exact.
+#
+#   scripts/chaos.sh [--runs N] [--seed S] [--async] [--accel-run PATH] [--recipe PATH]
 #
 # --runs N         kill runs (default 30)
 # --seed S         seeds the choice of rank, step and delay (default 2026,
 #                  whose 30 runs include kills before the first checkpoint),
 #                  so a failing run can be chosen again; the kill still lands
 #                  a few milliseconds apart from one try to the next
+# --async          asynchronous checkpoints, killed mid-write (above)
 # --accel-run PATH the launcher (default: build/accel-run of this checkout)
 # --recipe PATH    the training (default: tests/launch/chaos_recipe.lua); a
 #                  variant that does not resume exactly must make this fail
@@ -27,6 +34,7 @@ runs=30
 seed=2026
 accel_run=$root/build/accel-run
 recipe=$root/tests/launch/chaos_recipe.lua
+async=0
 
 usage() { sed -n '/^#   scripts/,/^# usage error/p' "$0" | sed 's/^# \{0,1\}//'; exit "$1"; }
 while [ $# -gt 0 ]; do
@@ -35,6 +43,7 @@ while [ $# -gt 0 ]; do
     --seed) seed=${2:?}; shift 2 ;;
     --accel-run) accel_run=${2:?}; shift 2 ;;
     --recipe) recipe=${2:?}; shift 2 ;;
+    --async) async=1; shift ;;
     -h|--help) usage 0 ;;
     *) echo "chaos.sh: unknown argument '$1'" >&2; usage 2 >&2 ;;
   esac
@@ -48,6 +57,9 @@ recipe=$(realpath "$recipe")
 
 total_steps=40     # the recipe's; a kill is aimed at steps 1 to total_steps - 1
 pace_ms=15         # the recipe's pause after each step of a first start
+max_writer_steps=30  # --async: the kill comes after writer step 1 to this
+                   # (every rank's writer takes 3 or more steps a save, and
+                   # saves 13: it always lands)
 max_delay_ms=25    # the kill lands 0..max_delay_ms after the target step is
                    # seen: in the pause, in the next step's collectives, or
                    # in a save_state
@@ -75,14 +87,14 @@ now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 mkdir -p "$tmp/bin"
 cp "$accel_run" "$tmp/bin/accel-run"
 cp "$(dirname "$accel_run")/libaccel_worker.so" "$tmp/bin/"
-echo "chaos: $runs runs, seed $seed, $accel_run (copied; md5 $(cat "$tmp/bin/accel-run" "$tmp/bin/libaccel_worker.so" | md5sum | cut -c1-12)), $recipe"
+echo "chaos: $runs runs, seed $seed$([ "$async" -eq 0 ] || echo ", async checkpoints killed mid-write"), $accel_run (copied; md5 $(cat "$tmp/bin/accel-run" "$tmp/bin/libaccel_worker.so" | md5sum | cut -c1-12)), $recipe"
 accel_run=$tmp/bin/accel-run
 
 # The reference: the same recipe, never killed (and never paused).
 mkdir -p "$tmp/reference"
 start_all=$(now_ms)
 ref_status=0
-timeout -k 10 "$limit_s" "$accel_run" "$recipe" --nproc 2 --threads 1 -- "$tmp/reference" \
+CHAOS_ASYNC=$async timeout -k 10 "$limit_s" "$accel_run" "$recipe" --nproc 2 --threads 1 -- "$tmp/reference" \
   >"$tmp/reference/out" 2>"$tmp/reference/err" || ref_status=$?
 if [ "$ref_status" -ne 0 ] || [ ! -f "$tmp/reference/final/model.safetensors" ]; then
   failed=1
@@ -102,12 +114,14 @@ for ((i = 1; i <= runs; i++)); do
   rank=$((RANDOM % 2))
   target=$((1 + RANDOM % (total_steps - 1)))
   delay_ms=$((RANDOM % (max_delay_ms + 1)))
+  writer_step=
+  [ "$async" -eq 0 ] || writer_step=$((1 + RANDOM % max_writer_steps))
   dir=$tmp/run-$i
   mkdir -p "$dir/progress"
   start=$(now_ms)
 
-  CHAOS_PROGRESS_DIR=$dir/progress CHAOS_PACE_MS=$pace_ms \
-    timeout -k 10 "$limit_s" "$accel_run" "$recipe" --nproc 2 --threads 1 --max-restarts 3 -- "$dir" \
+  CHAOS_PROGRESS_DIR=$dir/progress CHAOS_PACE_MS=$pace_ms CHAOS_ASYNC=$async \
+    CHAOS_ASYNC_KILL=${writer_step:+$rank:$writer_step} timeout -k 10 "$limit_s" "$accel_run" "$recipe" --nproc 2 --threads 1 --max-restarts 3 -- "$dir" \
     >"$dir/out" 2>"$dir/err" &
   launcher=$!
 
@@ -115,6 +129,8 @@ for ((i = 1; i <= runs; i++)); do
   # step, wait the delay and SIGKILL that pid, after checking it is a worker
   # of this run (its command line names the run's folder).
   killed_pid=
+  # --async: the rank's own writer kills it; its pid is the one it reported.
+  [ "$async" -eq 0 ] || killed_pid=writer
   while kill -0 "$launcher" 2>/dev/null; do
     if [ -z "$killed_pid" ] && { read -r pid step _ <"$dir/progress/rank-$rank"; } 2>/dev/null \
        && [ "$step" -ge "$target" ]; then
@@ -139,17 +155,27 @@ for ((i = 1; i <= runs; i++)); do
   if [ -n "$killed_pid" ] && [ "$killed_pid" != none ]; then
     read -r _ landed phase <"$dir/progress/rank-$rank" || true
   fi
-  case $phase in
-    saving) where="while saving step $(printf '%2s' "$landed")"; in_save=$((in_save + 1)) ;;
-    *) where="after step $(printf '%2s' "$landed")    " ;;
-  esac
+  if [ "$async" -eq 1 ]; then
+    where="at writer step $(printf '%2s' "$writer_step"), training after step $(printf '%2s' "$landed")"
+    [ "$phase" != saving ] || where="at writer step $(printf '%2s' "$writer_step"), training saving step $(printf '%2s' "$landed")"
+    grep -q "rank $rank was killed by signal 9" "$dir/err" || killed_pid=none
+  else
+    case $phase in
+      saving) where="while saving step $(printf '%2s' "$landed")"; in_save=$((in_save + 1)) ;;
+      *) where="after step $(printf '%2s' "$landed")    " ;;
+    esac
+  fi
   restarts=$(grep -c 'accel-run: restarting all workers' "$dir/err" || true)
   resumed=$(awk '$1 == "start" && $2 == 1 { print $4 }' "$dir/starts" 2>/dev/null || true)
   starts=$(awk '$1 == "start" { print $2 }' "$dir/starts" 2>/dev/null | tr '\n' ' ' || true)
 
   why=()
   if [ -z "$killed_pid" ] || [ "$killed_pid" = none ]; then
-    why+=("no kill landed: rank $rank ended before step $target was seen")
+    if [ "$async" -eq 1 ]; then
+      why+=("no kill landed: rank $rank's writer never reached its step $writer_step")
+    else
+      why+=("no kill landed: rank $rank ended before step $target was seen")
+    fi
   fi
   case $status in
     0) ;;
@@ -182,8 +208,10 @@ for ((i = 1; i <= runs; i++)); do
   killed_ranks[$rank]=$(( ${killed_ranks[$rank]:-0} + 1 ))
   [ "$landed" = "?" ] || steps_seen+=("$landed")
   [ "${resumed:-}" != 0 ] || from_scratch=$((from_scratch + 1))
-  line=$(printf 'run %2d/%d: killed rank %d %s (aimed at %2d, +%2d ms), %d restart(s), resumed from step %2s, weights %s, checkpoint %s, %5d ms' \
-    "$i" "$runs" "$rank" "$where" "$target" "$delay_ms" "$restarts" "${resumed:-?}" "$weights" "$state" "$ms")
+  aim=$(printf ' (aimed at %2d, +%2d ms)' "$target" "$delay_ms")
+  [ "$async" -eq 0 ] || aim=
+  line=$(printf 'run %2d/%d: killed rank %d %s%s, %d restart(s), resumed from step %2s, weights %s, checkpoint %s, %5d ms' \
+    "$i" "$runs" "$rank" "$where" "$aim" "$restarts" "${resumed:-?}" "$weights" "$state" "$ms")
   if [ ${#why[@]} -eq 0 ]; then
     ok=$((ok + 1))
     echo "$line: ok"

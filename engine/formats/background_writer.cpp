@@ -67,9 +67,12 @@ bool BackgroundWriter::finished() const {
 }
 
 void write_rank_marker(const std::string& folder, int rank) {
+  // The folder is fsynced (the rank's files' names made durable) before the
+  // marker appears: once it is there the main process may rename the folder
+  // away, and an fsync after it found no folder.
+  fsync_path(folder);
   FileWriter writer(marker_path(folder, rank));
   writer.finish();
-  fsync_path(folder);
 }
 
 void wait_for_rank_markers(const std::string& folder, int world_size, int64_t timeout_ms) {

@@ -21,11 +21,21 @@
 -- polling from outside can land its SIGKILL at the step it chose. The
 -- pause changes no state the weights depend on; restarts are neither
 -- reported nor paced, so they run at full speed.
+--
+-- CHAOS_ASYNC=1: every checkpoint but the last is saved with {async = true},
+-- its files written in the background while training goes on.
+-- CHAOS_ASYNC_KILL=R:N as well: on the first start, rank R's background
+-- writer kills the rank with SIGKILL after its N-th step (a file written,
+-- a marker, the manifest or the rename: ACCEL_FAULT_INJECT's
+-- checkpoint-async-write, armed before any writer runs), so the kill
+-- lands mid-write while the rank trains on.
 local nn, optim, data = accel.nn, accel.optim, accel.data
 local ffi = require("ffi")
 ffi.cdef [[
 int getpid(void);
 int poll(void* fds, unsigned long nfds, int timeout);
+int setenv(const char* name, const char* value, int overwrite);
+int unsetenv(const char* name);
 ]]
 
 local run_dir = assert(arg[1], "usage: chaos_recipe.lua RUN_DIR")
@@ -48,6 +58,16 @@ local model = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Dropout(0.25), nn.L
 local opt = optim.AdamW(model:parameters(), { lr = 0.02, weight_decay = 0.01 })
 local sched = optim.lr_scheduler.cosine(opt, { total = total_steps, warmup = 4 })
 model, opt, loader, sched = acc:prepare(model, opt, loader, sched)
+local save_options = os.getenv("CHAOS_ASYNC") == "1" and { async = true } or nil
+local kill_rank, kill_at = (os.getenv("CHAOS_ASYNC_KILL") or ""):match("^(%d+):(%d+)$")
+if kill_rank then
+  -- A restart inherits the environment: only the first start's rank R dies.
+  if restart == 0 and tonumber(kill_rank) == acc.process_index then
+    ffi.C.setenv("ACCEL_FAULT_INJECT", "checkpoint-async-write@" .. kill_at, 1)
+  else
+    ffi.C.unsetenv("ACCEL_FAULT_INJECT")
+  end
+end
 
 -- Resume. The documented pattern (docs/launch.md, "Restarts") calls
 -- load_state() whenever ACCEL_RESTART_COUNT is not 0, but a rank killed
@@ -93,7 +113,7 @@ while opt.updates < total_steps do
     local step = opt.updates
     if step % save_every == 0 then
       if progress_dir then report(step, "saving") end
-      acc:save_state()
+      acc:save_state(nil, save_options)
     end
     if progress_dir then report(step, "done") end
     if step == total_steps then break end

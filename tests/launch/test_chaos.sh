@@ -3,6 +3,7 @@
 # (the restart starts from scratch), and run 2 kill rank 1 around step 18
 # (the restart resumes from a checkpoint). Both must end on the uninterrupted
 # run's weights and final checkpoint, byte for byte, with no process left.
+# The same with asynchronous checkpoints killed mid-write (--async).
 #
 # Then the checks are shown to bite: a variant of the recipe that reseeds
 # the generators after load_state (a resume that is not exact) and leaves a
@@ -39,6 +40,18 @@ fi
 expect "run 2 resumed from a checkpoint" grep -Eq "^run  2/2: .*resumed from step +[1-9][0-9]*," "$work/out"
 expect "no process left" no_survivors
 echo "chaos.sh --runs 2: ${elapsed}s"
+
+# Asynchronous checkpoints, a rank killed by its own writer mid-write (seed
+# 884: rank 0 after its writer's 14th step, rank 1 after its 29th): the
+# checkpoint before stays loadable and the resume from it ends on the
+# reference.
+run_chaos --runs 2 --seed 884 --async
+echo "$out"
+expect "chaos.sh --async passes 2 runs killed mid-write" [ "$status" -eq 0 ]
+expect "both async runs ended on the reference" contains "$out" "chaos: 2 of 2 runs ended on the reference weights and checkpoint after a restart"
+expect "each async kill came from the writer" [ "$(grep -c 'at writer step' "$work/out")" -eq 2 ]
+expect "no process left after the async runs" no_survivors
+echo "chaos.sh --async --runs 2: ${elapsed}s"
 
 # The variant: after a successful load_state it reseeds (dropout, noise)
 # and, on the main process, starts a process in a session of its own, out

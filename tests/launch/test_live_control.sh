@@ -32,11 +32,15 @@ wait_for() {
 }
 
 refused_everywhere() {
-  [ "$ctl_status" -eq 1 ] && [[ $reply == *"rank(s) $((nproc - 1)) failed"* && $reply == *"ctl 2:1: boom"* ]]
+  [ "$ctl_status" -eq 1 ] && [[ $reply == *"rank(s) $((nproc - 1)) failed"* && $reply == *"ctl 2:2: boom"* ]]
+}
+# Every rank still holds the lr the first chunk set.
+unchanged_everywhere() {
+  [ "$ctl_status" -eq 0 ] && [ "$(grep -cE '^\[rank [0-9]+\] 0.05$' <<<"$reply")" -eq "$nproc" ]
 }
 all_paused() { [ "$(grep -c "paused at step $paused" <<<"$reply")" -eq "$nproc" ]; }
 logged() {
-  [ "$(grep -c '"chunk"' "logs-$tag/control.log")" -eq 2 ] &&
+  [ "$(grep -c '"chunk"' "logs-$tag/control.log")" -eq 3 ] &&  # with the read of =lr
     grep -qF "{\"step\": $first, \"chunk\": \"lr = 0.05\"}" "logs-$tag/control.log"
 }
 attached() { [[ $out == *"[rank 0] step "* && $out == *"[rank 0] 0.1"* ]]; }
@@ -55,8 +59,11 @@ steer() {  # steer NPROC EXTRA_OPTION...
   ctl 'lr = 0.05'
   expect "$tag: a chunk is applied at a step ($reply)" [ "$ctl_status" -eq 0 ]
   first=$(step_of "$reply")
-  ctl 'lr = 0.01; if acc.process_index == acc.num_processes - 1 then error("boom") end'
-  expect "$tag: a chunk raising on the last rank is refused on every rank ($reply)" refused_everywhere
+  ctl $'lr = 0.01\nif acc.process_index == acc.num_processes - 1 then error("boom") end'
+  expect "$tag: a chunk raising on the last rank's line 2 is refused on every rank, naming both ($reply)" \
+    refused_everywhere
+  ctl '=lr'
+  expect "$tag: and it changed nothing on any rank ($reply)" unchanged_everywhere
   # Bytecode is never run: a chunk is source text (LuaJIT runs bytecode unverified).
   ctl "$(printf '\033')LJ lr = 9"
   expect "$tag: a chunk of bytecode is refused ($reply)" \
@@ -79,7 +86,7 @@ steer() {  # steer NPROC EXTRA_OPTION...
   wait $run
   local run_status=$?
   expect "$tag: the steered run ends well ($(tail -3 "steered-$tag.err"))" [ "$run_status" -eq 0 ]
-  expect "$tag: the log records both changes with their steps ($(cat logs-$tag/control.log))" logged
+  expect "$tag: the log records the changes with their steps ($(cat logs-$tag/control.log))" logged
   run_accel "$recipe" --nproc "$nproc" "$@" -- "reference-$tag" 400 "changes=$first:0.05,$paused:0.02"
   expect "$tag: an unsteered run changing lr at steps $first and $paused ends on the same weights" \
     cmp "steered-$tag/model.safetensors" "reference-$tag/model.safetensors"
@@ -112,7 +119,16 @@ s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"hello not
 print(s.recv(200).decode().strip())
 PY
 )
-expect "a connection without the secret is refused ($answer)" contains "$answer" "refused: wrong secret"
+expect "a connection with a wrong secret is refused ($answer)" contains "$answer" "refused: wrong secret"
+answer=$(/usr/bin/python3 - "$folder/control.sock" <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b"chunk 8\nlr = 0.7")
+print(s.recv(200).decode().strip())
+PY
+)
+expect "a connection sending a chunk without any secret is refused ($answer)" contains "$answer" "refused: wrong secret"
+out=$(printf '=lr\n' | "$accel_run" attach "$id" 2>&1)
+expect "and the chunk it sent never ran ($out)" contains "$out" "[rank 0] 0.1"
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null; then
   other=$(setpriv --reuid=65534 --regid=65534 --clear-groups /usr/bin/python3 -c "
 import socket, sys

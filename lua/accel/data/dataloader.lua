@@ -202,6 +202,9 @@ local function new(_, dataset, options)
     _in_epoch = false,     -- an iter() of `epoch` has started and not finished
     _iteration = 0,        -- identifies the current iterator
     _prefetcher = nil,
+    _total = 0,            -- batches of the epoch being iterated
+    _dropped = {},         -- positions of the epoch a rollback dropped (_rewind)
+    _rewinds = 0,          -- counts _rewind calls, which the iterator follows
   }, DataLoader)
 end
 
@@ -388,28 +391,73 @@ function DataLoader:host_iter()
   local iteration, state = self._iteration, self.state
   local plan = self:plan(self.epoch, self._start)
   local batch_size = self:rank_batch_size()
-  local total, first = plan:num_batches(), self._batches_done
-  -- Batches already read (after load_state_dict) are skipped by index.
-  local rows = plan:indices(first + 1)
-  local read = self:batch_reader(rows, batch_size)
-  if state then
-    if total > first then state:_add_dataloader(self) else state:_remove_dataloader(self) end
+  local total = plan:num_batches()
+  self._total, self._dropped = total, {}
+  local k, first, read, rewinds
+  -- Batches already read (after load_state_dict, or before a rollback's
+  -- _rewind) are skipped by index.
+  local function start_at(position)
+    if self._prefetcher then self._prefetcher:close() end
+    k, first, rewinds = position, position, self._rewinds
+    read = self:batch_reader(plan:indices(first + 1), batch_size)
   end
-  local k = first
+  start_at(self._batches_done)
+  -- The next batch to return after `after`, past those a rollback dropped.
+  local function next_position(after)
+    local n = after + 1
+    while self._dropped[n] do n = n + 1 end
+    return n
+  end
+  if state then
+    if next_position(k) <= total then state:_add_dataloader(self) else state:_remove_dataloader(self) end
+  end
   return function()
-    if k >= total then
-      if self._iteration == iteration and self._in_epoch then self:end_epoch() end
+    local current = self._iteration == iteration
+    if current and rewinds ~= self._rewinds then start_at(self._batches_done) end
+    local n = next_position(k)
+    if n > total then
+      if current and self._in_epoch then self:end_epoch() end
       return nil
     end
-    if self._iteration ~= iteration then
+    if not current then
       error("DataLoader: this iterator was ended by a later iter(), set_epoch() or load_state_dict()", 2)
     end
-    k = k + 1
+    -- A sequential reader (num_workers) reads the dropped batches it passes.
+    while self._prefetcher and k + 1 < n do k = k + 1 read(k - first) end
+    k = n
     local batch = read(k - first)
     self._batches_done = k
-    if state then state:_set_batch(self, k == total, plan:padding(k)) end
+    if state then state:_set_batch(self, next_position(k) > total, plan:padding(k)) end
     return unpack(batch)
   end
+end
+
+-- Where a rollback may bring this loader back to (live/host_snapshots.lua):
+-- the epoch and the batches read in it, or nil for a loader read round by
+-- round (its data has no index to go back by). An epoch read to its end is
+-- the start of the next.
+function DataLoader:_position()
+  if self.kind ~= "map" or self.dispatch_batches then return nil end
+  if self._in_epoch and self._batches_done >= self._total then
+    return { epoch = self.epoch + 1, done = 0, start = 0 }
+  end
+  return { epoch = self.epoch, done = self._batches_done, start = self._start }
+end
+
+-- A rollback: the epoch's reading goes back to `position` (a _position() of
+-- this epoch) and the batches after `dropped_after` read so far are never
+-- returned again (the spiked step's); the current iterator goes on from
+-- there.
+function DataLoader:_rewind(position, dropped_after)
+  -- This epoch read to its end, and the position the next one's start.
+  if position.epoch ~= self.epoch then return end
+  if not self._in_epoch then
+    self._batches_done = position.done
+    return
+  end
+  for n = dropped_after + 1, self._batches_done do self._dropped[n] = true end
+  self._batches_done = position.done
+  self._rewinds = self._rewinds + 1
 end
 
 function DataLoader:state_dict()

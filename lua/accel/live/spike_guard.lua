@@ -7,16 +7,18 @@
 -- the same numbers, decides alike:
 --   "skip": the optimizer step is not taken (its gradients are dropped by
 --     zero_grad), as if the batch had never been seen;
---   "rollback": the step is not taken and model, optimizer, schedulers,
---     data loaders' positions are left as they are, but the weights,
---     optimizer state, schedulers and generators go back to the oldest of
---     the last `snapshots` states kept in host memory (taken after each
---     step), at most `max_rollbacks` times, after which spikes are skipped.
+--   "rollback": the step is not taken and the weights, optimizer state,
+--     schedulers, generators and data loaders' positions go back to the
+--     oldest of the last `snapshots` states kept in host memory (taken
+--     after each step; host_snapshots.lua), at most `max_rollbacks` times,
+--     after which spikes are skipped. The loaders then read the batches
+--     since that state again, but never the spiked step's, so the run goes
+--     on as one that never saw them.
 -- Each spike is printed by the main process and logged to the trackers
 -- (spike_guard/skipped, spike_guard/rollbacks) at the step's number.
 local core = require("accel.core")
 local args = require("accel.util.args")
-local random = require("accel.util.random")
+local host_snapshots = require("accel.live.host_snapshots")
 
 local dist = core.dist
 local spike_guard = {}
@@ -54,46 +56,13 @@ local function check_options(options)
 end
 
 function spike_guard.new(acc, options)
-  return setmetatable({ acc = acc, o = check_options(options), losses = {}, pending = 0, snapshots = {},
-                        skipped = 0, rollbacks = 0 }, Guard)
+  local o = check_options(options)
+  return setmetatable({ acc = acc, o = o, losses = {}, pending = 0, skipped = 0, rollbacks = 0,
+                        snapshots = host_snapshots.new(acc, o.snapshots) }, Guard)
 end
 
 function Guard:saw_loss(loss)
   self.pending = self.pending + (type(loss) == "number" and loss or loss:detach():item())
-end
-
-local function host_copy(tensors)
-  local out = {}
-  for name, t in pairs(tensors) do out[name] = t:detach():to("cpu"):clone() end
-  return out
-end
-
--- The state a rollback restores: weights, optimizer state, schedulers and
--- generators, in host memory.
-function Guard:_snapshot(opt)
-  local acc = self.acc
-  local shot = { models = {}, schedulers = {}, updates = opt.updates, optimizer = host_copy(opt:state_dict()),
-                 rng = random.get():clone(), math_rng = core.math_random_state():clone() }
-  for i, entry in ipairs(acc._models) do shot.models[i] = host_copy(entry.model:state_dict()) end
-  -- state_dict and load_state_dict copy the schedule's tables.
-  for i, sched in ipairs(acc._schedulers) do shot.schedulers[i] = { sched:state_dict(), sched.seen } end
-  table.insert(self.snapshots, shot)
-  if #self.snapshots > self.o.snapshots then table.remove(self.snapshots, 1) end
-end
-
-function Guard:_restore(opt)
-  local shot = self.snapshots[1]
-  local acc = self.acc
-  for i, entry in ipairs(acc._models) do entry.model:load_state_dict(shot.models[i]) end
-  opt:load_state_dict(shot.optimizer)
-  opt.updates = shot.updates
-  for i, sched in ipairs(acc._schedulers) do
-    sched:load_state_dict(shot.schedulers[i][1])
-    sched.seen = shot.schedulers[i][2]
-  end
-  random.set(shot.rng)
-  core.set_math_random_state(shot.math_rng)
-  self.snapshots = { shot }
 end
 
 -- Called by the prepared optimizer before it steps: true when this step
@@ -126,9 +95,12 @@ function Guard:skips(opt)
     if n + 1 > self.o.window then table.remove(self.losses, 1) end
     return false
   end
-  local rollback = self.o.action == "rollback" and self.rollbacks < self.o.max_rollbacks and #self.snapshots > 0
+  local rollback = self.o.action == "rollback" and self.rollbacks < self.o.max_rollbacks
+    and self.snapshots:restore()
   if rollback then
-    self:_restore(opt)
+    -- The loss window goes back with the state: the steps read again add
+    -- their losses again.
+    self.losses = rollback
     self.rollbacks = self.rollbacks + 1
   else
     self.skipped = self.skipped + 1
@@ -144,7 +116,11 @@ end
 
 -- After a step taken: a snapshot, when rollbacks may need one.
 function Guard:stepped(opt)
-  if self.o.action == "rollback" then self:_snapshot(opt) end
+  if self.o.action == "rollback" and not opt.step_was_skipped then
+    local window = {}
+    for i, v in ipairs(self.losses) do window[i] = v end
+    self.snapshots:take(window)
+  end
 end
 
 return spike_guard
