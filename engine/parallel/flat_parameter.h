@@ -29,12 +29,24 @@
 // once gather() refills it, as FSDP does. The parameters themselves are pointed at
 // empty tensors meanwhile, so a recipe reading one outside forward and backward
 // sees an empty tensor rather than freed memory.
+//
+// Note [mixed precision]: under a MixedPrecisionPolicy whose param_dtype is
+// not the parameters' own (stage 3 only), the shard keeps the parameters'
+// dtype (the optimizer steps it) and the full buffer, which the model
+// computes with, is in param_dtype: a gather casts this rank's shard first,
+// so the all-gather carries param_dtype's bytes. Gradients (param_dtype) are
+// reduce-scattered in reduce_dtype and added to the shard's gradient in the
+// shard's dtype. gather_full_precision() gathers the shards' own values
+// instead (for reading or writing the weights, where param_dtype would
+// round them).
 #pragma once
 #include <ATen/core/Tensor.h>
 
 #include <cstdint>
 #include <memory>
 #include <vector>
+
+#include "engine/parallel/mixed_precision_policy.h"
 
 namespace accel {
 
@@ -46,7 +58,10 @@ class FlatParameter {
   // With `shard_parameters` (stage 3) this rank keeps its shard in storage
   // of its own, and the full buffer can be released. The buffer is made on
   // `device` and filled with rank 0's values (Note [parameters from rank 0]).
-  FlatParameter(Communicator& comm, std::vector<at::Tensor> params, bool shard_parameters, at::Device device);
+  // `precision` applies to stages 2 and 3 (reduce_dtype) and, for
+  // param_dtype, to stage 3 (Note [mixed precision]).
+  FlatParameter(Communicator& comm, std::vector<at::Tensor> params, bool shard_parameters, at::Device device,
+                MixedPrecisionPolicy precision = {});
   ~FlatParameter();
   FlatParameter(const FlatParameter&) = delete;
   FlatParameter& operator=(const FlatParameter&) = delete;
@@ -75,6 +90,10 @@ class FlatParameter {
   void gather();
   void prefetch();
   void release();
+  // Stage 3: gathered in the shard's own dtype, not param_dtype (Note
+  // [mixed precision]); the same as gather() without a param_dtype. Until
+  // release(), the parameters are views of that full-precision buffer.
+  void gather_full_precision();
   // Stage 3, while gathered: the full buffer was written (a loaded
   // checkpoint): this rank's shard takes its slice of it.
   void keep_written_slice();
@@ -110,7 +129,10 @@ class FlatParameter {
   std::vector<int64_t> offsets_;
   int64_t numel_ = 0;
   int64_t shard_numel_ = 0;
-  at::Tensor full_;                 // [world * shard_numel]
+  at::Tensor full_;                 // [world * shard_numel], in param_dtype
+  at::Tensor full_precision_;       // gather_full_precision's buffer, until release
+  at::Tensor sent_;                 // the cast shard a gather under way sends
+  c10::ScalarType reduce_dtype_;
   std::vector<at::Tensor> views_;   // params_[i]'s shape over full_'s storage
   at::Tensor shard_;
   at::Tensor bucket_;               // gradients being gathered for a reduce-scatter
@@ -120,7 +142,10 @@ class FlatParameter {
   std::unique_ptr<PendingOp> pending_gather_;
 
   void reduce_bucket();
-  void point_params_at(bool full);
+  void wait_gather();
+  // The parameters as views of `buffer` (full_ or full_precision_), or, with
+  // an undefined one, empty tensors (Note [freed parameters]).
+  void point_params_at(const at::Tensor& buffer);
 };
 
 }  // namespace accel
