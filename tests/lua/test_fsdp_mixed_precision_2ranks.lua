@@ -50,15 +50,16 @@ local function fsdp(policy)
   local model = net.Net()
   local opt = net.optimizer(model)
   model, opt = acc:prepare(model, opt)
-  return { acc = acc, model = model, opt = opt, losses = {}, gathered = {} }
+  return { acc = acc, model = model, opt = opt, losses = {}, gathered = {}, scattered = {} }
 end
 
 local runs = {
   bf16 = fsdp(bf16_policy),
   fp32 = fsdp(nil),
   fp32_policy = fsdp({ param_dtype = accel.float32, reduce_dtype = accel.float32 }),
+  bf16_reduce = fsdp({ param_dtype = accel.bfloat16 }),  -- reduce_dtype nil: param_dtype, as FSDP2's
 }
-local order = { runs.bf16, runs.fp32, runs.fp32_policy }  -- the same collectives in the same order on each rank
+local order = { runs.bf16, runs.fp32, runs.fp32_policy, runs.bf16_reduce }  -- the same collectives in the same order on each rank
 local rank, world = runs.bf16.acc.process_index, runs.bf16.acc.num_processes
 check.equal(world, 2, "ranks")
 
@@ -96,7 +97,7 @@ for step = 1, STEPS do
   local batch = (step - 1) * B * world
   local xs, ys = x:narrow(1, batch + rank * B + 1, B), y:narrow(1, batch + rank * B + 1, B)
   for _, run in ipairs(order) do
-    local before = dist.counts().all_gather_bytes
+    local before = dist.counts()
     local loss = F.cross_entropy(run.model(xs), ys)
     run.acc:backward(loss)
     if run == runs.bf16 then
@@ -108,7 +109,9 @@ for step = 1, STEPS do
     end
     run.opt:step()
     run.opt:zero_grad()
-    run.gathered[step] = dist.counts().all_gather_bytes - before
+    local after = dist.counts()
+    run.gathered[step] = after.all_gather_bytes - before.all_gather_bytes
+    run.scattered[step] = after.reduce_scatter_bytes - before.reduce_scatter_bytes
     run.losses[step] = run.acc:reduce(loss:detach(), "mean"):item()
   end
   reference_step(x:narrow(1, batch + 1, B * world), y:narrow(1, batch + 1, B * world))
@@ -118,6 +121,13 @@ end
 for step = 1, STEPS do
   check.truthy(runs.fp32.gathered[step] > 0, "float32 gathers parameters")
   check.equal(runs.bf16.gathered[step] * 2, runs.fp32.gathered[step], "step " .. step .. ": bf16 gathers half the bytes")
+  check.equal(runs.bf16.scattered[step], runs.fp32.scattered[step], "step " .. step .. ": reduce_dtype float32")
+  check.equal(runs.bf16_reduce.scattered[step] * 2, runs.fp32.scattered[step],
+              "step " .. step .. ": reduce_dtype nil reduce-scatters in bf16")
+end
+if rank == 0 then
+  print(string.format("bytes a rank gathers per step: float32 %d, bf16 %d; reduce-scatters: float32 %d, bf16 %d",
+                      runs.fp32.gathered[1], runs.bf16.gathered[1], runs.fp32.scattered[1], runs.bf16_reduce.scattered[1]))
 end
 
 -- Dtypes: bf16 parameters to compute with, float32 shards, gradients and state.

@@ -7,8 +7,8 @@
 --     its shard to param_dtype before the all-gather.
 --   reduce_dtype the dtype gradients are reduce-scattered in (nil:
 --     param_dtype); they land in the shards' gradients in the shards' dtype.
---   output_dtype the dtype the floating outputs of each sharded unit's
---     forward are cast to (nil: left as computed).
+--   output_dtype the dtype the floating outputs of the model's forward
+--     are cast to (nil: left as computed).
 --   cast_forward_inputs whether the floating inputs of each sharded unit's
 --     forward are cast to param_dtype (default true, as FSDP2's).
 -- Dtypes are accel.float32, bfloat16, float16 or float64 (their names).
@@ -70,7 +70,7 @@ local function cast_floating(values, n, dtype)
 end
 
 -- Around a sharded unit's forward: its arguments (`values`, `n` of them)
--- cast to param_dtype in place, or its results to output_dtype.
+-- cast to param_dtype in place, or (the root's) its results to output_dtype.
 function Policy:cast_inputs(values, n)
   if self.param_dtype and self.cast_forward_inputs then cast_floating(values, n, self.param_dtype) end
 end

@@ -8,8 +8,9 @@ local wrap_policy = require("accel.parallel.fsdp.wrap_policy")
 
 local dist = core.dist
 
--- `precision`: the plugin's MixedPrecisionPolicy, or nil; it casts the
--- unit's inputs and outputs as FSDP2 casts those of each sharded module.
+-- `precision`: the plugin's MixedPrecisionPolicy, or nil; it casts every
+-- unit's inputs, as FSDP2 casts those of each sharded module, and the
+-- root's outputs (the model's; docs/api/sharding.md, "Mixed precision").
 local function wrap_forward(sharded, module, unit, is_root, precision)
   local forward = module.forward
   rawset(module, "forward", function(m, ...)
@@ -18,7 +19,7 @@ local function wrap_forward(sharded, module, unit, is_root, precision)
     if precision then precision:cast_inputs(inputs, n_inputs) end
     local results = { forward(m, unpack(inputs, 1, n_inputs)) }
     local n = table.maxn(results)
-    if precision then precision:cast_outputs(results, n) end
+    if precision and is_root then precision:cast_outputs(results, n) end
     -- The tensors among the results, for the hooks that gather the unit
     -- again when backward reaches it.
     local outputs = {}
