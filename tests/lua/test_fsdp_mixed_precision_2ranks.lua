@@ -8,13 +8,17 @@
 -- bfloat16 for each step's forward and backward over the whole batch, each
 -- Block's input cast to bfloat16 and the model's output to float32, the
 -- bfloat16 gradients cast back to float32.
--- Tolerances, measured on this machine (2 ranks, one thread each): the
--- largest difference was TOLERANCES_MEASURED; the bounds are about 4 times
--- that. They mean something: the same run in float32 (no policy) lies
--- further from the bf16 reference than the bound, checked below.
+-- Tolerances, measured on this machine (2 ranks, one thread each, AdamW at
+-- lr 2e-2): the largest differences were 2.05e-3 in a loss and 3.54e-3 in a
+-- weight (bf16 rounds each rank's half-batch weight gradient, where one
+-- process rounds the whole batch's); the bounds are 5e-3 and 1e-2. They
+-- mean something: the same run in float32 (no policy) lies 4.1e-2 from
+-- the bf16 reference, beyond the bound, checked below.
 -- Also: the shards, their gradients and AdamW's state are float32 while the
 -- model's parameters are bfloat16; the bytes all-gathered per step are half
--- of float32's, exactly (accel.core.dist.counts().all_gather_bytes); the
+-- of float32's, exactly (accel.core.dist.counts().all_gather_bytes: 2648
+-- against 5296 a rank), reduce-scattered the same with reduce_dtype
+-- float32 and half with reduce_dtype nil (param_dtype); the
 -- float32 policy trains bit for bit as no policy; a saved state dict holds
 -- float32 weights equal to the shards; bad policies are refused naming the key.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
@@ -23,7 +27,7 @@ local dist = require("accel.core").dist
 local F = accel.nn.functional
 
 local STEPS, B = 8, 4
-local LOSS_TOL, WEIGHT_TOL = 2e-3, 2e-3
+local LOSS_TOL, WEIGHT_TOL = 5e-3, 1e-2
 
 -- Refusals and what the plugin shows.
 local Plugin = accel.FullyShardedDataParallelPlugin
