@@ -6,7 +6,7 @@
 -- holds the comparison with one process). On each layout, against the same
 -- layout without a policy: the shard group gathers half the bytes at every
 -- step, exactly, and reduce-scatters the same (float32); the losses follow
--- float32's within LOSS_TOL (relative; measured: MESH_MEASURED), and lie
+-- float32's within 5e-4 (relative; measured: 3.6e-5 HSDP, 6e-5 TP x FSDP), and lie
 -- off it (bf16 computes); the optimizer steps float32 shards with float32
 -- gradients and state; the gathered weights are float32.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
@@ -14,7 +14,7 @@ local tp_check = dofile(arg[0]:match("(.*/)") .. "helpers/tensor_parallel_check.
 local F = accel.nn.functional
 
 local STEPS, ROWS, T = 6, 8, 8
-local LOSS_TOL = 2e-2
+local LOSS_TOL = 5e-4
 local V = tp_check.tiny.vocab_size
 
 accel.set_seed(2)
