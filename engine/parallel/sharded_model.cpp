@@ -27,6 +27,8 @@ namespace accel {
 struct ShardedModel::Hook {
   std::shared_ptr<torch::autograd::Node> accumulator;
   uintptr_t key;
+  size_t flat;
+  size_t param;
 };
 
 namespace {
@@ -141,7 +143,7 @@ void ShardedModel::hook_gradients(size_t k) {
         }));
     // Holding the accumulator keeps it (and the hook) alive: a parameter
     // references its accumulator only weakly.
-    hooks_.push_back(std::make_unique<Hook>(Hook{std::move(accumulator), key}));
+    hooks_.push_back(std::make_unique<Hook>(Hook{std::move(accumulator), key, k, i}));
   }
 }
 
@@ -262,6 +264,14 @@ void ShardedModel::keep_written_parameters() {
 void ShardedModel::release_all() {
   if (stage_ < 3) return;
   for (auto& flat : flats_) flat->release();
+  // gather_all under a param_dtype pointed the parameters at buffers of
+  // another dtype, and LibTorch's set_data then forgets a parameter's
+  // gradient accumulator: each parameter takes back its own (whose post
+  // hook reduces its gradients; made for the param_dtype it has again).
+  for (auto& hook : hooks_) {
+    torch::autograd::impl::get_autograd_meta(flats_[hook->flat]->params()[hook->param])->grad_accumulator_ =
+        hook->accumulator;
+  }
 }
 
 // Gradients -------------------------------------------------------------------

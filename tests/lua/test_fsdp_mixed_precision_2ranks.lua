@@ -19,8 +19,9 @@
 -- of float32's, exactly (accel.core.dist.counts().all_gather_bytes: 2648
 -- against 5296 a rank), reduce-scattered the same with reduce_dtype
 -- float32 and half with reduce_dtype nil (param_dtype); the
--- float32 policy trains bit for bit as no policy; a saved state dict holds
--- float32 weights equal to the shards; bad policies are refused naming the key.
+-- float32 policy trains bit for bit as no policy; get_state_dict gives
+-- float32 weights, and save_state / load_state bring them back bit for bit
+-- (not rounded to bf16); bad policies are refused naming the key.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local net = dofile(arg[0]:match("(.*/)") .. "helpers/sharding_net.lua")
 local dist = require("accel.core").dist
@@ -169,5 +170,20 @@ end
 check.near(runs.bf16.losses, reference, LOSS_TOL, "bf16 losses against one process")
 for name, t in pairs(expected) do check.near(bf16_state[name], t, WEIGHT_TOL, "bf16 " .. name .. " against one process") end
 check.truthy(fp32_weight_diff > WEIGHT_TOL, "float32 training lies outside the bf16 tolerance: " .. fp32_weight_diff)
+
+-- A checkpoint holds the float32 weights and loads them back into the
+-- shards unrounded: saved, trained one step further, loaded, bit for bit.
+local dir = "/tmp/accel_test_fsdp_mixed_precision_" .. (os.getenv("MASTER_PORT") or "1")
+local bf16 = runs.bf16
+bf16.acc:save_state(dir)
+local xs, ys = x:narrow(1, rank * B + 1, B), y:narrow(1, rank * B + 1, B)
+bf16.acc:backward(F.cross_entropy(bf16.model(xs), ys))
+bf16.opt:step()
+bf16.opt:zero_grad()
+local moved = bf16.acc:get_state_dict(bf16.model)
+check.truthy((moved["head.weight"] - bf16_state["head.weight"]):abs():max():item() > 0, "the extra step moved")
+bf16.acc:load_state(dir)
+local loaded = bf16.acc:get_state_dict(bf16.model)
+for name, t in pairs(bf16_state) do check.near(loaded[name], t, 0, "loaded " .. name) end
 
 check.done("test_fsdp_mixed_precision_2ranks")
