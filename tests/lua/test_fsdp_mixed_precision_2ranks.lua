@@ -186,4 +186,10 @@ bf16.acc:load_state(dir)
 local loaded = bf16.acc:get_state_dict(bf16.model)
 for name, t in pairs(bf16_state) do check.near(loaded[name], t, 0, "loaded " .. name) end
 
+-- cast_forward_inputs = false leaves a Block's float32 input (the embedding
+-- times the float32 buffer) as it is, which its bf16 weights refuse.
+local uncast = fsdp({ param_dtype = accel.bfloat16, cast_forward_inputs = false })
+check.raises(function() uncast.model(xs:to(accel.bfloat16)) end, "cast_forward_inputs = false",
+             "must have the same dtype", "float32[4, 8], bfloat16[16, 8]")
+
 check.done("test_fsdp_mixed_precision_2ranks")
