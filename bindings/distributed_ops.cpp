@@ -247,13 +247,15 @@ int64_t kept_communicator_collectives() {
 }
 
 Pushed push_collective_counts(lua_State* L, const CollectiveCounts& c) {
-  lua_createtable(L, 0, 6);
+  lua_createtable(L, 0, 8);
   set_number_fields(L, {{"all_reduce", static_cast<double>(c.all_reduce)},
                         {"all_reduce_shared_memory", static_cast<double>(c.all_reduce_shared_memory)},
                         {"broadcast", static_cast<double>(c.broadcast)},
                         {"all_gather", static_cast<double>(c.all_gather)},
                         {"barrier", static_cast<double>(c.barrier)},
-                        {"reduce_scatter", static_cast<double>(c.reduce_scatter)}});
+                        {"reduce_scatter", static_cast<double>(c.reduce_scatter)},
+                        {"all_gather_bytes", static_cast<double>(c.all_gather_bytes)},
+                        {"reduce_scatter_bytes", static_cast<double>(c.reduce_scatter_bytes)}});
   return Pushed{1};
 }
 

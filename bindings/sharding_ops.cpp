@@ -2,11 +2,13 @@
 // (engine/parallel/sharded_model.h), driven by lua/accel/parallel/fsdp/. Units are
 // numbered from 1, the root first.
 #include <memory>
+#include <utility>
 
 #include "bindings/distributed_ops.h"
 #include "bindings/gradient_sync_methods.h"
 #include "bindings/lua_support.h"
 #include "bindings/optim_ops.h"
+#include "engine/tensor_description.h"
 #include "engine/comm/communicator.h"
 #include "engine/parallel/flat_parameter.h"
 #include "engine/parallel/sharded_model.h"
@@ -152,6 +154,20 @@ std::shared_ptr<Communicator> read_mesh(lua_State* L, int idx, MeshGroups& mesh,
   return shard;
 }
 
+// The optional {param_dtype = d, reduce_dtype = d} at `idx`.
+MixedPrecisionPolicy read_precision(lua_State* L, int idx) {
+  MixedPrecisionPolicy policy;
+  if (lua_isnoneornil(L, idx)) return policy;
+  if (lua_type(L, idx) != LUA_TTABLE) throw ArgError("argument 7: expected the mixed precision policy as a table");
+  for (auto [key, field] : {std::pair{"param_dtype", &policy.param_dtype},
+                            std::pair{"reduce_dtype", &policy.reduce_dtype}}) {
+    lua_getfield(L, idx, key);
+    if (lua_type(L, -1) == LUA_TSTRING) *field = parse_dtype(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  return policy;
+}
+
 std::vector<Binding> sharded_methods() {
   std::vector<Binding> methods = gradient_sync_methods<sharded_sync>();
   methods.insert(methods.end(), {
@@ -215,9 +231,10 @@ std::vector<Binding> sharded_methods() {
 
 std::vector<Binding> sharding_bindings() {
   return {
-      // ShardedModel(stage, units, optimizer[, bucket_bytes[, device[, mesh]]]):
+      // ShardedModel(stage, units, optimizer[, bucket_bytes[, device[, mesh[, precision]]]]):
       // the flat buffers on `device` (default "cpu"), sharded over the world
-      // or, on a device mesh, over mesh.shard (read_mesh above).
+      // or, on a device mesh, over mesh.shard (read_mesh above);
+      // `precision` is {param_dtype = d, reduce_dtype = d} (each optional).
       bind("ShardedModel", [](lua_State* L, int64_t stage) {
         MeshGroups mesh;
         std::vector<std::shared_ptr<Communicator>> keep;
@@ -225,7 +242,8 @@ std::vector<Binding> sharding_bindings() {
         const int64_t bucket_bytes = lua_isnoneornil(L, 4) ? 25 * 1024 * 1024 : luaL_checkinteger(L, 4);
         const at::Device device(lua_isnoneornil(L, 5) ? std::string("cpu") : std::string(luaL_checkstring(L, 5)));
         auto model = std::make_unique<ShardedModel>(*comm, static_cast<int>(stage), read_units(L, 2),
-                                                    optimizer_arg(L, 3), bucket_bytes, device, std::move(mesh));
+                                                    optimizer_arg(L, 3), bucket_bytes, device, std::move(mesh),
+                                                    read_precision(L, 7));
         push_handle(L, kSharded, ShardedHandle{std::move(comm), std::move(keep), std::move(model)});
         return Pushed{1};
       }),

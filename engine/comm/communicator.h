@@ -59,7 +59,9 @@ class CompletedOp final : public PendingOp {
 };
 
 // How many collectives ran, by kind: tests use it to prove that a step did
-// (or did not) communicate.
+// (or did not) communicate. The bytes are the tensors' as the caller gave
+// them: a rank's whole gathered output (its own slice included), a
+// reduce-scatter's whole input (what sharding's mixed precision halves).
 struct CollectiveCounts {
   int64_t all_reduce = 0;
   int64_t all_reduce_shared_memory = 0;  // of all_reduce, those through shared memory
@@ -67,6 +69,8 @@ struct CollectiveCounts {
   int64_t all_gather = 0;  // all_gather and all_gather_into
   int64_t barrier = 0;
   int64_t reduce_scatter = 0;
+  int64_t all_gather_bytes = 0;
+  int64_t reduce_scatter_bytes = 0;
 };
 
 // Field by field, for communicators that wrap others: they add what they
@@ -78,11 +82,14 @@ inline CollectiveCounts operator+(CollectiveCounts a, const CollectiveCounts& b)
   a.all_gather += b.all_gather;
   a.barrier += b.barrier;
   a.reduce_scatter += b.reduce_scatter;
+  a.all_gather_bytes += b.all_gather_bytes;
+  a.reduce_scatter_bytes += b.reduce_scatter_bytes;
   return a;
 }
 inline CollectiveCounts operator-(const CollectiveCounts& a, const CollectiveCounts& b) {
   return a + CollectiveCounts{-b.all_reduce, -b.all_reduce_shared_memory, -b.broadcast,
-                              -b.all_gather, -b.barrier, -b.reduce_scatter};
+                              -b.all_gather, -b.barrier, -b.reduce_scatter,
+                              -b.all_gather_bytes, -b.reduce_scatter_bytes};
 }
 
 class Communicator {

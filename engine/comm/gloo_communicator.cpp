@@ -104,6 +104,7 @@ std::vector<at::Tensor> GlooCommunicator::all_gather(const at::Tensor& t) {
     return parts;
   }
   ++counts_.all_gather;
+  counts_.all_gather_bytes += static_cast<int64_t>(t.nbytes()) * impl_->size();
   return impl_->all_gather(t);
 }
 
@@ -122,6 +123,7 @@ void GlooCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, Red
     return;
   }
   ++counts_.reduce_scatter;
+  counts_.reduce_scatter_bytes += static_cast<int64_t>(input.nbytes());
   at::Tensor wire = reducible(input);
   impl_->wait(impl_->start_all_reduce(wire, to_c10d(op)), "reduce_scatter");
   output.copy_(rank_slice(wire, impl_->rank(), output.numel()));
@@ -146,6 +148,7 @@ std::unique_ptr<PendingOp> GlooCommunicator::all_gather_into_async(at::Tensor& o
     return std::make_unique<CompletedOp>();
   }
   ++counts_.all_gather;
+  counts_.all_gather_bytes += static_cast<int64_t>(output.nbytes());
   std::vector<at::Tensor> inputs{input.view(at::kByte)};
   const at::Tensor output_bytes = output.view(at::kByte);
   std::vector<std::vector<at::Tensor>> outputs(1);

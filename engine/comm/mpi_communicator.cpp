@@ -208,6 +208,7 @@ void MpiCommunicator::broadcast(at::Tensor& t, int root) {
 
 std::vector<at::Tensor> MpiCommunicator::all_gather(const at::Tensor& t) {
   ++counts_.all_gather;
+  counts_.all_gather_bytes += static_cast<int64_t>(t.nbytes()) * size_;
   at::Tensor wire = t.to(wire_type(t.scalar_type())).contiguous();
   std::vector<int64_t> shape{size_};
   for (int64_t s : wire.sizes()) shape.push_back(s);
@@ -226,6 +227,7 @@ std::vector<at::Tensor> MpiCommunicator::all_gather(const at::Tensor& t) {
 void MpiCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) {
   check_reduce_scatter_args(output, input, size_, op);
   ++counts_.reduce_scatter;
+  counts_.reduce_scatter_bytes += static_cast<int64_t>(input.nbytes());
   const at::ScalarType wire = wire_type(output.scalar_type());
   at::Tensor wire_input = input.to(wire);
   at::Tensor wire_output =
@@ -243,6 +245,7 @@ void MpiCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, Redu
 void MpiCommunicator::all_gather_into(at::Tensor& output, const at::Tensor& input) {
   const bool in_place = check_all_gather_into_args(output, input, size_, rank_);
   ++counts_.all_gather;
+  counts_.all_gather_bytes += static_cast<int64_t>(output.nbytes());
   const int count = mpi_count(input.numel(), "all_gather_into");
   const MPI_Datatype type = bits_type(output);
   MPI_Request request;

@@ -76,6 +76,7 @@ void NcclCommunicator::broadcast(at::Tensor& t, int root) {
 std::vector<at::Tensor> NcclCommunicator::all_gather(const at::Tensor& t) {
   require_cuda(t, "all_gather");
   ++counts_.all_gather;
+  counts_.all_gather_bytes += static_cast<int64_t>(t.nbytes()) * impl_->size();
   return impl_->all_gather(t);
 }
 
@@ -86,6 +87,7 @@ void NcclCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, Red
   require_cuda(output, "reduce_scatter");
   check_reduce_scatter_args(output, input, impl_->size(), op);
   ++counts_.reduce_scatter;
+  counts_.reduce_scatter_bytes += static_cast<int64_t>(input.nbytes());
   c10d::ReduceScatterOptions opts;
   opts.reduceOp = to_c10d(op);
   impl_->wait(impl_->group()._reduce_scatter_base(output, input, opts), "reduce_scatter");
@@ -100,6 +102,7 @@ std::unique_ptr<PendingOp> NcclCommunicator::all_gather_into_async(at::Tensor& o
   require_cuda(output, "all_gather_into");
   check_all_gather_into_args(output, input, impl_->size(), impl_->rank());
   ++counts_.all_gather;
+  counts_.all_gather_bytes += static_cast<int64_t>(output.nbytes());
   at::Tensor sent = input;  // c10d takes it by non-const reference, and only reads it
   return impl_->pending(impl_->group()._allgather_base(output, sent), "all_gather_into");
 }

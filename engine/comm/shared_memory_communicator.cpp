@@ -88,6 +88,7 @@ void SharedMemoryCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& in
   }
   if (!SharedMemoryAllReduce::supports(output)) return inner_->reduce_scatter(output, input, op);
   ++counts_.reduce_scatter;
+  counts_.reduce_scatter_bytes += static_cast<int64_t>(input.nbytes());
   segment_->reduce_scatter(output, input, op);
 }
 
@@ -107,6 +108,7 @@ std::unique_ptr<PendingOp> SharedMemoryCommunicator::all_gather_into_async(at::T
   }
   if (!SharedMemoryAllReduce::supports(output)) return inner_->all_gather_into_async(output, input);
   ++counts_.all_gather;
+  counts_.all_gather_bytes += static_cast<int64_t>(output.nbytes());
   segment_->all_gather(output, input);
   return std::make_unique<CompletedOp>();
 }

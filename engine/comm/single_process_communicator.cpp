@@ -20,6 +20,7 @@ void SingleProcessCommunicator::broadcast(at::Tensor&, int root) {
 
 std::vector<at::Tensor> SingleProcessCommunicator::all_gather(const at::Tensor& t) {
   ++counts_.all_gather;
+  counts_.all_gather_bytes += static_cast<int64_t>(t.nbytes());
   return {t.clone()};
 }
 
@@ -28,12 +29,14 @@ std::vector<at::Tensor> SingleProcessCommunicator::all_gather(const at::Tensor& 
 void SingleProcessCommunicator::reduce_scatter(at::Tensor& output, at::Tensor& input, ReduceOp op) {
   check_reduce_scatter_args(output, input, 1, op);
   ++counts_.reduce_scatter;
+  counts_.reduce_scatter_bytes += static_cast<int64_t>(input.nbytes());
   output.copy_(input);
 }
 
 void SingleProcessCommunicator::all_gather_into(at::Tensor& output, const at::Tensor& input) {
   const bool in_place = check_all_gather_into_args(output, input, 1, 0);
   ++counts_.all_gather;
+  counts_.all_gather_bytes += static_cast<int64_t>(output.nbytes());
   if (!in_place) output.copy_(input);
 }
 

@@ -21,7 +21,7 @@ at::Tensor over_storage(const at::Tensor& base, int64_t offset, at::IntArrayRef 
 }  // namespace
 
 FlatParameter::FlatParameter(Communicator& comm, std::vector<at::Tensor> params, bool shard_parameters,
-                             at::Device device)
+                             at::Device device, MixedPrecisionPolicy precision)
     : comm_(comm), params_(std::move(params)) {
   TORCH_CHECK(!params_.empty(), "a flat parameter needs at least one parameter");
   at::NoGradGuard no_grad;
@@ -42,6 +42,16 @@ FlatParameter::FlatParameter(Communicator& comm, std::vector<at::Tensor> params,
     if (!params_[i].is_meta()) full_.narrow(0, offsets_[i], params_[i].numel()).copy_(params_[i].reshape(-1));
   }
   if (world > 1) comm_.broadcast(full_, 0);
+  const int64_t begin = rank() * shard_numel_;
+  // Released by the owner once it has made the parameters' gradient
+  // accumulators, which record each parameter's shape (and dtype) when made.
+  if (shard_parameters) shard_ = full_.narrow(0, begin, shard_numel_).clone();
+  if (precision.param_dtype && *precision.param_dtype != full_.scalar_type()) {
+    TORCH_CHECK(shard_parameters, "sharding: a param_dtype (", *precision.param_dtype, " for ", full_.scalar_type(),
+                " parameters) needs stage 3, where the parameters are gathered from their shards");
+    full_ = full_.to(*precision.param_dtype);  // Note [mixed precision]
+  }
+  reduce_dtype_ = precision.reduce_dtype.value_or(full_.scalar_type());
   for (size_t i = 0; i < params_.size(); ++i) {
     views_.push_back(over_storage(full_, offsets_[i], params_[i].sizes()));
     if (params_[i].is_meta()) {
@@ -50,20 +60,20 @@ FlatParameter::FlatParameter(Communicator& comm, std::vector<at::Tensor> params,
       params_[i] = std::move(replacement);
     }
   }
-  point_params_at(true);
-  const int64_t begin = rank() * shard_numel_;
-  if (shard_parameters) {
-    // Released by the owner once it has made the parameters' gradient
-    // accumulators, which record each parameter's shape when made.
-    shard_ = full_.narrow(0, begin, shard_numel_).clone();
-  } else {
-    shard_ = over_storage(full_, begin, {shard_numel_});
-  }
+  point_params_at(full_);
+  if (!shard_parameters) shard_ = over_storage(full_, begin, {shard_numel_});
   shard_.set_requires_grad(true);
 }
 
 FlatParameter::~FlatParameter() {
   if (pending_gather_) pending_gather_->wait();
+}
+
+void FlatParameter::wait_gather() {
+  if (!pending_gather_) return;
+  pending_gather_->wait();
+  pending_gather_.reset();
+  sent_.reset();
 }
 
 int FlatParameter::rank() const { return comm_.rank(); }
@@ -82,22 +92,22 @@ int64_t FlatParameter::shard_content_numel() const {
 }
 int FlatParameter::world_size() const { return comm_.size(); }
 
-void FlatParameter::point_params_at(bool full) {
+void FlatParameter::point_params_at(const at::Tensor& buffer) {
   at::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {
-    params_[i].set_data(full ? views_[i] : at::empty({0}, full_.options()));
+    if (!buffer.defined()) {
+      params_[i].set_data(at::empty({0}, full_.options()));
+    } else {
+      params_[i].set_data(buffer.is_same(full_) ? views_[i] : over_storage(buffer, offsets_[i], views_[i].sizes()));
+    }
   }
 }
 
 void FlatParameter::gather() {
-  if (pending_gather_) {
-    pending_gather_->wait();
-    pending_gather_.reset();
-  }
+  wait_gather();
   if (gathered_) return;
   prefetch();
-  pending_gather_->wait();
-  pending_gather_.reset();
+  wait_gather();
 }
 
 void FlatParameter::prefetch() {
@@ -107,41 +117,58 @@ void FlatParameter::prefetch() {
   const size_t bytes = static_cast<size_t>(full_.numel()) * full_.element_size();
   storage->set_data_ptr_noswap(storage->allocator()->allocate(bytes));
   storage->set_nbytes(bytes);
-  staged_ = CpuOffload::to_device(shard_.detach(), full_.device());
-  pending_gather_ = comm_.all_gather_into_async(full_, staged_);
-  point_params_at(true);
+  // The shard the gather sends: on the buffer's device (Note [offload]) and
+  // cast to param_dtype first, so that the gather carries param_dtype's
+  // bytes (Note [mixed precision]); kept until the gather completes.
+  at::Tensor source = offloaded_ ? CpuOffload::to_device(shard_.detach(), full_.device()) : shard_;
+  if (source.scalar_type() != full_.scalar_type()) {
+    at::NoGradGuard no_grad;
+    source = source.to(full_.scalar_type());
+  }
+  if (!source.is_same(shard_)) sent_ = source;
+  pending_gather_ = comm_.all_gather_into_async(full_, source);
+  point_params_at(full_);
+  gathered_ = true;
+}
+
+void FlatParameter::gather_full_precision() {
+  if (shard_.scalar_type() == full_.scalar_type()) return gather();
+  if (full_precision_.defined()) return;
+  release();
+  full_precision_ = at::empty({full_.numel()}, shard_.options().device(full_.device()).requires_grad(false));
+  comm_.all_gather_into(full_precision_,
+                        offloaded_ ? CpuOffload::to_device(shard_.detach(), full_.device()) : shard_);
+  point_params_at(full_precision_);
   gathered_ = true;
 }
 
 void FlatParameter::release() {
-  if (pending_gather_) {
-    pending_gather_->wait();
-    pending_gather_.reset();
-  }
-  staged_.reset();
+  wait_gather();
   if (!gathered_) return;
-  point_params_at(false);
-  c10::StorageImpl* storage = full_.storage().unsafeGetStorageImpl();
-  storage->set_data_ptr_noswap(at::DataPtr(nullptr, full_.device()));
-  storage->set_nbytes(0);
+  point_params_at(at::Tensor());
+  if (full_precision_.defined()) {
+    full_precision_.reset();
+  } else {
+    c10::StorageImpl* storage = full_.storage().unsafeGetStorageImpl();
+    storage->set_data_ptr_noswap(at::DataPtr(nullptr, full_.device()));
+    storage->set_nbytes(0);
+  }
   gathered_ = false;
 }
 
 void FlatParameter::keep_written_slice() {
   TORCH_CHECK(gathered_, "a released flat parameter has no full buffer to take a slice of");
-  if (pending_gather_) {
-    pending_gather_->wait();
-    pending_gather_.reset();
-  }
+  wait_gather();
   at::NoGradGuard no_grad;
-  at::Tensor slice = full_.narrow(0, rank() * shard_numel_, shard_numel_);
+  const at::Tensor& written = full_precision_.defined() ? full_precision_ : full_;
+  at::Tensor slice = written.narrow(0, rank() * shard_numel_, shard_numel_);
   if (!slice.is_same(shard_)) shard_.copy_(slice);
 }
 
 bool FlatParameter::add_gradient(size_t i) {
   at::NoGradGuard no_grad;
   if (!bucket_.defined()) {
-    bucket_ = at::zeros({full_.numel()}, full_.options());
+    bucket_ = at::zeros({full_.numel()}, full_.options().dtype(reduce_dtype_));
     received_.assign(params_.size(), false);
     waiting_ = params_.size();
   }
@@ -169,6 +196,7 @@ void FlatParameter::reduce_bucket() {
   at::Tensor reduced = at::empty({shard_numel_}, bucket_.options());
   comm_.reduce_scatter(reduced, bucket_, ReduceOp::Sum);
   bucket_.reset();
+  if (reduced.scalar_type() != shard_.scalar_type()) reduced = reduced.to(shard_.scalar_type());
   if (offloaded_) reduced = offload_.to_host(reduced);
   at::Tensor& grad = shard_.mutable_grad();
   if (grad.defined()) {

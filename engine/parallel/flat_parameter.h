@@ -33,9 +33,19 @@
 // Note [offload]: after offload_to_host (engine/parallel/cpu_offload.h) the
 // shard is a host tensor of its own at every stage (not a view of the full
 // buffer at stages 1 and 2), and so is its gradient: a gather sends a copy of
-// the shard on the buffer's device (staged_), a reduce-scatter's slice and
+// the shard on the buffer's device (sent_), a reduce-scatter's slice and
 // stage 1's slice of the all-reduced gradients are copied to the host, and
 // publish_shard sends the updated shard from a copy on the device.
+//
+// Note [mixed precision]: under a MixedPrecisionPolicy whose param_dtype is
+// not the parameters' own (stage 3 only), the shard keeps the parameters'
+// dtype (the optimizer steps it) and the full buffer, which the model
+// computes with, is in param_dtype: a gather casts this rank's shard first,
+// so the all-gather carries param_dtype's bytes. Gradients (param_dtype) are
+// reduce-scattered in reduce_dtype and added to the shard's gradient in the
+// shard's dtype. gather_full_precision() gathers the shards' own values
+// instead (for reading or writing the weights, where param_dtype would
+// round them).
 #pragma once
 #include <ATen/core/Tensor.h>
 
@@ -44,6 +54,7 @@
 #include <vector>
 
 #include "engine/parallel/cpu_offload.h"
+#include "engine/parallel/mixed_precision_policy.h"
 
 namespace accel {
 
@@ -55,7 +66,10 @@ class FlatParameter {
   // With `shard_parameters` (stage 3) this rank keeps its shard in storage
   // of its own, and the full buffer can be released. The buffer is made on
   // `device` and filled with rank 0's values (Note [parameters from rank 0]).
-  FlatParameter(Communicator& comm, std::vector<at::Tensor> params, bool shard_parameters, at::Device device);
+  // `precision` applies to stages 2 and 3 (reduce_dtype) and, for
+  // param_dtype, to stage 3 (Note [mixed precision]).
+  FlatParameter(Communicator& comm, std::vector<at::Tensor> params, bool shard_parameters, at::Device device,
+                MixedPrecisionPolicy precision = {});
   ~FlatParameter();
   FlatParameter(const FlatParameter&) = delete;
   FlatParameter& operator=(const FlatParameter&) = delete;
@@ -91,6 +105,10 @@ class FlatParameter {
   void gather();
   void prefetch();
   void release();
+  // Stage 3: gathered in the shard's own dtype, not param_dtype (Note
+  // [mixed precision]); the same as gather() without a param_dtype. Until
+  // release(), the parameters are views of that full-precision buffer.
+  void gather_full_precision();
   // Stage 3, while gathered: the full buffer was written (a loaded
   // checkpoint): this rank's shard takes its slice of it.
   void keep_written_slice();
@@ -126,7 +144,10 @@ class FlatParameter {
   std::vector<int64_t> offsets_;
   int64_t numel_ = 0;
   int64_t shard_numel_ = 0;
-  at::Tensor full_;                 // [world * shard_numel]
+  at::Tensor full_;                 // [world * shard_numel], in param_dtype
+  at::Tensor full_precision_;       // gather_full_precision's buffer, until release
+  at::Tensor sent_;                 // the shard a gather under way sends, when a copy (on the device, cast)
+  c10::ScalarType reduce_dtype_;
   std::vector<at::Tensor> views_;   // params_[i]'s shape over full_'s storage
   at::Tensor shard_;
   at::Tensor bucket_;               // gradients being gathered for a reduce-scatter
@@ -136,10 +157,12 @@ class FlatParameter {
   std::unique_ptr<PendingOp> pending_gather_;
   bool offloaded_ = false;
   CpuOffload offload_;
-  at::Tensor staged_;               // the offloaded shard on the device, while a gather may read it
 
   void reduce_bucket();
-  void point_params_at(bool full);
+  void wait_gather();
+  // The parameters as views of `buffer` (full_ or full_precision_), or, with
+  // an undefined one, empty tensors (Note [freed parameters]).
+  void point_params_at(const at::Tensor& buffer);
 };
 
 }  // namespace accel

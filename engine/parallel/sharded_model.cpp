@@ -27,6 +27,8 @@ namespace accel {
 struct ShardedModel::Hook {
   std::shared_ptr<torch::autograd::Node> accumulator;
   uintptr_t key;
+  size_t flat;
+  size_t param;
 };
 
 namespace {
@@ -48,12 +50,14 @@ ImplMap groups_of(const optim::Optimizer& optimizer) {
 
 ShardedModel::ShardedModel(Communicator& comm, int stage, const std::vector<std::vector<at::Tensor>>& units,
                            const optim::Optimizer& optimizer, int64_t bucket_bytes, at::Device device,
-                           MeshGroups mesh)
+                           MeshGroups mesh, MixedPrecisionPolicy precision)
     : comm_(comm), mesh_(std::move(mesh)), stage_(stage) {
   TORCH_CHECK(stage >= 1 && stage <= 3, "zero_stage must be 1, 2 or 3, got ", stage);
   TORCH_CHECK(bucket_bytes > 0, "bucket size must be positive, got ", bucket_bytes);
   // Stage 1's reducer would average over the shard group alone.
   TORCH_CHECK(stage >= 2 || !mesh_.replicate, "sharding with replicas (HSDP) needs stage 2 or 3, got ", stage);
+  // Stage 1's gradients are all-reduced whole by its reducer, in their own dtype.
+  TORCH_CHECK(stage >= 2 || !precision.reduce_dtype, "sharding: a reduce_dtype needs stage 2 or 3, got ", stage);
   const ImplMap group_of = groups_of(optimizer);
   std::unordered_set<const c10::TensorImpl*> split;
   for (const at::Tensor& p : mesh_.tp_split) split.insert(p.unsafeGetTensorImpl());
@@ -75,7 +79,7 @@ ShardedModel::ShardedModel(Communicator& comm, int stage, const std::vector<std:
       const size_t k = flats_.size();
       flat_split_.push_back(split_over_tp);
       unit.flats.push_back(k);
-      flats_.push_back(std::make_unique<FlatParameter>(comm_, flat.params, stage_ == 3, device));
+      flats_.push_back(std::make_unique<FlatParameter>(comm_, flat.params, stage_ == 3, device, precision));
       origins_.push_back(std::move(flat.origins));
       for (size_t i = 0; i < flat.params.size(); ++i) {
         const at::Tensor& now = flats_[k]->params()[i];
@@ -139,7 +143,7 @@ void ShardedModel::hook_gradients(size_t k) {
         }));
     // Holding the accumulator keeps it (and the hook) alive: a parameter
     // references its accumulator only weakly.
-    hooks_.push_back(std::make_unique<Hook>(Hook{std::move(accumulator), key}));
+    hooks_.push_back(std::make_unique<Hook>(Hook{std::move(accumulator), key, k, i}));
   }
 }
 
@@ -254,7 +258,7 @@ void ShardedModel::before_backward(size_t unit) {
 
 void ShardedModel::gather_all() {
   if (stage_ < 3) return;
-  for (auto& flat : flats_) flat->gather();
+  for (auto& flat : flats_) flat->gather_full_precision();
 }
 
 void ShardedModel::keep_written_parameters() {
@@ -265,6 +269,14 @@ void ShardedModel::keep_written_parameters() {
 void ShardedModel::release_all() {
   if (stage_ < 3) return;
   for (auto& flat : flats_) flat->release();
+  // gather_all under a param_dtype pointed the parameters at buffers of
+  // another dtype, and LibTorch's set_data then forgets a parameter's
+  // gradient accumulator: each parameter takes back its own (whose post
+  // hook reduces its gradients; made for the param_dtype it has again).
+  for (auto& hook : hooks_) {
+    torch::autograd::impl::get_autograd_meta(flats_[hook->flat]->params()[hook->param])->grad_accumulator_ =
+        hook->accumulator;
+  }
 }
 
 // Gradients -------------------------------------------------------------------

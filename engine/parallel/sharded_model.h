@@ -60,6 +60,7 @@
 
 #include "engine/parallel/cpu_offload.h"
 #include "engine/parallel/gradient_sync.h"
+#include "engine/parallel/mixed_precision_policy.h"
 
 namespace accel {
 
@@ -85,9 +86,12 @@ class ShardedModel : public GradientSync {
   // group each parameter is in (parameters it does not hold form a group of
   // their own). Flat buffers are made on `device`. `comm` (and `mesh`'s
   // groups) must outlive this. A replicate group needs stage 2 or 3.
+  // `precision` (FSDP's MixedPrecisionPolicy, Note [mixed precision] in
+  // flat_parameter.h) needs stage 3 for a param_dtype, 2 or 3 for a
+  // reduce_dtype.
   ShardedModel(Communicator& comm, int stage, const std::vector<std::vector<at::Tensor>>& units,
                const optim::Optimizer& optimizer, int64_t bucket_bytes, at::Device device,
-               MeshGroups mesh = {});
+               MeshGroups mesh = {}, MixedPrecisionPolicy precision = {});
   ~ShardedModel() override;
   ShardedModel(const ShardedModel&) = delete;
   ShardedModel& operator=(const ShardedModel&) = delete;
@@ -149,8 +153,8 @@ class ShardedModel : public GradientSync {
   // gathered until its gradients are reduced.
   void before_forward(size_t unit);
   void after_forward(size_t unit, const std::vector<at::Tensor>& outputs, bool keep);
-  // Stage 3: every unit gathered (to read or write the full parameters), or
-  // released again.
+  // Stage 3: every unit gathered (to read or write the full parameters, in
+  // the shards' dtype whatever the param_dtype), or released again.
   void gather_all();
   void release_all();
   // Stage 3, between gather_all and release_all: the full parameters were

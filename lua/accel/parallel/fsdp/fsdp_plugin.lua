@@ -23,11 +23,16 @@
 -- cpu_ram_efficient_loading: acc:build_model(fn) builds the model with
 --   weights on the main process only and under accel.init_empty_weights on
 --   the others (default false: every rank builds it whole).
+-- mixed_precision_policy: FSDP2's MixedPrecisionPolicy (param_dtype,
+--   reduce_dtype, output_dtype, cast_forward_inputs), a table or
+--   accel.MixedPrecisionPolicy{...} (parallel/fsdp/mixed_precision_policy.lua);
+--   FULL_SHARD only. Default: none (all in the parameters' dtype).
 -- Launch options and config-file keys (accel.core.launch.fsdp) give
 -- the defaults of what the recipe leaves out.
 local core = require("accel.core")
 local args = require("accel.util.args")
 local cpu_offload = require("accel.parallel.fsdp.cpu_offload")
+local MixedPrecisionPolicy = require("accel.parallel.fsdp.mixed_precision_policy")
 
 local Plugin = {}
 Plugin.__index = Plugin
@@ -80,9 +85,11 @@ local function new(_, options)
     state_dict_type = args.NONE,
     sync_module_states = args.NONE,
     cpu_ram_efficient_loading = args.NONE,
+    mixed_precision_policy = args.NONE,
   }, { sharding_strategy = "string|number", auto_wrap_policy = "string", transformer_layer_cls = "string|table",
        min_num_params = "number", cpu_offload = "boolean|table", state_dict_type = "string",
-       sync_module_states = "boolean", cpu_ram_efficient_loading = "boolean" })
+       sync_module_states = "boolean", cpu_ram_efficient_loading = "boolean",
+       mixed_precision_policy = "table" })
   local given_sync = o.sync_module_states
   for key, value in pairs(launcher_defaults()) do
     if o[key] == nil then o[key] = value end
@@ -110,6 +117,12 @@ local function new(_, options)
   if o.min_num_params ~= nil then args.positive_integer(where, "min_num_params", o.min_num_params) end
   local state_dict_type = o.state_dict_type or "FULL_STATE_DICT"
   one_of("state_dict_type", state_dict_type, state_dict_types)
+  local precision = o.mixed_precision_policy and MixedPrecisionPolicy.from(o.mixed_precision_policy, where)
+  if precision and strategy ~= "FULL_SHARD" then
+    -- Elsewhere the model's parameters stay whole between steps, so there
+    -- is no gather to cast (docs/api/sharding.md, "Mixed precision").
+    args.error(string.format("%s: mixed_precision_policy needs sharding_strategy FULL_SHARD, got %s", where, strategy))
+  end
   return setmetatable({
     sharding_strategy = strategy,
     stage = strategies[strategy],  -- the ZeRO stage it amounts to; 0: none
@@ -120,7 +133,20 @@ local function new(_, options)
     state_dict_type = state_dict_type,
     sync_module_states = true,
     cpu_ram_efficient_loading = o.cpu_ram_efficient_loading or false,
+    mixed_precision_policy = precision,
   }, Plugin)
+end
+
+function Plugin:__tostring()
+  local classes = {}
+  for name in pairs(self.transformer_layer_cls or {}) do classes[#classes + 1] = name end
+  table.sort(classes)
+  return string.format("FullyShardedDataParallelPlugin(sharding_strategy=%s, auto_wrap_policy=%s%s, "
+                       .. "state_dict_type=%s, cpu_offload=%s, cpu_ram_efficient_loading=%s, "
+                       .. "mixed_precision_policy=%s)", self.sharding_strategy, self.auto_wrap_policy,
+                       #classes > 0 and (", transformer_layer_cls=" .. table.concat(classes, ",")) or "",
+                       self.state_dict_type, tostring(self.cpu_offload), tostring(self.cpu_ram_efficient_loading),
+                       tostring(self.mixed_precision_policy or "nil"))
 end
 
 function Plugin.is(value)

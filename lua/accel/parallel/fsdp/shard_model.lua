@@ -8,12 +8,18 @@ local wrap_policy = require("accel.parallel.fsdp.wrap_policy")
 
 local dist = core.dist
 
-local function wrap_forward(sharded, module, unit, is_root)
+-- `precision`: the plugin's MixedPrecisionPolicy, or nil; it casts every
+-- unit's inputs, as FSDP2 casts those of each sharded module, and the
+-- root's outputs (the model's; docs/api/sharding.md, "Mixed precision").
+local function wrap_forward(sharded, module, unit, is_root, precision)
   local forward = module.forward
   rawset(module, "forward", function(m, ...)
     sharded:before_forward(unit)
-    local results = { forward(m, ...) }
+    local inputs, n_inputs = { ... }, select("#", ...)
+    if precision then precision:cast_inputs(inputs, n_inputs) end
+    local results = { forward(m, unpack(inputs, 1, n_inputs)) }
     local n = table.maxn(results)
+    if precision and is_root then precision:cast_outputs(results, n) end
     -- The tensors among the results, for the hooks that gather the unit
     -- again when backward reaches it.
     local outputs = {}
@@ -64,7 +70,9 @@ return function(model, optimizer, settings, bucket_bytes, device, mesh_groups)
     lists[i], names[i] = unit.params, {}
     for j, p in ipairs(unit.params) do names[i][j] = name_of[p] end
   end
-  local sharded = dist.ShardedModel(settings.stage, lists, optimizer, bucket_bytes, device, mesh_groups)
+  local precision = settings.mixed_precision
+  local sharded = dist.ShardedModel(settings.stage, lists, optimizer, bucket_bytes, device, mesh_groups,
+                                    precision and precision:engine_policy())
   take_replacements(model, lists, sharded:unit_parameters())
   -- CPU offload (cpu_offload.lua): the shards move to the host before the optimizer takes them.
   if settings.cpu_offload then sharded:offload_to_host(settings.cpu_offload.pin_memory) end
@@ -73,7 +81,7 @@ return function(model, optimizer, settings, bucket_bytes, device, mesh_groups)
   -- memory goes back to the system rather than staying in the training peak.
   core.release_pooled_blocks()
   if settings.stage == 3 then
-    for i, unit in ipairs(units) do wrap_forward(sharded, unit.module, i, i == 1) end
+    for i, unit in ipairs(units) do wrap_forward(sharded, unit.module, i, i == 1, precision) end
   end
   return sharded, names
 end

@@ -2,7 +2,8 @@
 -- --zero-stage and --use-fsdp, in accel.core.launch) ask for:
 -- nil for plain data parallel, else
 --   {stage = 1|2|3, policy = {kind, classes, min_num_params},
---    state_dict_type = "FULL_STATE_DICT"|"SHARDED_STATE_DICT", name = ...}
+--    state_dict_type = "FULL_STATE_DICT"|"SHARDED_STATE_DICT", name = ...,
+--    mixed_precision = an accel.MixedPrecisionPolicy or nil}
 -- where `name` is the distributed_type Accelerate reports ("DEEPSPEED" or "FSDP")
 -- and `empty_init` whether acc:build_model builds empty on ranks other than
 -- the main process: the plugin's cpu_ram_efficient_loading, or DeepSpeed's
@@ -52,6 +53,7 @@ function settings.resolve(where, zero_stage, fsdp_plugin, deepspeed_plugin)
       state_dict_type = fsdp_plugin.state_dict_type,
       cpu_offload = fsdp_plugin.cpu_offload or nil,
       empty_init = fsdp_plugin.cpu_ram_efficient_loading,
+      mixed_precision = fsdp_plugin.mixed_precision_policy,
       name = "FSDP",
     }
   end
