@@ -14,9 +14,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 extern "C" {
 #include <lauxlib.h>
@@ -31,6 +34,7 @@ extern "C" {
 #include "engine/comm/communicator.h"
 #include "engine/protocol/launch_options.h"
 #include "engine/protocol/process_stat.h"
+#include "engine/protocol/fd_passing.h"
 #include "engine/protocol/warm_protocol.h"
 #include "engine/tracking/open_trackers.h"
 
@@ -60,13 +64,13 @@ void send_to_launcher(int fd, const std::string& text) {
   }
 }
 
-// The launcher's next command; nothing when it has gone.
-std::optional<WarmCommand> next_command(int fd, WarmFrameReader& reader) {
+// The launcher's next command; nothing when it has gone. Descriptors sent
+// with it (a served run's streams) are added to `fds`.
+std::optional<WarmCommand> next_command(int fd, WarmFrameReader& reader, std::vector<int>& fds) {
   for (;;) {
     if (std::optional<WarmCommand> command = reader.next_command()) return command;
     char buffer[4096];
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = receive_with_fds(fd, buffer, sizeof buffer, fds);
     if (n <= 0) return std::nullopt;
     reader.feed(buffer, static_cast<size_t>(n));
   }
@@ -183,13 +187,71 @@ void end_leftovers() {
   ::closedir(proc);
 }
 
+// Where a served run (accel-run serve) happens: in the folder it was
+// submitted from, writing to the streams that came with it; the worker's
+// own folder and streams are back once it ends.
+class ServedRunScope {
+ public:
+  // `streams`: the run's stdout and stderr, owned from here on.
+  ServedRunScope(const RunRequest& request, const std::vector<int>& streams) {
+    std::fflush(nullptr);
+    home_ = ::open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    saved_out_ = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    saved_err_ = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+    ::dup2(streams[0], STDOUT_FILENO);
+    ::dup2(streams[1], STDERR_FILENO);
+    for (int fd : streams) ::close(fd);
+    if (::chdir(request.cwd.c_str()) != 0) {
+      error_ = "accel-run: cannot enter " + request.cwd + ", where the recipe was submitted from: " +
+               std::strerror(errno);
+    }
+  }
+  ~ServedRunScope() {
+    std::fflush(nullptr);
+    // The run's streams close here: the serve sees their ends once the run is over.
+    ::dup2(saved_out_, STDOUT_FILENO);
+    ::dup2(saved_err_, STDERR_FILENO);
+    ::close(saved_out_);
+    ::close(saved_err_);
+    if (home_ >= 0 && ::fchdir(home_) != 0) std::_Exit(1);  // a worker in a folder of no one's choosing
+    ::close(home_);
+  }
+  ServedRunScope(const ServedRunScope&) = delete;
+  ServedRunScope& operator=(const ServedRunScope&) = delete;
+  const std::string& error() const { return error_; }
+
+ private:
+  int home_ = -1, saved_out_ = -1, saved_err_ = -1;
+  std::string error_;
+};
+
 // Runs the recipe in a new Lua state, everything else reset; what the run
-// left running in the background ends with it, as in a cold run.
-WarmMessage run_once(const LaunchOptions& options, CommunicatorOptions* comm_options,
-                     const std::string& lua_dir) {
+// left running in the background ends with it, as in a cold run. With a
+// request (accel-run serve), its recipe and arguments, in its folder, to
+// the streams that came with it.
+WarmMessage run_once(const LaunchOptions& worker_options, CommunicatorOptions* comm_options,
+                     const std::string& lua_dir, const std::string& request_text, std::vector<int>& fds) {
+  WarmMessage outcome{WarmMessage::Kind::ok, 0, ""};
+  LaunchOptions options = worker_options;
+  std::optional<ServedRunScope> served;
+  if (!request_text.empty()) {
+    RunRequest request;
+    try {
+      request = decode_run_request(request_text);
+      if (fds.size() != 2) throw std::runtime_error("a served run came without its two streams");
+    } catch (const std::exception& error) {
+      for (int fd : fds) ::close(fd);
+      fds.clear();
+      return WarmMessage{WarmMessage::Kind::failed, 0, std::string("accel-run: ") + error.what()};
+    }
+    options.recipe = request.recipe;
+    options.recipe_args = request.args;
+    served.emplace(request, fds);
+    fds.clear();
+    if (!served->error().empty()) return WarmMessage{WarmMessage::Kind::failed, 0, served->error()};
+  }
   reset_process(options);
   lua_State* L = new_worker_state(options, comm_options, lua_dir);
-  WarmMessage outcome{WarmMessage::Kind::ok, 0, ""};
   if (!run_recipe(L, options.recipe)) {
     outcome.kind = WarmMessage::Kind::failed;
     const char* error = lua_tostring(L, -1);
@@ -215,10 +277,11 @@ void serve_warm_commands(const LaunchOptions& options, CommunicatorOptions* comm
   keep_weights_between_states();
   send_to_launcher(control_fd, encode_warm_message({WarmMessage::Kind::ready, ::getpid(), ""}));
   WarmFrameReader reader;
-  while (std::optional<WarmCommand> command = next_command(control_fd, reader)) {
+  std::vector<int> fds;  // sent with the commands
+  while (std::optional<WarmCommand> command = next_command(control_fd, reader, fds)) {
     WarmMessage answer;
     if (command->word == "run") {
-      answer = run_once(options, comm_options, lua_dir);
+      answer = run_once(options, comm_options, lua_dir, command->text, fds);
     } else if (command->word == "check") {
       answer = check_chunk(repl_state(options, comm_options, lua_dir), command->text);
     } else {
