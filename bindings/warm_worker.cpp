@@ -225,14 +225,40 @@ class ServedRunScope {
   std::string error_;
 };
 
+// What a served run (accel-run serve) starts from: the worker's options
+// with the run's recipe and arguments (the state's accel.core reads them
+// there), and a Lua state made once the run before it ended, accel
+// already loaded in it (about half of a served run's start otherwise),
+// never used by that run or any other: each run still gets a new state.
+struct ServedStart {
+  LaunchOptions options;
+  lua_State* next = nullptr;
+};
+
+// The next served run's state: made, and accel loaded, while the worker
+// waits for its command; none if loading fails (the run then makes its own
+// and reports the error).
+void prepare_served_state(ServedStart& start, CommunicatorOptions* comm_options, const std::string& lua_dir) {
+  if (start.next) return;
+  lua_State* L = new_worker_state(start.options, comm_options, lua_dir);
+  lua_pushcfunction(L, traceback);
+  if (!load_accel(L, lua_gettop(L))) {
+    lua_close(L);
+    return;
+  }
+  lua_settop(L, 0);
+  start.next = L;
+}
+
 // Runs the recipe in a new Lua state, everything else reset; what the run
 // left running in the background ends with it, as in a cold run. With a
 // request (accel-run serve), its recipe and arguments, in its folder, to
 // the streams that came with it.
 WarmMessage run_once(const LaunchOptions& worker_options, CommunicatorOptions* comm_options,
-                     const std::string& lua_dir, const std::string& request_text, std::vector<int>& fds) {
+                     const std::string& lua_dir, const std::string& request_text, std::vector<int>& fds,
+                     ServedStart& served_start) {
   WarmMessage outcome{WarmMessage::Kind::ok, 0, ""};
-  LaunchOptions options = worker_options;
+  const LaunchOptions* run_options = &worker_options;
   std::optional<ServedRunScope> served;
   if (!request_text.empty()) {
     RunRequest request;
@@ -244,15 +270,24 @@ WarmMessage run_once(const LaunchOptions& worker_options, CommunicatorOptions* c
       fds.clear();
       return WarmMessage{WarmMessage::Kind::failed, 0, std::string("accel-run: ") + error.what()};
     }
-    options.recipe = request.recipe;
-    options.recipe_args = request.args;
+    served_start.options.recipe = request.recipe;
+    served_start.options.recipe_args = request.args;
+    run_options = &served_start.options;
     served.emplace(request, fds);
     fds.clear();
     if (!served->error().empty()) return WarmMessage{WarmMessage::Kind::failed, 0, served->error()};
   }
+  const LaunchOptions& options = *run_options;
   reset_process(options);
-  lua_State* L = new_worker_state(options, comm_options, lua_dir);
-  if (!run_recipe(L, options.recipe)) {
+  lua_State* L = served ? served_start.next : nullptr;
+  served_start.next = nullptr;
+  const bool accel_loaded = L != nullptr;
+  if (L) {
+    set_recipe_arguments(L, options);
+  } else {
+    L = new_worker_state(options, comm_options, lua_dir);
+  }
+  if (!run_recipe(L, options.recipe, accel_loaded)) {
     outcome.kind = WarmMessage::Kind::failed;
     const char* error = lua_tostring(L, -1);
     outcome.text = error ? error : "(error object is not a string)";
@@ -278,10 +313,12 @@ void serve_warm_commands(const LaunchOptions& options, CommunicatorOptions* comm
   send_to_launcher(control_fd, encode_warm_message({WarmMessage::Kind::ready, ::getpid(), ""}));
   WarmFrameReader reader;
   std::vector<int> fds;  // sent with the commands
+  ServedStart served_start{options};
   while (std::optional<WarmCommand> command = next_command(control_fd, reader, fds)) {
     WarmMessage answer;
+    const bool served = command->word == "run" && !command->text.empty();
     if (command->word == "run") {
-      answer = run_once(options, comm_options, lua_dir, command->text, fds);
+      answer = run_once(options, comm_options, lua_dir, command->text, fds, served_start);
     } else if (command->word == "check") {
       answer = check_chunk(repl_state(options, comm_options, lua_dir), command->text);
     } else {
@@ -290,6 +327,8 @@ void serve_warm_commands(const LaunchOptions& options, CommunicatorOptions* comm
     std::fflush(nullptr);
     answer.number = answer.kind == WarmMessage::Kind::more ? 0 : kept_communicator_collectives();
     send_to_launcher(control_fd, encode_warm_message(answer));
+    // A serve's workers run what is submitted next from a state made now.
+    if (served) prepare_served_state(served_start, comm_options, lua_dir);
   }
   std::fflush(nullptr);
   std::_Exit(0);

@@ -72,6 +72,22 @@ submit_and_compare 2 d 4 3
 submit_and_compare 2 e 1 3
 submit_and_compare 2 f 7 6
 expect "the serve reported the failed run and went on" grep -q "failed (exit status 1)" serve-2.err
+# Loaded checkpoints stay warm: the second run is handed what the first
+# loaded, and its values are the file's, though the first changed them in
+# place (tests/launch/watch_pretrained_recipe.lua).
+cat >make.lua <<LUA
+accel.set_seed(1)
+accel.models.from_config({ model_type = "llama", vocab_size = 64, hidden_size = 32, intermediate_size = 64,
+  num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2 }):save_pretrained("$work/ckpt")
+LUA
+"$accel_run" --threads 1 make.lua >/dev/null 2>&1
+cp "$source_root/tests/launch/watch_pretrained_recipe.lua" pretrained.lua
+for n in 1 2; do timeout 60 "$accel_run" submit pretrained.lua -- "$work/ckpt" >"pretrained-$n.out" 2>&1; done
+field() { grep "^RANK 0 SUM" "pretrained-$1.out" | awk -v f="$2" '{ for (i = 1; i < NF; i++) if ($i == f) print $(i + 1) }'; }
+out=$(cat pretrained-*.out)
+expect "the first run loads the checkpoint itself" [ "$(field 1 FOUND)" = 0 ]
+expect "the second is handed the weights the first loaded" [ "$(field 2 FOUND)" -gt 0 ]
+expect "with the file's values, not the first run's change" [ "$(field 2 SUM)" = "$(field 1 SUM)" ]
 stop_serve 2
 
 expect "a serve of 1 rank starts" serve 1
