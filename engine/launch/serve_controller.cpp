@@ -192,7 +192,16 @@ void ServeController::serve() {
     }
     const bool ready = std::all_of(ranks_.begin(), ranks_.end(), [](const Rank& rank) { return rank.ready; });
     if (!running_ && ready && !stop()) {
-      if (ServedRun* run = session_.begin_next()) start_run(*run);
+      if (ServedRun* run = session_.begin_next()) {
+        try {
+          start_run(*run);
+        } catch (const std::exception& error) {
+          // The workers may hold part of the run: new ones take the next.
+          write_all(run->err, std::string("accel-run: ") + error.what() + "\n");
+          request_stop(error.what());
+          return;
+        }
+      }
     }
   }
 }
