@@ -88,6 +88,21 @@ out=$(cat pretrained-*.out)
 expect "the first run loads the checkpoint itself" [ "$(field 1 FOUND)" = 0 ]
 expect "the second is handed the weights the first loaded" [ "$(field 2 FOUND)" -gt 0 ]
 expect "with the file's values, not the first run's change" [ "$(field 2 SUM)" = "$(field 1 SUM)" ]
+# And tokenizers: the second run is handed the first's, which encodes alike.
+cp "$source_root/tests/tokenizers/fixtures/byte_level/tokenizer.json" "$work/ckpt/"
+cat >tokenize.lua <<'LUA'
+local tok = accel.tokenizers.from_file(arg[1] .. "/tokenizer.json")
+local ids = tok:encode("Warm workers serve a queue.")
+local kept = require("accel.core").formats.kept_weights()
+print(string.format("IDS %s TOKENIZERS %d", table.concat(ids, ","), kept.tokenizers_found))
+LUA
+for n in 1 2; do timeout 60 "$accel_run" submit tokenize.lua -- "$work/ckpt" >"tokenize-$n.out" 2>&1; done
+out=$(cat tokenize-*.out)
+ids() { sed -n 's/^IDS \([^ ]*\) .*/\1/p' "tokenize-$1.out" | sort -u; }
+kept_tokenizers() { sed -n 's/.* TOKENIZERS \([0-9]*\)$/\1/p' "tokenize-$1.out" | sort -u; }
+expect "the second run is handed the tokenizer the first read" \
+  bash -c '[ "$1" -gt "$2" ]' _ "$(kept_tokenizers 2)" "$(kept_tokenizers 1)"
+expect "and it encodes as the first did" bash -c '[ -n "$1" ] && [ "$1" = "$2" ]' _ "$(ids 1)" "$(ids 2)"
 stop_serve 2
 
 expect "a serve of 1 rank starts" serve 1
