@@ -135,8 +135,7 @@ std::vector<Binding> dist_bindings() {
       bind("broadcast", [](lua_State* L, at::Tensor t, int64_t root) {
         at::NoGradGuard no_grad;  // parameters are overwritten in place
         communicator(L).broadcast(contiguous_in_place(t, "broadcast"), static_cast<int>(root));
-        // As any in-place write: a warm worker's kept weights see the change
-        // (engine/formats/kept_weights.h).
+        // As any in-place write: autograd sees the tensor changed.
         t.unsafeGetTensorImpl()->bump_version();
         return t;
       }),

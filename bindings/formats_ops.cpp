@@ -25,6 +25,7 @@
 #include "engine/formats/safetensors.h"
 #include "engine/formats/weights_export.h"
 #include "engine/formats/weights_reader.h"
+#include "engine/tokenizers/kept_tokenizers.h"
 #include "engine/files/outside_file.h"
 
 namespace accel::lua {
@@ -359,13 +360,16 @@ std::vector<Binding> formats_bindings() {
         push_handle(L, kWeightsReader, std::make_unique<formats::WeightsReader>(path, kept_weights()));
         return Pushed{1};
       }),
-      // kept_weights() -> {kept, found}: the warm worker's kept tensors and
-      // how often a run was handed one (zeros in a cold worker).
+      // kept_weights() -> {kept, found, tokenizers_found}: the warm worker's
+      // kept tensors, how often a run was handed one, and how often a kept
+      // tokenizer (zeros in a cold worker).
       bind("kept_weights", [](lua_State* L) {
         const formats::KeptWeights* kept = kept_weights();
         const formats::KeptWeights::Counts c = kept ? kept->counts() : formats::KeptWeights::Counts{};
-        lua_createtable(L, 0, 2);
-        set_number_fields(L, {{"kept", static_cast<double>(c.kept)}, {"found", static_cast<double>(c.found)}});
+        const tokenizers::KeptTokenizers* tokenizers = kept_tokenizers();
+        lua_createtable(L, 0, 3);
+        set_number_fields(L, {{"kept", static_cast<double>(c.kept)}, {"found", static_cast<double>(c.found)},
+                              {"tokenizers_found", static_cast<double>(tokenizers ? tokenizers->found() : 0)}});
         return Pushed{1};
       }),
       bind("load_weights", [](lua_State* L, std::string folder) {

@@ -16,10 +16,12 @@
 #include <cstring>
 #include <memory>
 
+#include "bindings/kept_weights.h"
 #include "bindings/lua_support.h"
 #include "bindings/op_tables.h"
 #include "engine/chat_template/assistant_mask.h"
 #include "engine/tokenizers/batch.h"
+#include "engine/tokenizers/kept_tokenizers.h"
 #include "engine/tokenizers/regex.h"
 #include "engine/tokenizers/sentencepiece_tokenizer.h"
 #include "engine/tokenizers/text_records.h"
@@ -357,9 +359,18 @@ std::vector<Binding> tokenizer_methods() {
 
 std::vector<Binding> tokenizer_bindings() {
   return {
+      // In a warm worker, what an earlier run read of the same file
+      // (engine/tokenizers/kept_tokenizers.h).
       bind("from_file", [](lua_State* L, std::string path) {
-        tk::TokenizerFile file = tk::read_tokenizer_json(path);
-        push_handle(L, kTokenizer, TokenizerPtr(std::move(file.tokenizer)));
+        tk::KeptTokenizers* kept = kept_tokenizers();
+        tk::KeptTokenizer file;
+        if (kept) {
+          file = kept->read(path);
+        } else {
+          tk::TokenizerFile read = tk::read_tokenizer_json(path);
+          file = {std::move(read.tokenizer), read.padding};
+        }
+        push_handle(L, kTokenizer, TokenizerPtr(file.tokenizer));
         if (file.padding) {
           lua_pushlstring(L, file.padding->pad_token.data(), file.padding->pad_token.size());
           lua_pushnumber(L, file.padding->pad_id);

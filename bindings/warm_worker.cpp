@@ -14,9 +14,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 extern "C" {
 #include <lauxlib.h>
@@ -31,6 +34,7 @@ extern "C" {
 #include "engine/comm/communicator.h"
 #include "engine/protocol/launch_options.h"
 #include "engine/protocol/process_stat.h"
+#include "engine/protocol/fd_passing.h"
 #include "engine/protocol/warm_protocol.h"
 #include "engine/tracking/open_trackers.h"
 
@@ -60,13 +64,13 @@ void send_to_launcher(int fd, const std::string& text) {
   }
 }
 
-// The launcher's next command; nothing when it has gone.
-std::optional<WarmCommand> next_command(int fd, WarmFrameReader& reader) {
+// The launcher's next command; nothing when it has gone. Descriptors sent
+// with it (a served run's streams) are added to `fds`.
+std::optional<WarmCommand> next_command(int fd, WarmFrameReader& reader, std::vector<int>& fds) {
   for (;;) {
     if (std::optional<WarmCommand> command = reader.next_command()) return command;
     char buffer[4096];
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = receive_with_fds(fd, buffer, sizeof buffer, fds);
     if (n <= 0) return std::nullopt;
     reader.feed(buffer, static_cast<size_t>(n));
   }
@@ -183,14 +187,107 @@ void end_leftovers() {
   ::closedir(proc);
 }
 
+// Where a served run (accel-run serve) happens: in the folder it was
+// submitted from, writing to the streams that came with it; the worker's
+// own folder and streams are back once it ends.
+class ServedRunScope {
+ public:
+  // `streams`: the run's stdout and stderr, owned from here on.
+  ServedRunScope(const RunRequest& request, const std::vector<int>& streams) {
+    std::fflush(nullptr);
+    home_ = ::open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    saved_out_ = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+    saved_err_ = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+    ::dup2(streams[0], STDOUT_FILENO);
+    ::dup2(streams[1], STDERR_FILENO);
+    for (int fd : streams) ::close(fd);
+    if (::chdir(request.cwd.c_str()) != 0) {
+      error_ = "accel-run: cannot enter " + request.cwd + ", where the recipe was submitted from: " +
+               std::strerror(errno);
+    }
+  }
+  ~ServedRunScope() {
+    std::fflush(nullptr);
+    // The run's streams close here: the serve sees their ends once the run is over.
+    ::dup2(saved_out_, STDOUT_FILENO);
+    ::dup2(saved_err_, STDERR_FILENO);
+    ::close(saved_out_);
+    ::close(saved_err_);
+    if (home_ >= 0 && ::fchdir(home_) != 0) std::_Exit(1);  // a worker in a folder of no one's choosing
+    ::close(home_);
+  }
+  ServedRunScope(const ServedRunScope&) = delete;
+  ServedRunScope& operator=(const ServedRunScope&) = delete;
+  const std::string& error() const { return error_; }
+
+ private:
+  int home_ = -1, saved_out_ = -1, saved_err_ = -1;
+  std::string error_;
+};
+
+// What a served run (accel-run serve) starts from: the worker's options
+// with the run's recipe and arguments (the state's accel.core reads them
+// there), and a Lua state made once the run before it ended, accel
+// already loaded in it (about half of a served run's start otherwise),
+// never used by that run or any other: each run still gets a new state.
+struct ServedStart {
+  LaunchOptions options;
+  lua_State* next = nullptr;
+};
+
+// The next served run's state: made, and accel loaded, while the worker
+// waits for its command; none if loading fails (the run then makes its own
+// and reports the error).
+void prepare_served_state(ServedStart& start, CommunicatorOptions* comm_options, const std::string& lua_dir) {
+  if (start.next) return;
+  lua_State* L = new_worker_state(start.options, comm_options, lua_dir);
+  lua_pushcfunction(L, traceback);
+  if (!load_accel(L, lua_gettop(L))) {
+    lua_close(L);
+    return;
+  }
+  lua_settop(L, 0);
+  start.next = L;
+}
+
 // Runs the recipe in a new Lua state, everything else reset; what the run
-// left running in the background ends with it, as in a cold run.
-WarmMessage run_once(const LaunchOptions& options, CommunicatorOptions* comm_options,
-                     const std::string& lua_dir) {
-  reset_process(options);
-  lua_State* L = new_worker_state(options, comm_options, lua_dir);
+// left running in the background ends with it, as in a cold run. With a
+// request (accel-run serve), its recipe and arguments, in its folder, to
+// the streams that came with it.
+WarmMessage run_once(const LaunchOptions& worker_options, CommunicatorOptions* comm_options,
+                     const std::string& lua_dir, const std::string& request_text, std::vector<int>& fds,
+                     ServedStart& served_start) {
   WarmMessage outcome{WarmMessage::Kind::ok, 0, ""};
-  if (!run_recipe(L, options.recipe)) {
+  const LaunchOptions* run_options = &worker_options;
+  std::optional<ServedRunScope> served;
+  if (!request_text.empty()) {
+    RunRequest request;
+    try {
+      request = decode_run_request(request_text);
+      if (fds.size() != 2) throw std::runtime_error("a served run came without its two streams");
+    } catch (const std::exception& error) {
+      for (int fd : fds) ::close(fd);
+      fds.clear();
+      return WarmMessage{WarmMessage::Kind::failed, 0, std::string("accel-run: ") + error.what()};
+    }
+    served_start.options.recipe = request.recipe;
+    served_start.options.recipe_args = request.args;
+    run_options = &served_start.options;
+    served.emplace(request, fds);
+    fds.clear();
+    if (!served->error().empty()) return WarmMessage{WarmMessage::Kind::failed, 0, served->error()};
+  }
+  const LaunchOptions& options = *run_options;
+  reset_process(options);
+  lua_State* L = served ? served_start.next : nullptr;
+  served_start.next = nullptr;
+  const bool accel_loaded = L != nullptr;
+  if (L) {
+    set_recipe_arguments(L, options);
+  } else {
+    L = new_worker_state(options, comm_options, lua_dir);
+  }
+  if (!run_recipe(L, options.recipe, accel_loaded)) {
     outcome.kind = WarmMessage::Kind::failed;
     const char* error = lua_tostring(L, -1);
     outcome.text = error ? error : "(error object is not a string)";
@@ -215,10 +312,13 @@ void serve_warm_commands(const LaunchOptions& options, CommunicatorOptions* comm
   keep_weights_between_states();
   send_to_launcher(control_fd, encode_warm_message({WarmMessage::Kind::ready, ::getpid(), ""}));
   WarmFrameReader reader;
-  while (std::optional<WarmCommand> command = next_command(control_fd, reader)) {
+  std::vector<int> fds;  // sent with the commands
+  ServedStart served_start{options};
+  while (std::optional<WarmCommand> command = next_command(control_fd, reader, fds)) {
     WarmMessage answer;
+    const bool served = command->word == "run" && !command->text.empty();
     if (command->word == "run") {
-      answer = run_once(options, comm_options, lua_dir);
+      answer = run_once(options, comm_options, lua_dir, command->text, fds, served_start);
     } else if (command->word == "check") {
       answer = check_chunk(repl_state(options, comm_options, lua_dir), command->text);
     } else {
@@ -227,6 +327,8 @@ void serve_warm_commands(const LaunchOptions& options, CommunicatorOptions* comm
     std::fflush(nullptr);
     answer.number = answer.kind == WarmMessage::Kind::more ? 0 : kept_communicator_collectives();
     send_to_launcher(control_fd, encode_warm_message(answer));
+    // A serve's workers run what is submitted next from a state made now.
+    if (served) prepare_served_state(served_start, comm_options, lua_dir);
   }
   std::fflush(nullptr);
   std::_Exit(0);

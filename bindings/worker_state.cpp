@@ -186,10 +186,10 @@ bool load_accel(lua_State* L, int error_handler) {
   return true;
 }
 
-bool run_recipe(lua_State* L, const std::string& recipe) {
+bool run_recipe(lua_State* L, const std::string& recipe, bool accel_loaded) {
   lua_pushcfunction(L, traceback);
   int handler = lua_gettop(L);
-  if (!load_accel(L, handler)) return false;
+  if (!accel_loaded && !load_accel(L, handler)) return false;
   // As Lua source only: LuaJIT runs bytecode unverified, and a recipe is
   // text its user wrote (a load error's message names file and line).
   if (luaL_loadfilex(L, recipe.c_str(), "t") != 0) {
@@ -207,6 +207,8 @@ bool run_recipe(lua_State* L, const std::string& recipe) {
   lua_getfield(L, -1, "finish");
   return lua_pcall(L, 0, 0, handler) == 0;
 }
+
+void set_recipe_arguments(lua_State* L, const LaunchOptions& options) { set_arg_table(L, options); }
 
 // A Lua state ready for the recipe: libraries, accel.core preloaded, arg.
 lua_State* new_worker_state(const LaunchOptions& options, CommunicatorOptions* comm_options,

@@ -25,9 +25,14 @@ lua_State* new_worker_state(const LaunchOptions& options, CommunicatorOptions* c
 // Returns false with the error on the stack.
 bool load_accel(lua_State* L, int error_handler);
 
-// Loads accel, runs the recipe, then accel.core.dist.finish. On failure the
-// error with its traceback is on the stack.
-bool run_recipe(lua_State* L, const std::string& recipe);
+// Loads accel (unless `accel_loaded`: load_accel ran already), runs the
+// recipe, then accel.core.dist.finish. On failure the error with its
+// traceback is on the stack.
+bool run_recipe(lua_State* L, const std::string& recipe, bool accel_loaded = false);
+
+// Sets `arg` to options.recipe and its arguments: for a state made before
+// its recipe was known (warm_worker.h).
+void set_recipe_arguments(lua_State* L, const LaunchOptions& options);
 
 // A message handler for lua_pcall: the error (described when it is not a
 // string) with Lua's traceback.

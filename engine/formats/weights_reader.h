@@ -34,9 +34,9 @@ class WeightsReader {
  public:
   // `path`: a .safetensors or .bin file (told apart by their first bytes),
   // or a folder that save_weights (weights_export.h) wrote. Errors name the
-  // file at fault. With `kept` (a warm worker's), map() hands out the
-  // safetensors tensors a previous run read and left unchanged, and keeps
-  // what it reads (kept_weights.h).
+  // file at fault. With `kept` (a warm worker's), map() hands out
+  // copy-on-write copies of the safetensors tensors a previous run read,
+  // and keeps what it reads (kept_weights.h).
   explicit WeightsReader(const std::string& path, KeptWeights* kept = nullptr);
   ~WeightsReader();
   WeightsReader(const WeightsReader&) = delete;
@@ -52,7 +52,7 @@ class WeightsReader {
   // The tensor over a private mapping of its bytes in the file
   // (mapped_tensor.h) when it needs no conversion, holds at least
   // kMapMinBytes and lies aligned to its elements; otherwise as load().
-  // With kept weights, an unchanged kept tensor instead.
+  // With kept weights, a copy of the kept tensor instead.
   at::Tensor map(const std::string& name, c10::optional<at::ScalarType> dtype = c10::nullopt) const;
   // Smaller tensors are read: a mapping takes whole pages and a kernel
   // mapping (a VMA) of its own.

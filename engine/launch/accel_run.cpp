@@ -4,7 +4,8 @@
 // recipe on this machine's workers (engine/launch/run_command.h), each this
 // same executable started again with ACCEL_ROLE=worker. `accel-run config`,
 // `accel-run env`, `accel-run test`, `accel-run plot`, `accel-run repl` and
-// `accel-run estimate-memory` are subcommands. Worker mode (that variable,
+// `accel-run estimate-memory` are subcommands, as are `attach`, `ctl`,
+// `serve` and `submit`. Worker mode (that variable,
 // or a rank given by mpirun or srun) loads libaccel_worker.so from
 // this executable's directory and hands it the command line. Only workers
 // (and `env`, to ask them) load LibTorch and Lua, so the launcher stays a
@@ -30,6 +31,7 @@
 #include "engine/launch/repl_command.h"
 #include "engine/launch/run_command.h"
 #include "engine/launch/run_guardian.h"
+#include "engine/launch/serve_command.h"
 #include "engine/launch/test_command.h"
 #include "engine/protocol/accel_variables.h"
 #include "engine/protocol/config_file.h"
@@ -179,6 +181,8 @@ int main(int argc, char** argv) {
   if (verb == "plot") return accel::run_plot_command(rest, std::cout, std::cerr);
   if (verb == "estimate-memory") return run_estimate_memory(rest);
   if (verb == "repl") return accel::run_repl_command(rest, run_context());
+  if (verb == "serve") return accel::run_serve_command(rest, run_context());
+  if (verb == "submit") return accel::run_submit_command(rest);
   if (verb == "attach" || verb == "ctl") return accel::run_live_command(verb, rest, std::cin, std::cout, std::cerr);
   return run_launcher(args);
 }

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "engine/launch/control_socket.h"
 #include "engine/launch/errno_error.h"
 #include "engine/protocol/live_control_keys.h"
 #include "engine/protocol/warm_protocol.h"
@@ -24,35 +25,6 @@ using std::chrono::milliseconds;
 constexpr milliseconds kHelloTimeout{5000};
 constexpr size_t kMaxConnections = 32;
 
-void send_all(int fd, const std::string& text) {
-  for (size_t done = 0; done < text.size();) {
-    const ssize_t n = ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
-// Compares without an early exit, so refusals take as long whatever the
-// guess (as the store's HELLO does).
-bool same_secret(const std::string& given, const std::string& secret) {
-  unsigned char diff = given.size() == secret.size() ? 0 : 1;
-  for (size_t i = 0; i < given.size(); ++i) {
-    diff |= static_cast<unsigned char>(given[i] ^ secret[i % secret.size()]);
-  }
-  return diff == 0;
-}
-
-// Waits for `fd` or the wake eventfd; false when waking (or after `timeout`).
-bool readable(int fd, int wake_fd, int timeout_ms) {
-  pollfd fds[2] = {{fd, POLLIN, 0}, {wake_fd, POLLIN, 0}};
-  int n;
-  do {
-    n = ::poll(fds, 2, timeout_ms);
-  } while (n < 0 && errno == EINTR);
-  return n > 0 && fds[1].revents == 0 && fds[0].revents != 0;
-}
-
 std::string trimmed(const std::string& text) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) return "";
@@ -64,12 +36,6 @@ std::string trimmed(const std::string& text) {
 LiveControlServer::LiveControlServer(std::string socket_path, StoreAddress store, int world_size,
                                      std::vector<std::string> logs)
     : socket_path_(std::move(socket_path)), store_(std::move(store)), world_size_(world_size) {
-  sockaddr_un address{};
-  address.sun_family = AF_UNIX;
-  if (socket_path_.size() >= sizeof address.sun_path) {
-    throw std::runtime_error("the control socket's path " + socket_path_ + " is too long for a Unix socket");
-  }
-  std::memcpy(address.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
   {
     StoreConnection connection(store_, std::chrono::steady_clock::now() + milliseconds(5000));
     std::string files;
@@ -77,20 +43,7 @@ LiveControlServer::LiveControlServer(std::string socket_path, StoreAddress store
     connection.set(live_keys::kLogs, files);
     connection.set(live_keys::kOn, "1");
   }
-  ::unlink(socket_path_.c_str());
-  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) throw_errno("cannot create the control socket");
-  // Owner-only before anyone can connect: the umask decides the socket
-  // file's mode at bind.
-  const mode_t old_mask = ::umask(077);
-  const int bound = ::bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  ::umask(old_mask);
-  if (bound != 0 || ::chmod(socket_path_.c_str(), 0600) != 0 || ::listen(listen_fd_, 16) != 0) {
-    const int error = errno;
-    ::close(listen_fd_);
-    errno = error;
-    throw_errno("cannot listen on " + socket_path_);
-  }
+  listen_fd_ = listen_owner_only(socket_path_);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
   if (wake_fd_ < 0) {
     ::close(listen_fd_);
@@ -119,10 +72,7 @@ void LiveControlServer::accept_loop() {
   while (readable(listen_fd_, wake_fd_, -1)) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) continue;
-    ucred peer{};
-    socklen_t size = sizeof peer;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) != 0 || peer.uid != ::geteuid()) {
-      send_all(fd, "refused: this run belongs to another user\n");
+    if (!peer_is_owner(fd)) {
       ::close(fd);
       continue;
     }
@@ -152,26 +102,8 @@ void LiveControlServer::accept_loop() {
 }
 
 void LiveControlServer::serve(int fd) {
-  // The hello line: "hello <secret>\n", within kHelloTimeout.
-  std::string line;
-  const auto deadline = std::chrono::steady_clock::now() + kHelloTimeout;
-  while (line.find('\n') == std::string::npos) {
-    const auto left = std::chrono::duration_cast<milliseconds>(deadline - std::chrono::steady_clock::now());
-    char c[256];
-    if (left.count() <= 0 || line.size() > 1024 || !readable(fd, wake_fd_, static_cast<int>(left.count()))) return;
-    const ssize_t n = ::recv(fd, c, sizeof c, 0);
-    if (n <= 0) return;
-    line.append(c, static_cast<size_t>(n));
-  }
-  const size_t end = line.find('\n');
-  const std::string hello = line.substr(0, end);
-  if (hello.rfind("hello ", 0) != 0 || !same_secret(hello.substr(6), store_.token)) {
-    send_all(fd, "refused: wrong secret (accel-run attach and ctl read it from the run's folder)\n");
-    return;
-  }
-  send_all(fd, "ok\n");
+  if (!accept_hello(fd, wake_fd_, store_.token, kHelloTimeout)) return;
   WarmFrameReader reader;
-  reader.feed(line.data() + end + 1, line.size() - end - 1);
   try {
     StoreConnection store(store_, std::chrono::steady_clock::now() + milliseconds(5000));
     for (;;) {

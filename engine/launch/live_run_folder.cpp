@@ -63,6 +63,7 @@ bool read_entry(const fs::path& folder, LiveRunEntry& entry) {
     if (key == "pid") entry.pid = std::atoi(value.c_str());
     if (key == "cwd") entry.cwd = value;
     if (key == "recipe") entry.recipe = value;
+    if (key == "kind") entry.kind = value;
   }
   entry.id = folder.filename().string();
   entry.folder = folder.string();
@@ -94,23 +95,25 @@ std::vector<LiveRunEntry> live_runs() {
   return runs;
 }
 
-LiveRunEntry find_live_run(const std::string& id, const std::string& cwd) {
+LiveRunEntry find_live_run(const std::string& id, const std::string& cwd, const std::string& kind) {
   std::vector<LiveRunEntry> found;
   for (LiveRunEntry& entry : live_runs()) {
-    if (id.empty() ? entry.cwd == cwd : entry.id == id) found.push_back(std::move(entry));
+    if (entry.kind == kind && (id.empty() ? entry.cwd == cwd : entry.id == id)) found.push_back(std::move(entry));
   }
   if (found.size() == 1) return found.front();
+  const std::string what = kind == "serve" ? "accel-run serve" : "live run";
   if (found.empty()) {
-    throw std::runtime_error(id.empty() ? "no live run was started from " + cwd + " (give its id; accel-run attach --list lists them)"
-                                        : "no live run has the id '" + id + "' (accel-run attach --list lists them)");
+    const std::string start = kind == "serve" ? "; start one with accel-run serve --nproc N" : "";
+    throw std::runtime_error(id.empty() ? "no " + what + " was started from " + cwd + " (give its id; accel-run attach --list lists them" + start + ")"
+                                        : "no " + what + " has the id '" + id + "' (accel-run attach --list lists them)");
   }
   std::string ids;
   for (const LiveRunEntry& entry : found) ids += " " + entry.id;
-  throw std::runtime_error(std::to_string(found.size()) + " live runs were started from " + cwd +
+  throw std::runtime_error(std::to_string(found.size()) + " " + what + "s were started from " + cwd +
                            "; name one:" + ids);
 }
 
-LiveRunFolder::LiveRunFolder(const std::string& secret, const std::string& recipe) {
+LiveRunFolder::LiveRunFolder(const std::string& secret, const std::string& recipe, const std::string& kind) {
   const std::string base = live_runs_directory();
   live_runs();  // removes the folders of launchers killed outright
   for (int attempt = 0;; ++attempt) {
@@ -122,7 +125,7 @@ LiveRunFolder::LiveRunFolder(const std::string& secret, const std::string& recip
   std::error_code ignored;
   const std::string cwd = fs::current_path(ignored).string();
   std::ostringstream run;
-  run << "pid " << ::getpid() << "\ncwd " << cwd << "\nrecipe " << recipe << "\n";
+  run << "pid " << ::getpid() << "\ncwd " << cwd << "\nrecipe " << recipe << "\nkind " << kind << "\n";
   try {
     write_new_file(path_ + "/secret", secret, 0600);
     write_new_file(path_ + "/run", run.str(), 0600);

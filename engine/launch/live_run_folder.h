@@ -4,6 +4,7 @@
 // ($XDG_RUNTIME_DIR/accel-runs, else /tmp/accel-runs-<uid>; mode 0700,
 // owned by the user, else refused): <id>/ (mode 0700) holding
 //   run      "pid <launcher pid>\ncwd <folder it started in>\nrecipe <path>\n"
+//            "kind run" or "kind serve" (accel-run serve: submit finds it)
 //   secret   the run's store token (mode 0600): a client must present it
 //   control.sock   the control socket (mode 0600; live_control_server.h)
 //   control.log    every change applied, one JSON line each
@@ -25,20 +26,22 @@ struct LiveRunEntry {
   int pid = 0;
   std::string cwd;
   std::string recipe;
+  std::string kind = "run";  // run, or serve
 };
 
 // Live runs of this user whose launcher is still alive (folders of dead
 // ones are removed as they are seen).
 std::vector<LiveRunEntry> live_runs();
 
-// The run `id`, or with an empty id the one live run started from `cwd`.
-// Throws std::runtime_error saying why there is none or which ids match.
-LiveRunEntry find_live_run(const std::string& id, const std::string& cwd);
+// The run `id`, or with an empty id the one live run started from `cwd`,
+// of `kind` (run, or serve). Throws std::runtime_error saying why there is
+// none or which ids match.
+LiveRunEntry find_live_run(const std::string& id, const std::string& cwd, const std::string& kind = "run");
 
 class LiveRunFolder {
  public:
   // Makes <live runs>/<new id>/ with its `run` and `secret` files.
-  LiveRunFolder(const std::string& secret, const std::string& recipe);
+  LiveRunFolder(const std::string& secret, const std::string& recipe, const std::string& kind = "run");
   ~LiveRunFolder();  // removes the folder
   LiveRunFolder(const LiveRunFolder&) = delete;
   LiveRunFolder& operator=(const LiveRunFolder&) = delete;

@@ -20,6 +20,7 @@
 #include "engine/launch/node_rendezvous.h"
 #include "engine/launch/repl_controller.h"
 #include "engine/launch/run_guardian.h"
+#include "engine/launch/serve_session.h"
 #include "engine/launch/stall_inspector.h"
 #include "engine/launch/store_server.h"
 #include "engine/launch/supervisor.h"
@@ -264,6 +265,9 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
   SupervisorResult result = supervise(supervision);
   if (controller) {
     controller->finish();
+    warm->workers_ended(result.exit_code, result.report.empty() && controller->stop()
+                                              ? "accel-run: the run ended: " + controller->stop()->reason + "\n"
+                                              : result.report);
     const std::optional<WarmController::Stop> stop = controller->stop();
     const bool interrupted = result.stop && result.stop->signal != 0;
     if (warm->over()) return {interrupted ? result.exit_code : 0, true};
@@ -422,14 +426,21 @@ int run_recipe(const LaunchOptions& options, const RunContext& context) {
     return 1;
   }
   std::unique_ptr<WarmSession> warm;
+  std::optional<LiveRunFolder> live;
   try {
     if (options.watch) warm = std::make_unique<WatchSession>(options.recipe);
     if (options.repl) warm = std::make_unique<ReplSession>(repl_history_file(context), context.stderr_fd);
+    if (options.serve) {
+      live.emplace(scope.token, "serve", "serve");
+      warm = std::make_unique<ServeSession>(live->socket_path(), scope.token);
+      say(context.stderr_fd, "accel-run: serving on " + std::to_string(options.nproc) + " rank(s) as " + live->id() +
+                                 " (accel-run submit RECIPE.lua [-- ARGS] from this folder, or with --id " +
+                                 live->id() + "; Ctrl-C stops)\n");
+    }
   } catch (const std::exception& error) {
     say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
     return 1;
   }
-  std::optional<LiveRunFolder> live;
   if (!warm && options.backend != "mpi" && options.node_rank == 0) {
     try {
       live.emplace(scope.token, options.recipe);

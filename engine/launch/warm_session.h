@@ -44,6 +44,9 @@ class WarmSession {
   // Whether the first local rank reads the launcher's stdin (the REPL keeps
   // the terminal to itself).
   virtual bool stdin_to_workers() const { return true; }
+  // A set of workers has ended with `exit_code` (the culprit's) and the
+  // launcher's `report` of it: a serve hands both to the run they ended in.
+  virtual void workers_ended(int /*exit_code*/, const std::string& /*report*/) {}
   // Runs or chunks the workers were given so far: a set of workers that
   // ends before serving any is not replaced, since the next would end so too.
   int served = 0;

@@ -534,10 +534,16 @@ std::string usage_text() {
       << "       accel-run env [options]\n"
       << "       accel-run test [options]\n"
       << "       accel-run repl [options]\n"
+      << "       accel-run serve [options]\n"
+      << "       accel-run submit [--id ID] RECIPE.lua [-- ARGS]\n"
+      << "       accel-run attach [RUN] | accel-run ctl [RUN] 'CHUNK'\n"
       << "       accel-run plot RUN_DIR... [-o FILE.png|FILE.svg] [--metric NAME] [--smooth K]\n\n"
       << "Runs a Lua training recipe on worker processes and supervises them.\n"
       << "`config` writes a config file, `env` describes this installation for a bug\n"
-      << "report, `test` checks every collective on the configured ranks.\n\n"
+      << "report, `test` checks every collective on the configured ranks. `serve` keeps\n"
+      << "warm workers (and the checkpoints recipes load) for the recipes `submit` sends it,\n"
+      << "run one after another, each as a cold run would; `attach` and `ctl` steer a\n"
+      << "running job (docs/live-runs.md).\n\n"
       << "options:\n";
   constexpr size_t kColumn = 34;  // where the help starts; longer names put it on a line of its own
   for (const OptionRow& row : option_rows()) {

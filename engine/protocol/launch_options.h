@@ -73,6 +73,7 @@ struct LaunchOptions {
   bool debug = false;                    // check every collective's operation and shapes across ranks
   bool watch = false;                    // --watch: warm workers rerun the recipe on every save
   bool repl = false;                     // accel-run repl: warm workers run the chunks typed
+  bool serve = false;                    // accel-run serve: warm workers run the recipes submitted
   std::string log_dir;                   // each rank's output also goes to DIR/rank-N.log
   std::string mixed_precision;           // the Accelerator's default; "" leaves the recipe's
   int gradient_accumulation_steps = 0;   // the Accelerator's default; 0 leaves the recipe's

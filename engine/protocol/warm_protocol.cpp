@@ -12,6 +12,27 @@ namespace {
 
 }  // namespace
 
+std::string encode_run_request(const RunRequest& request) {
+  std::string text = request.cwd + '\0' + request.recipe;
+  for (const std::string& arg : request.args) text += '\0' + arg;
+  return text;
+}
+
+RunRequest decode_run_request(const std::string& text) {
+  std::vector<std::string> fields{""};
+  for (char c : text) {
+    if (c == '\0') {
+      fields.emplace_back();
+    } else {
+      fields.back() += c;
+    }
+  }
+  if (fields.size() < 2 || fields[0].empty() || fields[1].empty()) {
+    throw std::runtime_error("a run request names no folder and recipe");
+  }
+  return RunRequest{fields[0], fields[1], std::vector<std::string>(fields.begin() + 2, fields.end())};
+}
+
 std::string encode_warm_command(const WarmCommand& command) {
   return command.word + " " + std::to_string(command.text.size()) + "\n" + command.text;
 }
@@ -56,7 +77,9 @@ std::optional<std::pair<std::string, std::string>> WarmFrameReader::next_frame()
 std::optional<WarmCommand> WarmFrameReader::next_command() {
   std::optional<std::pair<std::string, std::string>> frame = next_frame();
   if (!frame) return std::nullopt;
-  if (frame->first != "run" && frame->first != "chunk" && frame->first != "check") unexpected(frame->first);
+  if (frame->first != "run" && frame->first != "chunk" && frame->first != "check" && frame->first != "submit") {
+    unexpected(frame->first);
+  }
   return WarmCommand{frame->first, frame->second};
 }
 

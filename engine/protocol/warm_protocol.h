@@ -4,7 +4,10 @@
 // presence makes the worker a warm one).
 //
 // The launcher sends commands, each "<word> <bytes>\n" and <bytes> of text:
-//   run      run the recipe in a new Lua state (--watch)
+//   run      run the recipe in a new Lua state: with no text, the worker's
+//            own (--watch); else the RunRequest the text encodes, with the
+//            run's stdout and stderr attached to the frame (fd_passing.h)
+//            (accel-run serve)
 //   chunk    run this Lua chunk in the session's state ("=expr": its value)
 //   check    say whether this text is a whole chunk or needs more lines
 // The worker answers "ready <pid> 0\n" once when it has started, then one
@@ -19,15 +22,30 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace accel {
 
 constexpr int kControlFd = 3;  // its number reaches the worker in variables::kControlFd
 
 struct WarmCommand {
-  std::string word;  // run, chunk, check
+  std::string word;  // run, chunk, check; submit (accel-run submit to a serve)
   std::string text;
 };
+
+// A recipe sent to `accel-run serve`: the folder it was submitted from
+// (paths in it are relative to that, as a cold run's are), the recipe and
+// what follows its `--`.
+struct RunRequest {
+  std::string cwd;
+  std::string recipe;
+  std::vector<std::string> args;
+};
+
+// As text: the fields separated by NUL bytes, which none of them can hold.
+std::string encode_run_request(const RunRequest& request);
+// Throws std::runtime_error when `text` holds no folder and recipe.
+RunRequest decode_run_request(const std::string& text);
 
 struct WarmMessage {
   enum class Kind { ready, ok, failed, more } kind = Kind::ready;

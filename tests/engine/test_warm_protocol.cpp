@@ -1,5 +1,5 @@
-// The frames between `accel-run --watch` / `accel-run repl` and their warm
-// workers: whatever way the bytes are split on the socket, each side reads
+// The frames between `accel-run --watch` / `accel-run repl` / `accel-run
+// serve` and their warm workers (and a serve's submitters): whatever way the bytes are split on the socket, each side reads
 // back the same commands and messages, text included, and refuses bytes
 // that are none.
 #include <catch2/catch.hpp>
@@ -62,4 +62,22 @@ TEST_CASE("bytes that are no frame are refused, quoted") {
   WarmFrameReader commands;
   commands.feed("launch 0\n", 9);
   CHECK_THROWS_WITH(commands.next_command(), Catch::Contains("'launch'"));
+}
+
+TEST_CASE("a served run's request carries its folder, recipe and arguments, empty ones too") {
+  const accel::RunRequest request{"/home/me/sweep", "lora trial.lua", {"--r", "", "a b", "x\ny"}};
+  const std::string text = accel::encode_run_request(request);
+  WarmFrameReader reader;
+  const std::string bytes = accel::encode_warm_command({"submit", text});
+  reader.feed(bytes.data(), bytes.size());
+  const auto command = reader.next_command();
+  REQUIRE(command);
+  CHECK(command->word == "submit");
+  const accel::RunRequest back = accel::decode_run_request(command->text);
+  CHECK(back.cwd == request.cwd);
+  CHECK(back.recipe == request.recipe);
+  CHECK(back.args == request.args);
+  CHECK(accel::decode_run_request(accel::encode_run_request({"/f", "r.lua", {}})).args.empty());
+  CHECK_THROWS_AS(accel::decode_run_request(""), std::runtime_error);
+  CHECK_THROWS_AS(accel::decode_run_request(std::string("/f\0", 3)), std::runtime_error);
 }
