@@ -54,7 +54,7 @@ done
 # Building and fuzzing share the machine: both run at low priority.
 # The Lua targets load accel.core from the project's own build.
 if [[ " ${targets[*]} " == *" value_file "* || " ${targets[*]} " == *" sharded_layout "* ||
-      " ${targets[*]} " == *" download_configs "* ]]; then
+      " ${targets[*]} " == *" download_configs "* || " ${targets[*]} " == *" model_config "* ]]; then
   [[ -f build/CMakeCache.txt ]] || cmake -S . -B build
   nice -n 10 cmake --build build -j "${ACCEL_FUZZ_BUILD_JOBS:-2}" --target accel_worker
 fi

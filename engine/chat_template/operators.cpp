@@ -1,5 +1,6 @@
 #include "engine/chat_template/operators.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -57,7 +58,65 @@ Value repeat(const Value& seq, int64_t times, Budget& budget) {
   return Value(std::move(out));
 }
 
-// printf-style `"%s and %d" % (a, b)`: s r d i f and %%.
+// A conversion's flags, width and precision, as Python's % reads them
+// ("%-8.3s"): flags from "-+ #0", then digits, then '.' and digits. A
+// width or precision is at most kMaxFormatWidth: the C library formats a
+// width of 2e9 in full before cutting it to its buffer (seconds a call).
+struct FormatSpec {
+  std::string flags;
+  int width = -1;
+  int precision = -1;
+};
+
+constexpr int kMaxFormatWidth = 400;
+
+int format_number(const std::string& spec, std::size_t& at, const char* what) {
+  int n = 0;
+  const std::size_t first = at;
+  while (at < spec.size() && spec[at] >= '0' && spec[at] <= '9') {
+    n = n * 10 + (spec[at++] - '0');
+    if (n > kMaxFormatWidth) {
+      throw TemplateError(std::string("a % format's ") + what + " may be at most " +
+                          std::to_string(kMaxFormatWidth));
+    }
+  }
+  return at > first ? n : -1;
+}
+
+FormatSpec parse_spec(const std::string& spec) {  // `spec` without its '%' and conversion
+  FormatSpec out;
+  std::size_t at = 0;
+  while (at < spec.size() && std::string("-+ #0").find(spec[at]) != std::string::npos) out.flags += spec[at++];
+  out.width = format_number(spec, at, "width");
+  if (at < spec.size() && spec[at] == '.') {
+    ++at;
+    out.precision = std::max(format_number(spec, at, "precision"), 0);
+  }
+  if (at != spec.size()) throw TemplateError("an unsupported % format '%" + spec + "'");
+  return out;
+}
+
+// Python's "%<spec>s" of `text`: cut to the precision, padded to the width,
+// both counted in characters (UTF-8 sequences), not bytes.
+std::string format_text(const std::string& text, const FormatSpec& spec) {
+  std::size_t end = text.size(), characters = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) continue;  // a continuation byte
+    if (spec.precision >= 0 && characters == static_cast<std::size_t>(spec.precision)) {
+      end = i;
+      break;
+    }
+    ++characters;
+  }
+  std::string out = text.substr(0, end);
+  if (spec.width > static_cast<int>(characters)) {
+    const std::string pad(static_cast<std::size_t>(spec.width) - characters, ' ');
+    out = spec.flags.find('-') != std::string::npos ? out + pad : pad + out;
+  }
+  return out;
+}
+
+// printf-style `"%s and %d" % (a, b)`: s r d i f e g and %%.
 std::string percent_format(const std::string& format, const Value& args) {
   const List values = args.is_tuple() ? args.as_list() : List{args};  // a tuple gives the arguments, anything else is one
   std::size_t next = 0;
@@ -68,9 +127,10 @@ std::string percent_format(const std::string& format, const Value& args) {
       continue;
     }
     std::size_t k = i + 1;
-    std::string spec = "%";
-    while (k < format.size() && std::string("-+ 0#.0123456789").find(format[k]) != std::string::npos) spec += format[k++];
+    while (k < format.size() && std::string("-+ 0#.0123456789").find(format[k]) != std::string::npos) ++k;
     if (k >= format.size()) throw TemplateError("an incomplete % format");
+    const std::string spec = format.substr(i + 1, k - i - 1);
+    const FormatSpec parsed = parse_spec(spec);
     const char conversion = format[k];
     i = k;
     if (conversion == '%') {
@@ -79,16 +139,15 @@ std::string percent_format(const std::string& format, const Value& args) {
     }
     if (next >= values.size()) throw TemplateError("not enough arguments for the % format");
     const Value& v = values[next++];
-    char buf[512];
+    // Widths and precisions are bounded above, so a number fits.
+    char buf[2 * kMaxFormatWidth + 64];
     if (conversion == 's' || conversion == 'r') {
-      const std::string text = conversion == 's' ? to_str(v) : to_repr(v);
-      std::snprintf(buf, sizeof buf, (spec + "s").c_str(), text.c_str());
-      out += spec == "%" ? text : std::string(buf);
+      out += format_text(conversion == 's' ? to_str(v) : to_repr(v), parsed);
     } else if ((conversion == 'd' || conversion == 'i') && v.is_number()) {
-      std::snprintf(buf, sizeof buf, (spec + "lld").c_str(), static_cast<long long>(v.is_integer() ? v.as_int() : static_cast<int64_t>(v.as_number())));
+      std::snprintf(buf, sizeof buf, ("%" + spec + "lld").c_str(), static_cast<long long>(v.is_integer() ? v.as_int() : static_cast<int64_t>(v.as_number())));
       out += buf;
     } else if ((conversion == 'f' || conversion == 'e' || conversion == 'g') && v.is_number()) {
-      std::snprintf(buf, sizeof buf, (spec + conversion).c_str(), v.as_number());
+      std::snprintf(buf, sizeof buf, ("%" + spec + conversion).c_str(), v.as_number());
       out += buf;
     } else {
       throw TemplateError(std::string("the % format '%") + conversion + "' does not take a " + v.type_name());

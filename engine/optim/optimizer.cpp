@@ -256,6 +256,10 @@ void Optimizer::load_state_dict(const StateDict& state_dict) {
         } else {
           TORCH_CHECK(t->sizes() == param.sizes(), where, "'", key, "' has shape ", t->sizes(),
                       " but parameter ", index, " has shape ", param.sizes());
+          // Integers copied into a floating parameter's state would become floats silently.
+          TORCH_CHECK(!param.is_floating_point() || t->is_floating_point(), where, "'", key, "' is ",
+                      t->scalar_type(), " but parameter ", index, " is ", param.scalar_type(),
+                      " (integer state cannot become a floating parameter's)");
           // As PyTorch: floating-point state follows the parameter's dtype, all of it
           // its device.
           const auto dtype = param.is_floating_point() ? param.scalar_type() : t->scalar_type();

@@ -93,6 +93,10 @@ TEST_CASE("chat template: expressions", "[chat_template]") {
   CHECK(render("{{ [\"it's\", 'a\\nb'] }}") == "[\"it's\", 'a\\nb']");
   CHECK(render("{{ '%s has %d' % ('x', 3) }} {{ '%s-%s' | format('a', 2) }} {{ '%s' % [1, 2] }}") == "x has 3 a-2 [1, 2]");
   CHECK(render("{{ (1, 'a') }} {{ (1,) }} {{ () }}") == "(1, 'a') (1,) ()");
+  // Widths and precisions count characters, as Python's; a long text is never cut to a buffer.
+  CHECK(render("{{ '%-5s|%5s|%.2s|%3d|%05.1f' % ('ab', '\u00e9', 'h\u00e9llo', 7, 2.25) }}") ==
+        "ab   |    \u00e9|h\u00e9|  7|002.2");
+  CHECK(render("{{ ('%3s' % ('x' * 600)) | length }}") == "600");
   CHECK(render("{{ x }}|{{ x is defined }}|{{ x is undefined }}|{{ tools is none }}") == "|False|True|True");
 }
 
@@ -193,6 +197,10 @@ TEST_CASE("chat template: the sandbox and its limits end hostile templates", "[c
   quick("{% set s = namespace(t='x') %}{% for i in range(40) %}{% set s.t = s.t ~ s.t %}{% endfor %}", "limit");
   quick("{% set big = 'x' * 1000000 %}{% for i in range(1000) %}{{ big }}{% endfor %}", "rendered text");  // 1 GB
   quick("{{ 'x' * 10**10 }}", "limit");
+  // A width the C library formats in full before cutting (seconds a call):
+  // tests/fuzz/crashes/chat_template/percent_format_width_2e9.bin.
+  quick("{{ '%2000000000s' % 'x' }}", "width may be at most 400");
+  quick("{{ '%.2000000000f' % 1.5 }}", "precision may be at most 400");
   std::string deep(500, '(');
   CHECK_THROWS_WITH(ct::ChatTemplate("{{ " + deep + "1" + std::string(500, ')') + " }}", "t"), Catch::Contains("nests deeper"));
 }

@@ -1,8 +1,9 @@
 // Feeds the input, as a downloaded folder's JSON configs, to their readers:
 // generation_config.json to accel.models' generation_config.read (every
 // field generate reads checked), adapter_config.json to accel.peft's
-// adapter_config.read (LoraConfig's options), and tokenizer_config.json with
-// special_tokens_map.json to the special tokens' reader. The code is Lua:
+// adapter_config.read (LoraConfig's options), and tokenizer_config.json to
+// the special tokens' reader and to the call defaults' (call_defaults.read:
+// model_max_length, the sides). The code is Lua:
 // lua_harness.h gives libFuzzer its coverage.
 // Finding: an error that does not name the file it read, a value a reader
 // passed that generate would trip over (a generation field of the wrong
@@ -22,6 +23,7 @@ local core = require('accel.core')
 local generation_config = require('accel.models.generation_config')
 local adapter_config = require('accel.peft.adapter_config')
 local special_tokens = require('accel.tokenizers.special_tokens')
+local call_defaults = require('accel.tokenizers.call_defaults')
 local dir = os.tmpname()
 os.remove(dir)
 core.formats.make_empty_folder(dir)
@@ -59,6 +61,16 @@ debug.getregistry()['fuzz.configs'] = function(bytes)
     local found, err = pcall(special_tokens.from_configs, config, nil, dir)
     problem = named(found, err, 'tokenizer_config.json')
     if problem then return problem end
+    local checked, defaults = pcall(call_defaults.read, config, dir .. '/tokenizer_config.json')
+    problem = named(checked, defaults, 'tokenizer_config.json')
+    if problem then return problem end
+    local n = checked and defaults.model_max_length
+    if n and (type(n) ~= 'number' or n % 1 ~= 0 or n < 1) then
+      return 'call_defaults.read passed model_max_length ' .. tostring(n)
+    end
+    for _, side in ipairs(checked and { defaults.padding_side, defaults.truncation_side } or {}) do
+      if side ~= 'left' and side ~= 'right' then return 'call_defaults.read passed the side ' .. tostring(side) end
+    end
   end
   return nil
 end

@@ -1,12 +1,13 @@
 // Feeds the input to the reader of a SHARDED_STATE_DICT layout
 // (model_sharding.lua in a checkpoint): accel.serialize.load, then
+// tp_slices.check_layout (the same value as a mesh_layout.lua) and
 // sharded_state.check_layout; a layout it passes, when small enough to
 // build (at most a million elements in all), is used as a load uses it: the
 // full model and optimizer state are rebuilt from every rank's slices
 // (zeros of the layout's shard sizes). The code is Lua: lua_harness.h gives
 // libFuzzer its coverage.
 // Finding: an error that is not the decoder's ("accel.serialize: ...") or
-// the layout check's ("'model_sharding.lua': ..."), a rebuild that fails
+// the layout checks' ("'model_sharding.lua': ...", "'mesh_layout.lua'..."), a rebuild that fails
 // for a layout the check passed, a crash, a sanitizer report, a hang or a
 // leak.
 #include <cstring>
@@ -23,6 +24,7 @@ constexpr const char* kTarget = "fuzz_sharded_layout";
 constexpr const char* kSetup = R"(
 local serialize = require('accel.serialize')
 local sharded_state = require('accel.parallel.checkpoint.flat_shards')
+local tp_slices = require('accel.parallel.checkpoint.tp_slices')
 local core = require('accel.core')
 local path = 'model_sharding.lua'
 debug.getregistry()['fuzz.layout'] = function(bytes)
@@ -30,6 +32,11 @@ debug.getregistry()['fuzz.layout'] = function(bytes)
   if not ok then
     if tostring(layout):find('^accel%.serialize: ') then return nil end
     return 'load raised an error that is not the decoder\'s: ' .. tostring(layout)
+  end
+  -- The same value as a mesh layout (mesh_layout.lua): refused naming it, or passed.
+  local mesh_checked, mesh_why = pcall(tp_slices.check_layout, layout, 'mesh_layout.lua')
+  if not mesh_checked and not tostring(mesh_why):find("^'mesh_layout%.lua'") then
+    return 'tp_slices.check_layout raised an error that is not its own: ' .. tostring(mesh_why)
   end
   local checked, why = pcall(sharded_state.check_layout, layout, path)
   if not checked then

@@ -56,7 +56,8 @@ inline lua_State* new_lua_state(const char* target, const std::string& setup) {
   lua_State* L = luaL_newstate();
   luaL_openlibs(L);
   luaJIT_setmode(L, 0, LUAJIT_MODE_ENGINE | LUAJIT_MODE_OFF);
-  const std::string chunk = std::string("package.path = '") + ACCEL_LUA_DIR + "/?.lua;' .. package.path";
+  const std::string chunk = std::string("package.path = '") + ACCEL_LUA_DIR + "/?.lua;" + ACCEL_LUA_DIR +
+                            "/?/init.lua;' .. package.path";
   if (luaL_dostring(L, chunk.c_str()) != 0) lua_finding(target, lua_tostring(L, -1));
   lua_getglobal(L, "package");
   lua_getfield(L, -1, "preload");

@@ -10,6 +10,8 @@ local layout = require("accel.checkpointing.layout")
 local agreement = require("accel.checkpointing.agreement")
 local field_checks = require("accel.util.field_checks")
 local DataLoader = require("accel.data.dataloader")
+local dtypes = require("accel.big_modeling.dtypes")
+local sorted_keys = require("accel.util.sorted_keys")
 
 local ck = core.formats
 
@@ -76,6 +78,51 @@ end
 function load.apply(path, fn, ...)
   local ok, err = pcall(fn, ...)
   if not ok then error(string.format("'%s' does not fit: %s", path, tostring(err)), 0) end
+end
+
+-- A model's tensor read in a dtype of another kind than the model's
+-- (integers or booleans where it holds floating point, or the reverse) is
+-- refused naming the file and the tensor: copying it in would convert it
+-- silently. Floating dtypes load into one another, as in PyTorch.
+local function check_dtypes(c, s, folder, listed)
+  for i, model in ipairs(c.models) do
+    local own, tensors, targets = s.own[i], s.models[i] or {}, nil
+    local file = folder .. "/" .. (s.model_files[i] or layout.names.model(i))
+    if own then
+      tensors, targets = own.tensors, {}
+      file = own.file or folder .. "/" .. layout.names.model_slices(i, c.state.process_index)
+      for k, shard in ipairs(own.sharded:shards()) do targets["flat_" .. k] = shard end
+      for name, b in model:named_buffers() do targets[name] = b end
+    else
+      targets = model:state_dict()
+    end
+    for _, name in ipairs(sorted_keys(tensors)) do
+      if targets[name] then
+        local _, why = dtypes.loaded(tensors[name].dtype, targets[name].dtype)
+        if why then error(string.format("'%s': '%s' %s", file, name, why), 0) end
+      end
+    end
+  end
+  -- The engine's optimizers keep floating-point state per parameter (a
+  -- step count aside).
+  local function check_optimizer(state, name)
+    for _, key in ipairs(sorted_keys(state)) do
+      local slot, t = key:match("^state%.%d+%.(.+)$"), state[key]
+      if slot and slot ~= "step" and t:dim() > 0 and not t:is_floating_point() then
+        error(string.format("'%s/%s': '%s' is %s, but an optimizer's state of a parameter is floating point",
+                            folder, name, key, t.dtype), 0)
+      end
+    end
+  end
+  local rank = c.state.process_index
+  for j, state in pairs(s.optimizers) do
+    local sliced = layout.names.optimizer_slices(j, rank)
+    check_optimizer(state, listed[sliced] and sliced or layout.names.optimizer(j))
+  end
+  for i, own in pairs(s.own) do
+    local j = c.split:optimizer_of(c.optimizers, c.models[i])
+    check_optimizer(own.optimizer_state, layout.names.optimizer_slices(j, rank))
+  end
 end
 
 -- Reads and verifies everything this rank needs from `folder`, changing
@@ -145,6 +192,7 @@ local function read_checkpoint(c, folder)
   end
   s.same_world = manifest.world_size == c.state.num_processes
   read_split.fit(c, s, folder)
+  check_dtypes(c, s, folder, listed)
   -- On another world size every rank continues from rank 0's position,
   -- which the loader re-shards over the current ranks.
   s.loader_rank = s.same_world and c.state.process_index or 0

@@ -14,6 +14,7 @@ local args = require("accel.util.args")
 local Tokenizer = require("accel.tokenizers.tokenizer")
 local special_tokens = require("accel.tokenizers.special_tokens")
 local chat_template = require("accel.tokenizers.chat_template")
+local call_defaults = require("accel.tokenizers.call_defaults")
 
 local tokenizers = {}
 tokenizers.Tokenizer = Tokenizer
@@ -41,13 +42,15 @@ function tokenizers.from_pretrained(dir, options)
   local map = special_tokens.read_json(dir .. "/special_tokens_map.json")
   local ok, specials = pcall(special_tokens.from_configs, config, map, dir)
   if not ok then args.error("accel.tokenizers.from_pretrained: " .. specials) end
+  local ok_defaults, defaults = pcall(call_defaults.read, config, dir .. "/tokenizer_config.json")
+  if not ok_defaults then args.error("accel.tokenizers.from_pretrained: " .. defaults) end
   local json_path, model_path = dir .. "/tokenizer.json", dir .. "/tokenizer.model"
   local ok_template, template, origins = pcall(chat_template.read, dir, config)
   if not ok_template then args.error("accel.tokenizers.from_pretrained: " .. template) end
   if exists(json_path) then
     local handle, pad_token, pad_id = core.tokenizers.from_file(json_path)
     return Tokenizer.wrap(handle, { kind = "tokenizer.json", file = json_path, config = config,
-                                    config_floats = config_floats, specials = specials,
+                                    config_floats = config_floats, specials = specials, defaults = defaults,
                                     file_pad_token = pad_token, file_pad_id = pad_id,
                                     chat_template = template, chat_template_origins = origins })
   end
@@ -66,7 +69,7 @@ function tokenizers.from_pretrained(dir, options)
       if specials[name] == nil then specials[name] = piece end
     end
     return Tokenizer.wrap(handle, { kind = "tokenizer.model", file = model_path, config = config,
-                                    config_floats = config_floats, specials = specials,
+                                    config_floats = config_floats, specials = specials, defaults = defaults,
                                     chat_template = template, chat_template_origins = origins })
   end
   args.error(string.format("accel.tokenizers.from_pretrained: '%s' has neither tokenizer.json nor tokenizer.model",

@@ -11,12 +11,10 @@ local core = require("accel.core")
 local args = require("accel.util.args")
 local special_tokens = require("accel.tokenizers.special_tokens")
 local chat_template = require("accel.tokenizers.chat_template")
+local call_defaults = require("accel.tokenizers.call_defaults")
 
 local Tokenizer = {}
 Tokenizer.__index = Tokenizer
-
--- transformers writes int(1e30) for "no limit".
-local NO_LIMIT = 1e18
 
 -- Builds the Lua tokenizer around `handle` (accel.core.tokenizers).
 -- `info`: kind ("tokenizer.json" or "tokenizer.model"), file (its path),
@@ -26,6 +24,7 @@ local NO_LIMIT = 1e18
 -- chat_template_origins (the file of each, for errors).
 function Tokenizer.wrap(handle, info)
   local config = info.config or {}
+  local defaults = info.defaults or call_defaults.read(nil, info.file)
   local self = setmetatable({
     handle = handle,
     kind = info.kind,
@@ -33,15 +32,13 @@ function Tokenizer.wrap(handle, info)
     config = config,
     config_floats = info.config_floats,
     vocab_size = handle:vocab_size(false),
-    padding_side = config.padding_side or "right",
-    truncation_side = config.truncation_side or "right",
+    padding_side = defaults.padding_side,
+    truncation_side = defaults.truncation_side,
+    model_max_length = defaults.model_max_length,
     -- Visible and settable, as transformers' tok.chat_template.
     chat_template = info.chat_template,
     chat_template_origins = info.chat_template_origins,
   }, Tokenizer)
-  if type(config.model_max_length) == "number" and config.model_max_length < NO_LIMIT then
-    self.model_max_length = config.model_max_length
-  end
   local specials = info.specials or { additional_special_tokens = {} }
   if specials.pad_token == nil and info.file_pad_token then specials.pad_token = info.file_pad_token end
   for _, name in ipairs(special_tokens.NAMES) do

@@ -88,7 +88,7 @@ function flat_shards.check_layout(layout, path)
   -- What the load allocates or slices by these numbers must agree with the
   -- flats: no slice past its flat parameter, shards that cover it, and
   -- group sizes that count the parameters listed (each listed once).
-  local listed, seen = 0, {}
+  local listed, seen, names = 0, {}, {}
   for k, flat in ipairs(layout.flats) do
     local where = "flats[" .. k .. "]"
     if flat.shard_numel * layout.world_size < flat.numel then
@@ -96,6 +96,8 @@ function flat_shards.check_layout(layout, path)
                          flat.shard_numel, flat.numel))
     end
     for j, p in ipairs(flat.params) do
+      if names[p.name] then fail(string.format("%s.params[%d] names '%s', listed twice", where, j, p.name)) end
+      names[p.name] = true
       local numel = 1
       for _, size in ipairs(p.shape) do numel = numel * size end
       if p.offset + numel > flat.numel then
@@ -154,23 +156,48 @@ end
 
 -- Rank r's slice `piece` (named `name` in its file) of `flat`, checked
 -- against the layout at `path`: slices join only when each is a shard.
-local function shard_piece(piece, flat, r, name, path)
+-- `dtype`, when given, is the first shard's: a slice of another would be
+-- converted silently when joined.
+local function shard_piece(piece, flat, r, name, path, dtype)
   if not piece then error(string.format("rank %d's file lacks '%s' that '%s' lists", r - 1, name, path), 0) end
   if piece:dim() ~= 1 or piece:numel() ~= flat.shard_numel then
     error(string.format("rank %d's '%s' is %s where '%s' says a shard of %d elements", r - 1, name,
                         args.shape(piece), path, flat.shard_numel), 0)
   end
+  if dtype and piece.dtype ~= dtype then
+    error(string.format("rank %d's '%s' is %s where the first shard's is %s (the shards '%s' lists join as one "
+                        .. "tensor)", r - 1, name, piece.dtype, dtype, path), 0)
+  end
   return piece
+end
+
+-- Every rank's slices of tensor `name` (`slice(r)`, r from 1), checked,
+-- joined in rank order.
+local function joined(layout, flat, name, path, slice)
+  local pieces = {}
+  for r = 1, layout.world_size do
+    pieces[r] = shard_piece(slice(r), flat, r, name, path, pieces[1] and pieces[1].dtype)
+  end
+  return core.cat(pieces, 1):narrow(1, 1, flat.numel)
+end
+
+-- The flat parameters a model file holds ("flat_<k>") are the layout's.
+local function check_flat_names(layout, names, file, path)
+  for _, name in ipairs(names) do
+    local k = tonumber(name:match("^flat_(%d+)$") or "")
+    if k and not layout.flats[k] then
+      error(string.format("%s holds '%s' but '%s' lists %d flat parameter(s)", file, name, path, #layout.flats), 0)
+    end
+  end
 end
 
 -- `files[r + 1]` is rank r's model file, read ({name = tensor}); returns the
 -- flat parameters whole, unpadded slices joined in rank order.
 local function whole_flats(layout, files, path)
+  check_flat_names(layout, sorted_keys(files[1]), "rank 0's model file", path)
   local out = {}
   for k, flat in ipairs(layout.flats) do
-    local pieces = {}
-    for r = 1, layout.world_size do pieces[r] = shard_piece(files[r]["flat_" .. k], flat, r, "flat_" .. k, path) end
-    out[k] = core.cat(pieces, 1):narrow(1, 1, flat.numel)
+    out[k] = joined(layout, flat, "flat_" .. k, path, function(r) return files[r]["flat_" .. k] end)
   end
   return out
 end
@@ -230,11 +257,7 @@ function flat_shards.full_optimizer(layout, files, path)
     function(flat, key, slot)
       local value = files[1][key]
       local whole = value
-      if value:dim() > 0 then
-        local pieces = {}
-        for r = 1, layout.world_size do pieces[r] = shard_piece(files[r][key], flat, r, key, path) end
-        whole = core.cat(pieces, 1):narrow(1, 1, flat.numel)
-      end
+      if value:dim() > 0 then whole = joined(layout, flat, key, path, function(r) return files[r][key] end) end
       for _, p in ipairs(flat.params) do
         if p.optimizer_index >= 0 then
           state["state." .. p.optimizer_index .. "." .. slot] = value:dim() > 0 and cut(whole, p) or value:clone()
@@ -254,18 +277,17 @@ local function numel_of(shape)
   return n
 end
 
--- Parameter `p` of flat parameter `flat`, a new tensor in p's shape, from
--- the shards holding its elements: `shard(s)` gives the tensor named `name`
--- in shard s's file (from 0; nil when the file lacks it) and is asked only
+-- Parameter `p` of flat parameter `flat`, a new tensor in p's shape and
+-- `dtype` (the first shard's), from the shards holding its elements:
+-- `shard(s)` gives the tensor named `name` in shard s's file (from 0; nil when the file lacks it) and is asked only
 -- for the shards p overlaps.
-local function read_param(flat, p, name, shard, path)
+local function read_param(flat, p, name, dtype, shard, path)
   local numel, size = numel_of(p.shape), flat.shard_numel
-  local function piece(s) return shard_piece(shard(s), flat, s + 1, name, path) end
-  if numel == 0 then return core.empty(p.shape, { dtype = piece(0).dtype }) end
-  local out
+  local function piece(s) return shard_piece(shard(s), flat, s + 1, name, path, dtype) end
+  if numel == 0 then return core.empty(p.shape, { dtype = dtype }) end
+  local out = core.empty({ numel }, { dtype = dtype })
   for s = math.floor(p.offset / size), math.floor((p.offset + numel - 1) / size) do
     local from = piece(s)
-    out = out or core.empty({ numel }, { dtype = from.dtype })
     local first, last = math.max(p.offset, s * size), math.min(p.offset + numel, (s + 1) * size)
     out:narrow(1, first - p.offset + 1, last - first):copy_(from:narrow(1, first - s * size + 1, last - first))
   end
@@ -291,7 +313,7 @@ local function flat_entry(key, flat, p, name, dtype, split, tp, files, file_of, 
   local shape = { unpack(p.shape) }
   if dim then shape[dim] = shape[dim] * tp end
   return { shape = shape, dtype = dtype, dim = dim, tp = tp, piece = function(t)
-    return read_param(flat, p, name, function(s) return files.tensor(file_of(s, t), name) end, path)
+    return read_param(flat, p, name, dtype, function(s) return files.tensor(file_of(s, t), name) end, path)
   end }
 end
 
@@ -305,9 +327,12 @@ end
 function flat_shards.model_source(layout, tp, files, file_of, split, path)
   local source, add = new_source()
   local first = file_of(0, 0)
+  check_flat_names(layout, files.keys(first), "'" .. first .. "'", path)
   for k, flat in ipairs(layout.flats) do
     local name = "flat_" .. k
-    local dtype = (files.info(first, name) or {}).dtype  -- a file lacking it fails when read
+    local info = files.info(first, name)
+    if not info then error(string.format("'%s' lacks '%s' that '%s' lists", first, name, path), 0) end
+    local dtype = info.dtype
     for _, p in ipairs(flat.params) do
       add(p.name, flat_entry(p.name, flat, p, name, dtype, split, tp, files, file_of, path))
     end

@@ -15,6 +15,17 @@ local reshard = require("accel.parallel.checkpoint.reshard")
 
 local read_split = {}
 
+-- A flat layout read (flat_shards.check_layout), its optimizer one of
+-- the checkpoint's.
+local function check_flats(c, s, flats, path)
+  flat_shards.check_layout(flats, path)
+  if flats.optimizer > #c.optimizers then
+    error(string.format("'%s': 'optimizer' is %d but the checkpoint holds %d optimizer(s)", path, flats.optimizer,
+                        #c.optimizers), 0)
+  end
+  return flats
+end
+
 -- A checkpoint saved under a mesh lists its layout (tp_slices.lua):
 -- s.mesh_layout. With SHARDED_STATE_DICT this fills s.models and
 -- s.optimizers (or s.own, for flat shards) with this rank's own files when
@@ -27,6 +38,10 @@ local function read_mesh_slices(c, s, listed, folder, read_value, read_tensors, 
   local path = folder .. "/" .. layout.names.mesh
   local saved = tp_slices.check_layout(read_value(layout.names.mesh), path)
   s.mesh_layout, s.mesh_layout_path = saved, path
+  if saved.world_size ~= s.manifest.world_size then
+    error(string.format("'%s' says world_size %d but the checkpoint was saved on %d process(es)", path,
+                        saved.world_size, s.manifest.world_size), 0)
+  end
   for _, part in ipairs({ { "models", #c.models }, { "optimizers", #c.optimizers } }) do
     if #saved[part[1]] ~= part[2] then
       error(string.format("'%s' lists the splits of %d %s for %d", path, #saved[part[1]], part[1], part[2]), 0)
@@ -38,7 +53,7 @@ local function read_mesh_slices(c, s, listed, folder, read_value, read_tensors, 
   for i, model in ipairs(c.models) do
     if listed[layout.names.sharding(i)] then
       local flats_path = folder .. "/" .. layout.names.sharding(i)
-      local flats = flat_shards.check_layout(read_value(layout.names.sharding(i)), flats_path)
+      local flats = check_flats(c, s, read_value(layout.names.sharding(i)), flats_path)
       local shards = saved.mesh.dp_shard * saved.mesh.cp  -- FSDP's shard group, dp_shard x cp
       if flats.world_size ~= shards then
         error(string.format("'%s' cuts flat parameters over %d rank(s) but '%s' says dp_shard %d x cp %d", flats_path,
@@ -94,7 +109,11 @@ local function read_flat_shards(c, s, listed, folder, read_value, read_tensors)
   for i, model in ipairs(c.models) do
     if not s.models[i] and not s.own[i] and listed[layout.names.sharding(i)] then
       local layout_path = folder .. "/" .. layout.names.sharding(i)
-      local saved = flat_shards.check_layout(read_value(layout.names.sharding(i)), layout_path)
+      local saved = check_flats(c, s, read_value(layout.names.sharding(i)), layout_path)
+      if saved.world_size ~= s.manifest.world_size then
+        error(string.format("'%s' cuts flat parameters over %d rank(s) but the checkpoint was saved on %d "
+                            .. "process(es)", layout_path, saved.world_size, s.manifest.world_size), 0)
+      end
       local j = saved.optimizer
       local sharded, optimizer = c.split:sharded(model), c.split:shard_optimizer(model)
       -- Saved without a mesh: a mesh's ranks cut their flat parameters otherwise.

@@ -15,6 +15,7 @@ local layout = require("accel.checkpointing.layout")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
 local flat_shards = require("accel.parallel.checkpoint.flat_shards")
 local sorted_keys = require("accel.util.sorted_keys")
+local dtypes = require("accel.big_modeling.dtypes")
 
 local reshard = {}
 
@@ -157,6 +158,16 @@ local function own_shards(c, s, i, model, files, sources, now, path)
   for name in model:named_buffers() do names[name] = true end
   local problem = misfit(sources.model, names, now.tp, dims)
   if problem then error(string.format("'%s' does not fit: %s", path, problem), 0) end
+  -- The shards are made in their own dtype: a saved tensor of another kind
+  -- would be converted silently (load.lua checks the other paths).
+  local function check_dtype(name, dtype)
+    local _, why = dtypes.loaded(sources.model.entries[name].dtype, dtype)
+    if why then error(string.format("'%s': '%s' %s", path, name, why), 0) end
+  end
+  for k, flat in ipairs(flats.flats) do
+    for _, p in ipairs(flat.params) do check_dtype(p.name, sharded:shards()[k].dtype) end
+  end
+  for name, b in model:named_buffers() do check_dtype(name, b.dtype) end
   local tensors = {}
   for k, shard in ipairs(sharded:shards()) do
     tensors["flat_" .. k] = flat_shards.shard_of(flats.flats[k], now.shard, shard.dtype, function(p)
@@ -222,6 +233,15 @@ function reshard.read(c, s, folder, open, flat_layouts)
       local model, flats = c.models[i], flat_layouts[i]
       if flats then
         local j = flats.layout.optimizer
+        local params, indices = {}, {}
+        for _, flat in ipairs(flats.layout.flats) do
+          for _, p in ipairs(flat.params) do
+            params[p.name] = #p.shape
+            if p.optimizer_index >= 0 then indices[p.optimizer_index] = #p.shape end
+          end
+        end
+        tp_slices.check_splits("model", saved.splits.models[i], params, path, "'" .. flats.path .. "'")
+        tp_slices.check_splits("optimizer", saved.splits.optimizers[j], indices, path, "'" .. flats.path .. "'")
         -- Shard s of tp rank t: rank s x tp + t (tp is the innermost dim).
         local function model_file(shard, t) return layout.names.model_slices(i, shard * tp + t) end
         local function optimizer_file(shard, t) return layout.names.optimizer_slices(j, shard * tp + t) end

@@ -141,13 +141,12 @@ end
 -- rank r's, from 0); `path` names the layout in errors.
 function tp_slices.slices_source(files, kind, name_of, tp, dims, path)
   local source = { keys = files.keys(name_of(0)), entries = {} }
+  tp_slices.check_splits(kind, dims, tp_slices.held(kind, source.keys, function(key)
+    return files.info(name_of(0), key).shape
+  end), path, name_of(0))
   for _, key in ipairs(source.keys) do
     local info = files.info(name_of(0), key)
     local dim = tp_slices.split_dim(kind, dims, key, #info.shape)
-    if dim and dim > #info.shape then
-      error(string.format("'%s' splits '%s' of %s along dim %d, but the tensor has %d dims", path, key, name_of(0),
-                          dim, #info.shape), 0)
-    end
     local shape = { unpack(info.shape) }
     if dim then shape[dim] = shape[dim] * tp end
     source.entries[key] = { shape = shape, dtype = info.dtype, dim = dim, tp = tp, piece = function(r)
@@ -156,6 +155,48 @@ function tp_slices.slices_source(files, kind, name_of, tp, dims, path)
     end }
   end
   return source
+end
+
+-- What a checkpoint holds that a layout's splits must name, from `keys`
+-- (a file's tensor names) and `shape(key)`: a model's tensors (name ->
+-- their dims); an optimizer's parameters (index -> the most dims of any of
+-- its state slots, or false when it has no state), which its
+-- "param_groups.<g>.params" lists count.
+function tp_slices.held(kind, keys, shape)
+  local held = {}
+  if kind == "model" then
+    for _, key in ipairs(keys) do held[key] = #shape(key) end
+    return held
+  end
+  local params = 0
+  for _, key in ipairs(keys) do
+    if key:match("^param_groups%.%d+%.params$") then
+      for _, n in ipairs(shape(key)) do params = params + n end
+    end
+  end
+  for index = 0, params - 1 do held[index] = false end
+  for _, key in ipairs(keys) do
+    local index = tonumber(key:match("^state%.(%d+)%.") or "")
+    if index and held[index] ~= nil then held[index] = math.max(held[index] or 0, #shape(key)) end
+  end
+  return held
+end
+
+-- Every split `dims` lists (a model's or an optimizer's, kind) is of a
+-- tensor `held` (tp_slices.held) names, along one of its dims; `path` names
+-- the layout and `where` the file holding them. An optimizer's slots of
+-- fewer dims than the split (a step count) stay whole.
+function tp_slices.check_splits(kind, dims, held, path, where)
+  for _, key in ipairs(sorted_keys(dims)) do
+    local ndim, what = held[key], kind == "model" and "'" .. key .. "'" or "the state of parameter " .. key
+    if ndim == nil then
+      error(string.format("'%s' splits %s, which %s does not hold", path, what, where), 0)
+    end
+    if ndim and dims[key] > ndim then
+      error(string.format("'%s' splits %s of %s along dim %d, but the tensor has %d dims", path, what, where,
+                          dims[key], ndim), 0)
+    end
+  end
 end
 
 -- This tp rank's part of `key` of `source`: its slice along `dim` (nil:
@@ -191,6 +232,10 @@ function tp_slices.part(source, key, dim, tp, path)
     end
     if overlaps then
       local piece, into = e.piece(r), out
+      if piece.dtype ~= e.dtype then
+        error(string.format("'%s': tp rank %d's '%s' is %s where tp rank 0's is %s", path, r, key, piece.dtype,
+                            e.dtype), 0)
+      end
       local expected = { unpack(e.shape) }
       if e.dim then expected[e.dim] = e.shape[e.dim] / e.tp end
       if table.concat(piece:size(), "x") ~= table.concat(expected, "x") then
@@ -245,6 +290,8 @@ function tp_slices.check_layout(layout, path)
                         tostring(layout.state_dict_type)), 0)
   end
   local splits = { models = {}, optimizers = {} }
+  -- A model's splits name its tensors, an optimizer's its parameters by
+  -- their index in its state (from 0).
   for _, part in ipairs({ { "models", "name", "string" }, { "optimizers", "index", "number" } }) do
     local lists = layout[part[1]]
     local problem = field_checks.list_problem(lists)
@@ -252,13 +299,18 @@ function tp_slices.check_layout(layout, path)
     for i, list in ipairs(lists) do
       local at = string.format("%s (%s[%d])", where, part[1], i)
       if type(list) ~= "table" or field_checks.list_problem(list) then error(at .. ": must be a list", 0) end
-      splits[part[1]][i] = {}
+      local dims = {}
+      splits[part[1]][i] = dims
       for _, entry in ipairs(list) do
         field_checks.check(entry, { { "dim", "positive count" } }, at)
-        if type(entry[part[2]]) ~= part[3] then
-          error(string.format("%s: '%s' must be a %s, got %s", at, part[2], part[3], tostring(entry[part[2]])), 0)
+        local key = entry[part[2]]
+        if part[3] == "number" then
+          field_checks.check(entry, { { part[2], "count" } }, at)
+        elseif type(key) ~= part[3] then
+          error(string.format("%s: '%s' must be a %s, got %s", at, part[2], part[3], tostring(key)), 0)
         end
-        splits[part[1]][i][entry[part[2]]] = entry.dim
+        if dims[key] then error(string.format("%s: '%s' %s is listed twice", at, part[2], tostring(key)), 0) end
+        dims[key] = entry.dim
       end
     end
   end
