@@ -479,4 +479,28 @@ int run_recipe(const LaunchOptions& options, const RunContext& context) {
   }
 }
 
+int run_warm_subcommand(const std::vector<std::string>& args, const RunContext& context, const std::string& name,
+                        std::string (*no_recipe)(const std::string& word), bool LaunchOptions::*mode) {
+  LaunchOptions options;
+  try {
+    options = resolve_launch_options(args, ConfigLookup::from_environment(), usable_cpu_cores(), RecipeRule::none);
+    if (!options.recipe.empty()) throw LaunchOptionsError(no_recipe(options.recipe));
+    if (options.nnodes > 1 || options.backend == "mpi" || options.watch || options.max_restarts > 0) {
+      throw LaunchOptionsError("accel-run " + name +
+                               " runs on one machine over gloo, without --watch or --max-restarts");
+    }
+  } catch (const LaunchOptionsError& error) {
+    std::fprintf(stderr, "accel-run: error: %s\n", error.what());
+    return 2;
+  }
+  if (options.help) {
+    std::fputs(usage_text().c_str(), stdout);
+    return 0;
+  }
+  // The workers' command line names a recipe they never run.
+  options.recipe = name;
+  options.*mode = true;
+  return run_recipe(options, context);
+}
+
 }  // namespace accel

@@ -35,4 +35,13 @@ struct RunContext {
 // ACCEL_RDZV_TOKEN in context.env; a single node's launcher generates one).
 int run_recipe(const LaunchOptions& options, const RunContext& context);
 
+// What `accel-run repl` and `accel-run serve` share: `args` (the options
+// after the subcommand `name`) resolved without a recipe, refused beyond one
+// machine over gloo or with --watch or --max-restarts, then warm workers
+// started with `mode` set in the options. `no_recipe(word)` is the error for
+// a word that is neither an option nor theirs to take. Returns 0 after
+// --help, 2 for a bad command line or config, else what run_recipe returns.
+int run_warm_subcommand(const std::vector<std::string>& args, const RunContext& context, const std::string& name,
+                        std::string (*no_recipe)(const std::string& word), bool LaunchOptions::*mode);
+
 }  // namespace accel

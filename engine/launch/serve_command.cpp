@@ -16,28 +16,10 @@
 namespace accel {
 
 int run_serve_command(const std::vector<std::string>& args, const RunContext& context) {
-  LaunchOptions options;
-  try {
-    options = resolve_launch_options(args, ConfigLookup::from_environment(), usable_cpu_cores(), RecipeRule::none);
-    if (!options.recipe.empty()) {
-      throw LaunchOptionsError("accel-run serve runs the recipes submitted to it (accel-run submit " +
-                               options.recipe + "); '" + options.recipe + "' is not an option");
-    }
-    if (options.nnodes > 1 || options.backend == "mpi" || options.watch || options.max_restarts > 0) {
-      throw LaunchOptionsError("accel-run serve runs on one machine over gloo, without --watch or --max-restarts");
-    }
-  } catch (const LaunchOptionsError& error) {
-    std::fprintf(stderr, "accel-run: error: %s\n", error.what());
-    return 2;
-  }
-  if (options.help) {
-    std::fputs(usage_text().c_str(), stdout);
-    return 0;
-  }
-  // The workers' command line names a recipe they never run.
-  options.recipe = "serve";
-  options.serve = true;
-  return run_recipe(options, context);
+  return run_warm_subcommand(args, context, "serve", [](const std::string& word) {
+    return "accel-run serve runs the recipes submitted to it (accel-run submit " + word + "); '" + word +
+           "' is not an option";
+  }, &LaunchOptions::serve);
 }
 
 namespace {
