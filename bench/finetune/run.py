@@ -219,7 +219,9 @@ def main():
             json.dump(spec, f)
         return spec, path
 
-    if "lora" in modes or "lora-bf16" in modes or "qlora" in modes:
+    # The initial adapter depends on nothing but the checkpoint and its path's settings: made once.
+    if ({"lora", "lora-bf16", "qlora"} & set(modes)
+            and not os.path.exists(os.path.join(adapter, "adapter_model.safetensors"))):
         log(f"saving the initial adapter (PEFT's get_peft_model, seed 0) to {adapter}")
         _, path = spec_for("lora", False, 1)
         run([a.python, os.path.join(HERE, "transformers_side.py"), "--save-adapter", path, adapter], base_env)
