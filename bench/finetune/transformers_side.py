@@ -3,12 +3,16 @@ on one process or under torch.distributed.run with Gloo):
     python transformers_side.py SPEC.json OUT_PREFIX
     python transformers_side.py --save-adapter SPEC.json ADAPTER_DIR
 SPEC.json (written by run.py) names the checkpoint, the data, the mode
-("full" or "lora"), checkpointing, the LoRA settings, AdamW's settings, the
+("full", "lora" (float32), "lora-bf16" (the base in bfloat16) or "qlora"
+(the base in 4 bits: nf4, double quantization, bfloat16 compute, then
+PEFT's prepare_model_for_kbit_training), the last two from the initial
+adapter saved for "lora"), checkpointing, the LoRA settings, AdamW's settings, the
 threads and the warm-up and timed steps. Each rank writes
 OUT_PREFIX.<rank>.json with the same figures as accel_side.lua.
 --save-adapter writes the initial adapter (get_peft_model after seeding)
 that accel_side.lua loads, so both sides start from the same weights.
 """
+import importlib.metadata
 import json
 import os
 import sys
@@ -17,7 +21,7 @@ import time
 import torch
 import transformers
 from accelerate import Accelerator
-from peft import LoraConfig, get_peft_model
+from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
 from torch.profiler import ProfilerActivity, profile
 
 MiB = 2 ** 20
@@ -42,6 +46,27 @@ def lora_model(model, spec):
     config = LoraConfig(r=spec["lora_r"], lora_alpha=spec["lora_alpha"], lora_dropout=0.0,
                         target_modules=spec["lora_targets"], task_type="CAUSAL_LM")
     return get_peft_model(model, config)
+
+
+def base_model(spec):
+    """The checkpoint as spec's mode loads it, before its adapters."""
+    if spec["mode"] == "qlora":
+        quantization = transformers.BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            spec["checkpoint"], dtype=torch.bfloat16, device_map="cpu", quantization_config=quantization)
+        model.config.use_cache = False
+        # The same checkpointing as the other modes (transformers' default, not reentrant).
+        return prepare_model_for_kbit_training(model, use_gradient_checkpointing=spec["checkpointing"],
+                                               gradient_checkpointing_kwargs={"use_reentrant": False})
+    dtype = torch.bfloat16 if spec["mode"] == "lora-bf16" else torch.float32
+    model = transformers.AutoModelForCausalLM.from_pretrained(spec["checkpoint"], dtype=dtype)
+    model.config.use_cache = False
+    if spec["checkpointing"]:
+        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+        enable()  # transformers' default: torch.utils.checkpoint with use_reentrant=False
+    return model
 
 
 def kept_after_forward(model, ids):
@@ -71,13 +96,11 @@ def main():
     with open(spec["data"]) as f:
         batches = json.load(f)["batches"]
 
-    model = transformers.AutoModelForCausalLM.from_pretrained(spec["checkpoint"], dtype=torch.float32)
-    model.config.use_cache = False
-    if spec["checkpointing"]:
-        enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-        enable()  # transformers' default: torch.utils.checkpoint with use_reentrant=False
+    model = base_model(spec)
     if spec["mode"] == "lora":
         model = lora_model(model, spec)
+    elif spec["mode"] != "full":  # the adapter saved for "lora", its weights float32 (autocast_adapter_dtype)
+        model = PeftModel.from_pretrained(model, spec["adapter"], is_trainable=True)
     model.train()
     trainable = [p for p in model.parameters() if p.requires_grad]
     a = spec["adamw"]
@@ -117,6 +140,7 @@ def main():
         "side": "transformers", "rank": rank, "world": world, "threads": torch.get_num_threads(),
         "torch": torch.__version__, "transformers": transformers.__version__,
         "peft": __import__("peft").__version__, "accelerate": __import__("accelerate").__version__,
+        "bitsandbytes": importlib.metadata.version("bitsandbytes"),
         "distributed_type": str(accelerator.distributed_type),
         "parameters": sum(p.numel() for p in model.parameters()),
         "trainable": sum(p.numel() for p in trainable),

@@ -3,7 +3,8 @@ with random weights, made by transformers' own LlamaConfig and
 save_pretrained (safetensors, float32), nothing downloaded; and the prompts
 both sides generate from, in prompts.json.
     python make_checkpoint.py OUT_DIR [--hidden 768 --layers 12 --heads 12
-        --kv-heads 4 --intermediate 2048 --vocab 32000 --prompt 128 --seed 0]
+        --kv-heads 4 --intermediate 2048 --vocab 32000 --prompt 128 --seed 0
+        --tie-embeddings]
 Prompts: "b1" one row of PROMPT ids; "b8" eight rows, rows 1, 4 and 6
 (0-based) left-padded (their first 16, 48 and 96 positions are pad 0 with
 attention_mask 0). Ids are in [3, vocab): never pad 0, bos 1 or eos 2.
@@ -31,13 +32,14 @@ def main():
     p.add_argument("--vocab", type=int, default=32000)
     p.add_argument("--prompt", type=int, default=128)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--tie-embeddings", action="store_true", help="lm_head shares the input embeddings' weight")
     a = p.parse_args()
     start = time.perf_counter()
     config = transformers.LlamaConfig(
         vocab_size=a.vocab, hidden_size=a.hidden, intermediate_size=a.intermediate,
         num_hidden_layers=a.layers, num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
         max_position_embeddings=2048, rms_norm_eps=1e-6, initializer_range=0.02,
-        tie_word_embeddings=False, pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS)
+        tie_word_embeddings=a.tie_embeddings, pad_token_id=PAD, bos_token_id=BOS, eos_token_id=EOS)
     torch.manual_seed(a.seed)
     model = transformers.LlamaForCausalLM(config).float().eval()
     params = sum(t.numel() for t in model.parameters())

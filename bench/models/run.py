@@ -93,6 +93,7 @@ def add_model_arguments(p):
     p.add_argument("--kv-heads", type=int)
     p.add_argument("--intermediate", type=int)
     p.add_argument("--vocab", type=int, default=32000)
+    p.add_argument("--tie-embeddings", action="store_true", help="lm_head shares the input embeddings' weight")
 
 
 # Where the checkpoint and the builds are, the oracle's Python, and how quiet
@@ -117,14 +118,15 @@ def checkpoint(a, prompt, env):
     """The folder bench/models/make_checkpoint.py makes for a's sizes (once,
     with transformers) and its bench_info.json."""
     name = (f"llama-h{a.hidden}-l{a.layers}-a{a.heads}-kv{a.kv_heads}-i{a.intermediate}-v{a.vocab}"
-            f"-p{prompt}")
+            f"-p{prompt}{'-tied' if a.tie_embeddings else ''}")
     ckpt = os.path.join(a.work, name)
     if not os.path.exists(os.path.join(ckpt, "bench_info.json")):
         os.makedirs(a.work, exist_ok=True)
         log(f"making {ckpt}")
         run([a.python, os.path.join(HERE, "make_checkpoint.py"), ckpt, "--hidden", str(a.hidden),
              "--layers", str(a.layers), "--heads", str(a.heads), "--kv-heads", str(a.kv_heads),
-             "--intermediate", str(a.intermediate), "--vocab", str(a.vocab), "--prompt", str(prompt)], env)
+             "--intermediate", str(a.intermediate), "--vocab", str(a.vocab), "--prompt", str(prompt),
+             *(["--tie-embeddings"] if a.tie_embeddings else [])], env)
     with open(os.path.join(ckpt, "bench_info.json")) as f:
         return ckpt, json.load(f)
 
