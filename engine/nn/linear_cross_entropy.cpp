@@ -131,13 +131,21 @@ struct LinearCrossEntropyFunction : public torch::autograd::Function<LinearCross
 
 }  // namespace
 
+// Liger's rule alone gives a few tokens per chunk at a small batch and a
+// large vocabulary (8 of 256 tokens at 128,256 x 2048), and every chunk
+// reads the whole output weight again: the loss of a 1B Llama's step took
+// 16-36 s at 8 tokens a chunk against 1.3-9 s at 256 on this project's CPU
+// (bench/finetune/RESULTS-1b.md). So a chunk holds at least kMinChunk
+// tokens (or all of them): 128 MiB of float32 logits at that vocabulary.
+constexpr int64_t kMinChunk = 256;
+
 int64_t linear_cross_entropy_chunk(int64_t tokens, int64_t vocab, int64_t hidden, int64_t requested) {
   if (requested > 0) return requested;
   const int64_t chunks = std::max<int64_t>(1, (vocab + hidden - 1) / hidden);
   const int64_t per_chunk = std::max<int64_t>(1, (tokens + chunks - 1) / chunks);
   int64_t size = 1;
   while (size < per_chunk) size *= 2;
-  return size;
+  return std::max<int64_t>(1, std::min(std::max(size, kMinChunk), tokens));
 }
 
 at::Tensor linear_cross_entropy(const at::Tensor& hidden, const OutputLayer& layer, const at::Tensor& targets,

@@ -42,7 +42,8 @@ struct LinearCrossEntropyOptions {
   int64_t ignore_index = -100;  // targets equal to it count for nothing
   // Tokens per chunk; 0: Liger's choice, the power of two nearest above
   // tokens / ceil(vocabulary / hidden size), so a chunk's logits are about
-  // as large as the hidden states.
+  // as large as the hidden states, but at least 256 tokens (or all of them),
+  // since each chunk reads the whole output weight.
   int64_t chunk_size = 0;
   // The sum of the tokens' losses is divided by this (transformers'
   // num_items_in_batch); absent: the number of targets not ignored. With
