@@ -121,34 +121,12 @@ void ServeController::conclude_run(bool everyone) {
 }
 
 void ServeController::read_rank(size_t r) {
-  Rank& rank = ranks_[r];
-  char buffer[4096];
-  const ssize_t n = ::read(rank.fd, buffer, sizeof buffer);
-  if (n < 0 && errno == EINTR) return;
-  if (n <= 0) {
-    // The supervisor reports a worker that failed; one that exited 0
-    // (os.exit) it would let be, so it is replaced here.
-    rank.open = false;
-    request_stop("rank " + std::to_string(r) + "'s worker exited");
-    return;
+  const WarmRead read = read_warm_rank(ranks_[r], r);
+  if (read.failed && !first_failure_) {
+    first_failure_ = Clock::now();
+    culprit_ = r;
   }
-  rank.reader.feed(buffer, static_cast<size_t>(n));
-  try {
-    while (std::optional<WarmMessage> message = rank.reader.next_message()) {
-      if (message->kind == WarmMessage::Kind::ready) {
-        rank.ready = true;
-        continue;
-      }
-      if (message->kind == WarmMessage::Kind::failed && !first_failure_) {
-        first_failure_ = Clock::now();
-        culprit_ = r;
-      }
-      rank.outcome = std::move(message);
-    }
-  } catch (const std::exception& error) {
-    rank.open = false;
-    request_stop("rank " + std::to_string(r) + ": " + error.what());
-  }
+  if (read.stop) request_stop(*read.stop);
 }
 
 void ServeController::serve() {

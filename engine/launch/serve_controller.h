@@ -37,13 +37,7 @@ class ServeController final : public WarmController {
 
  private:
   using Clock = std::chrono::steady_clock;
-  struct Rank {
-    int fd = -1;
-    bool open = true;
-    bool ready = false;
-    WarmFrameReader reader;
-    std::optional<WarmMessage> outcome;
-  };
+  using Rank = WarmRank;
 
   void serve();
   void read_rank(size_t r);

@@ -4,10 +4,16 @@
 // session that outlives the sets (a crashed worker is replaced by a new
 // set, and the session goes on).
 #pragma once
+#include <unistd.h>
+
+#include <cerrno>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "engine/protocol/warm_protocol.h"
 
 namespace accel {
 
@@ -51,5 +57,53 @@ class WarmSession {
   // ends before serving any is not replaced, since the next would end so too.
   int served = 0;
 };
+
+// A warm worker's end of its control socket, as a controller sees it.
+struct WarmRank {
+  int fd = -1;
+  bool open = true;
+  bool ready = false;
+  WarmFrameReader reader;
+  std::optional<WarmMessage> outcome;  // of the run in progress
+};
+
+// What `read_warm_rank` found: whether the worker reported a failure, and
+// why the workers must stop (the worker exited, or sent what cannot be
+// read), if they must.
+struct WarmRead {
+  bool failed = false;
+  std::optional<std::string> stop;
+};
+
+// Reads what local rank `r`'s worker sent: `ready` marks it ready, any
+// other message is its run's outcome.
+inline WarmRead read_warm_rank(WarmRank& rank, size_t r) {
+  WarmRead read;
+  char buffer[4096];
+  const ssize_t n = ::read(rank.fd, buffer, sizeof buffer);
+  if (n < 0 && errno == EINTR) return read;
+  if (n <= 0) {
+    // The supervisor reports a worker that failed; one that exited 0
+    // (os.exit) it would let be, so it is replaced here.
+    rank.open = false;
+    read.stop = "rank " + std::to_string(r) + "'s worker exited";
+    return read;
+  }
+  rank.reader.feed(buffer, static_cast<size_t>(n));
+  try {
+    while (std::optional<WarmMessage> message = rank.reader.next_message()) {
+      if (message->kind == WarmMessage::Kind::ready) {
+        rank.ready = true;
+        continue;
+      }
+      if (message->kind == WarmMessage::Kind::failed) read.failed = true;
+      rank.outcome = std::move(message);
+    }
+  } catch (const std::exception& error) {
+    rank.open = false;
+    read.stop = "rank " + std::to_string(r) + ": " + error.what();
+  }
+  return read;
+}
 
 }  // namespace accel

@@ -19,14 +19,6 @@ namespace accel {
 
 using Clock = std::chrono::steady_clock;
 
-struct WatchController::Rank {
-  int fd = -1;
-  bool open = true;
-  bool ready = false;
-  WarmFrameReader reader;
-  std::optional<WarmMessage> outcome;  // of the run in progress
-};
-
 namespace {
 
 std::string seconds_text(Clock::duration d) {
@@ -257,35 +249,13 @@ void WatchController::serve() {
       handle_change(last_changed, last_during_run);
     }
     for (size_t r = 0; r < ranks_.size(); ++r) {
-      Rank& rank = ranks_[r];
       if (fds[r + 2].revents == 0) continue;
-      char buffer[4096];
-      const ssize_t n = ::read(rank.fd, buffer, sizeof buffer);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        // The supervisor reports a worker that failed; one that exited 0
-        // (os.exit) it would let be, so it is replaced here.
-        rank.open = false;
-        request_stop("rank " + std::to_string(r) + "'s worker exited");
-        continue;
+      const WarmRead read = read_warm_rank(ranks_[r], r);
+      if (read.failed && !first_failure_) {
+        first_failure_ = Clock::now();
+        culprit_ = r;
       }
-      rank.reader.feed(buffer, static_cast<size_t>(n));
-      try {
-        while (std::optional<WarmMessage> message = rank.reader.next_message()) {
-          if (message->kind == WarmMessage::Kind::ready) {
-            rank.ready = true;
-          } else {
-            if (message->kind == WarmMessage::Kind::failed && !first_failure_) {
-              first_failure_ = Clock::now();
-              culprit_ = r;
-            }
-            rank.outcome = std::move(message);
-          }
-        }
-      } catch (const std::exception& error) {
-        rank.open = false;
-        request_stop("rank " + std::to_string(r) + ": " + error.what());
-      }
+      if (read.stop) request_stop(*read.stop);
     }
     if (running_) {
       const bool everyone = std::all_of(ranks_.begin(), ranks_.end(),

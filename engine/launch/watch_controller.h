@@ -81,7 +81,7 @@ class WatchController final : public WarmController {
   std::optional<Stop> stop_;
 
   // Owned by the thread.
-  struct Rank;
+  using Rank = WarmRank;
   std::vector<Rank> ranks_;
   bool pending_ = false;
   bool running_ = false;
