@@ -3,7 +3,7 @@
 
     check_saved.py REF SAVED CORPUS.json
 
-For every tokenizer in REF/cases.txt: Hugging Face tokenizers (or, for
+For every tokenizer in SAVED/cases.txt (the cases parity.lua checked): Hugging Face tokenizers (or, for
 the tokenizer.model, sentencepiece) loads SAVED/<name> and gives the ids
 REF/<name> gives for every corpus text; transformers' AutoTokenizer loads
 the folder and names the same special tokens as its tokenizer_config.json.
@@ -19,7 +19,7 @@ ref, saved, corpus_path = sys.argv[1:4]
 with open(corpus_path, encoding="utf-8") as f:
     corpus = json.load(f)["texts"]
 failures = 0
-for name in open(f"{ref}/cases.txt").read().split():
+for name in open(f"{saved}/cases.txt").read().split():
     if name == "sentencepiece":
         a = spm.SentencePieceProcessor(model_file=f"{ref}/{name}/tokenizer.model")
         b = spm.SentencePieceProcessor(model_file=f"{saved}/{name}/tokenizer.model")
