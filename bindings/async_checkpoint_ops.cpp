@@ -46,21 +46,21 @@ std::vector<Binding> writer_methods() {
           staged.emplace_back(name, tensor.detach().to(at::kCPU, /*non_blocking=*/false, /*copy=*/true).contiguous());
         }
         const formats::FileDigest digest = formats::safetensors_digest(staged);
-        writer_at(L).add([path, staged = std::move(staged), digest] {
-          check_written(path, digest, formats::write_safetensors(path, staged));
+        writer_at(L).add([path, staged = std::move(staged), digest](formats::WritePace& pace) {
+          check_written(path, digest, formats::write_safetensors(path, staged, {}, &pace));
         });
         return push_digest(L, digest);
       }),
       bind("text", [](lua_State* L, Receiver, std::string path, std::string text) {
         const formats::FileDigest digest{text.size(), formats::crc32c(text.data(), text.size())};
-        writer_at(L).add([path, text = std::move(text), digest] {
+        writer_at(L).add([path, text = std::move(text), digest](formats::WritePace&) {
           check_written(path, digest, formats::write_whole_file(path, text));
         });
         return push_digest(L, digest);
       }),
       // marker(folder, rank): this rank's files are all written.
       bind("marker", [](lua_State* L, Receiver, std::string folder, int64_t rank) {
-        writer_at(L).add([folder, rank] { formats::write_rank_marker(folder, static_cast<int>(rank)); });
+        writer_at(L).add([folder, rank](formats::WritePace&) { formats::write_rank_marker(folder, static_cast<int>(rank)); });
       }),
       // manifest(folder, manifest, world_size, timeout_ms): once every
       // rank's marker is there, the manifest.
@@ -68,15 +68,16 @@ std::vector<Binding> writer_methods() {
         formats::Manifest manifest = read_manifest_table(L, 3);
         const int64_t world_size = luaL_checkinteger(L, 4);
         const int64_t timeout_ms = luaL_checkinteger(L, 5);
-        writer_at(L).add([folder, manifest = std::move(manifest), world_size, timeout_ms] {
+        writer_at(L).add([folder, manifest = std::move(manifest), world_size, timeout_ms](formats::WritePace&) {
           formats::wait_for_rank_markers(folder, static_cast<int>(world_size), timeout_ms);
           formats::write_manifest(folder, manifest);
         });
       }),
       bind("commit", [](lua_State* L, Receiver, std::string temporary, std::string folder) {
-        writer_at(L).add([temporary, folder] { formats::commit_folder(temporary, folder); });
+        writer_at(L).add([temporary, folder](formats::WritePace&) { formats::commit_folder(temporary, folder); });
       }),
-      bind("start", [](lua_State* L, Receiver) { writer_at(L).start(); }),
+      // start(share): the share of a core the writing may use (write_pace.h).
+      bind("start", [](lua_State* L, Receiver, double share) { writer_at(L).start(share); }),
       bind("wait", [](lua_State* L, Receiver) { writer_at(L).wait(); }),
       bind("finished", [](lua_State* L, Receiver) { return writer_at(L).finished(); }),
   };

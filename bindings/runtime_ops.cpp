@@ -1,14 +1,16 @@
-// Process-level switches: seeding, threads, the tensor accounting that
+// Process-level switches: seeding, threads (and the CPUs to run them on), the tensor accounting that
 // tests read to prove memory is released (and whether a Lua value is a
 // tensor handle at all), and the facts about stdout that accel.progress
 // needs.
 #include <ATen/Parallel.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 #include "bindings/op_tables.h"
 #include "bindings/option_table.h"
@@ -25,6 +27,14 @@ std::vector<Binding> runtime_bindings() {
         at::set_num_threads(static_cast<int>(n));
       }),
       bind("get_num_threads", []() { return static_cast<int64_t>(at::get_num_threads()); }),
+      // The CPUs this process may run on (its affinity mask, which a
+      // launcher or a container may have narrowed), as os.sched_getaffinity.
+      bind("available_cpus", []() {
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (::sched_getaffinity(0, sizeof(set), &set) != 0) return static_cast<int64_t>(std::thread::hardware_concurrency());
+        return static_cast<int64_t>(CPU_COUNT(&set));
+      }),
       bind("is_grad_enabled", []() { return at::GradMode::is_enabled(); }),
       // Seconds on a monotonic clock, for timing (os.clock is CPU time).
       bind("time", []() {

@@ -23,22 +23,24 @@ BackgroundWriter::~BackgroundWriter() {
   if (thread_.joinable()) thread_.join();
 }
 
-void BackgroundWriter::add(std::function<void()> step) { queued_.push_back(std::move(step)); }
+void BackgroundWriter::add(Step step) { queued_.push_back(std::move(step)); }
 
-void BackgroundWriter::start() {
+void BackgroundWriter::start(double share) {
   wait();
-  std::vector<std::function<void()>> steps = std::move(queued_);
+  WritePace pace(share);  // before anything changes: a bad share throws here
+  std::vector<Step> steps = std::move(queued_);
   queued_.clear();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     running_ = true;
     error_ = nullptr;
   }
-  thread_ = std::thread([this, steps = std::move(steps)] {
+  thread_ = std::thread([this, pace, steps = std::move(steps)]() mutable {
     std::exception_ptr error;
+    pace.begin();
     try {
-      for (const std::function<void()>& step : steps) {
-        step();
+      for (const Step& step : steps) {
+        step(pace);
         fault_point("checkpoint-async-write");
       }
     } catch (...) {

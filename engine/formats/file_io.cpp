@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/formats/format_error.h"
+#include "engine/formats/write_pace.h"
 
 namespace accel::formats {
 namespace {
@@ -21,10 +22,13 @@ namespace {
 // Large reads and writes go through in pieces: the kernel caps one call at
 // about 2 GiB.
 constexpr std::size_t kChunk = std::size_t{1} << 30;
+// A paced writer's chunk: a few milliseconds of copying, so that its pauses
+// are short against a training step.
+constexpr std::size_t kPacedChunk = std::size_t{4} << 20;
 
 }  // namespace
 
-FileWriter::FileWriter(std::string path) : path_(std::move(path)) {
+FileWriter::FileWriter(std::string path, WritePace* pace) : path_(std::move(path)), pace_(pace) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("cannot create", path_);
 }
@@ -34,13 +38,21 @@ FileWriter::~FileWriter() {
 }
 
 void FileWriter::write(const void* data, std::size_t size) {
-  crc_.update(data, size);
   const auto* p = static_cast<const char*>(data);
+  const std::size_t chunk = pace_ ? kPacedChunk : kChunk;
   while (size > 0) {
-    ssize_t n = ::write(fd_, p, size < kChunk ? size : kChunk);
+    ssize_t n = ::write(fd_, p, size < chunk ? size : chunk);
     if (n < 0) {
       if (errno == EINTR) continue;
       fail("cannot write", path_);
+    }
+    crc_.update(p, static_cast<std::size_t>(n));
+    if (pace_) {
+      // The writeback starts now, on this thread's time, rather than in one
+      // burst of the kernel's flusher at fsync. Advisory: finish()'s fsync
+      // is what makes the bytes durable, so a filesystem without it is fine.
+      ::sync_file_range(fd_, static_cast<off_t>(size_), n, SYNC_FILE_RANGE_WRITE);
+      pace_->after_chunk();
     }
     p += n;
     size -= static_cast<std::size_t>(n);

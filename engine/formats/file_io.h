@@ -19,10 +19,15 @@ struct FileDigest {
   uint32_t crc32c = 0;
 };
 
+class WritePace;
+
 // Creates (or truncates) `path`; errors name it with the system's reason.
+// With a pace (a background writer's, write_pace.h) it writes in small
+// chunks, starts each one's writeback at once and lets the pace sleep
+// between them.
 class FileWriter {
  public:
-  explicit FileWriter(std::string path);
+  explicit FileWriter(std::string path, WritePace* pace = nullptr);
   ~FileWriter();  // closes without fsync when finish() was not reached
   FileWriter(const FileWriter&) = delete;
   FileWriter& operator=(const FileWriter&) = delete;
@@ -34,6 +39,7 @@ class FileWriter {
 
  private:
   std::string path_;
+  WritePace* pace_;
   int fd_ = -1;
   uint64_t size_ = 0;
   Crc32c crc_;

@@ -84,7 +84,8 @@ std::string safetensors_dtype(at::ScalarType type, const std::string& tensor_nam
                         ", which safetensors files cannot hold");
 }
 
-FileDigest write_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
+FileDigest write_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata,
+                             WritePace* pace) {
   std::set<std::string> names;
   for (const auto& [name, tensor] : tensors) {
     if (!tensor.defined()) throw FormatError("'" + path + "': tensor '" + name + "' is undefined");
@@ -98,7 +99,7 @@ FileDigest write_safetensors(const std::string& path, const NamedTensors& tensor
   std::string header = header_json(tensors, metadata);
   unsigned char length[8];
   for (int i = 0; i < 8; ++i) length[i] = static_cast<unsigned char>(uint64_t{header.size()} >> (8 * i));
-  FileWriter writer(path);
+  FileWriter writer(path, pace);
   writer.write(length, 8);
   writer.write(header.data(), header.size());
   for (const auto& [name, tensor] : tensors) {

@@ -34,9 +34,10 @@ std::string safetensors_dtype(at::ScalarType type, const std::string& tensor_nam
 
 // Writes `tensors` in the order given (names must be unique), fsyncs, and
 // returns the file's size and CRC-32C. Tensors on other devices or not
-// contiguous are copied to contiguous CPU memory one at a time.
+// contiguous are copied to contiguous CPU memory one at a time. A pace
+// (write_pace.h) slows the writing, never changes its bytes.
 FileDigest write_safetensors(const std::string& path, const NamedTensors& tensors,
-                             const Metadata& metadata = {});
+                             const Metadata& metadata = {}, WritePace* pace = nullptr);
 
 // The size and CRC-32C that write_safetensors would give for `tensors`
 // (CPU and contiguous), computed without writing: an asynchronous save

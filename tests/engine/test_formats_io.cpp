@@ -4,8 +4,10 @@
 
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,7 @@
 #include "engine/formats/fault_injection.h"
 #include "engine/formats/file_io.h"
 #include "engine/formats/manifest.h"
+#include "engine/formats/write_pace.h"
 #include "tests/engine/scratch_files.h"
 
 namespace fs = std::filesystem;
@@ -77,6 +80,45 @@ TEST_CASE("a written file's digest is that of its bytes, and reading checks it")
   other.size += 1;
   REQUIRE_THROWS_WITH(check_digest(path, other, read), Catch::Contains("f.txt") && Catch::Contains("truncated"));
   REQUIRE_THROWS_WITH(read_whole_file(dir.path + "/missing", 1024), Catch::Contains("missing"));
+}
+
+static double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+TEST_CASE("a paced writer writes the same bytes in small chunks and sleeps to keep its share of a core") {
+  TempDir dir;
+  // 24 MiB: six of the paced writer's chunks, the last one short.
+  std::vector<unsigned char> bytes((std::size_t{24} << 20) + 12345);
+  std::mt19937 random(7);
+  for (auto& b : bytes) b = static_cast<unsigned char>(random());
+  FileWriter plain(dir.path + "/plain");
+  plain.write(bytes.data(), bytes.size());
+  const FileDigest plain_digest = plain.finish();
+
+  // A share of a hundredth: whatever CPU time the writing takes, its wall
+  // time is at least a hundred times it (a lower bound, so a slow or busy
+  // machine cannot fail it; the pace sleeps after the last chunk too).
+  WritePace pace(0.01);
+  FileWriter paced(dir.path + "/paced", &pace);
+  const auto wall_start = std::chrono::steady_clock::now();
+  const double cpu_start = thread_cpu_seconds();
+  pace.begin();
+  paced.write(bytes.data(), bytes.size());
+  const double cpu_s = thread_cpu_seconds() - cpu_start;
+  const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+  const FileDigest paced_digest = paced.finish();
+  REQUIRE(paced_digest.size == plain_digest.size);
+  REQUIRE(paced_digest.crc32c == plain_digest.crc32c);
+  REQUIRE(slurp(dir.path + "/paced") == slurp(dir.path + "/plain"));
+  INFO("cpu " << cpu_s << " s, wall " << wall_s << " s");
+  REQUIRE(cpu_s > 0);
+  REQUIRE(wall_s >= 0.9 * cpu_s / 0.01);
+
+  REQUIRE_THROWS_WITH(WritePace(0.0), Catch::Contains("(0, 1]"));
+  REQUIRE_THROWS_WITH(WritePace(1.5), Catch::Contains("(0, 1]"));
 }
 
 TEST_CASE("a reader refuses what is not a regular file, at once") {

@@ -3,9 +3,10 @@
 --   accel-run async_save_recipe.lua -- ROOT same|crash|resume
 --
 -- same: after 5 steps, a synchronous save to ROOT/sync and an asynchronous
--- one to ROOT/async of the same state, then 3 more steps (changing the
--- weights in place while the files are written), then
--- acc:wait_for_checkpoint(). crash: a synchronous save to ROOT/good, 2
+-- one to ROOT/async of the same state, and one to ROOT/paced whose writer
+-- may use a twentieth of a core, then 3 more steps (changing the weights in
+-- place while the files are written), then acc:wait_for_checkpoint(), then
+-- two saves with a writer_share out of range or without async. crash: a synchronous save to ROOT/good, 2
 -- steps, an asynchronous save to ROOT/bad, then training goes on (until the
 -- fault point checkpoint-async-write kills the rank mid-write). resume:
 -- acc:load_state(ROOT/good).
@@ -33,8 +34,14 @@ if mode == "same" then
   train(5)
   acc:save_state(root .. "/sync")
   acc:save_state(root .. "/async", { async = true })
+  -- The same state again, written at a twentieth of a core.
+  acc:save_state(root .. "/paced", { async = true, writer_share = 0.05 })
   train(3)
   acc:print("waited for " .. acc:wait_for_checkpoint())
+  for _, options in ipairs({ { async = true, writer_share = 0 }, { writer_share = 0.5 } }) do
+    local ok, err = pcall(acc.save_state, acc, root .. "/refused", options)
+    acc:print(ok and "accepted" or ("refused: " .. err))
+  end
 elseif mode == "crash" then
   train(1)
   acc:save_state(root .. "/good")

@@ -28,6 +28,23 @@ local function writer_of(acc)
   return writer
 end
 
+-- The share of one core the background writer may use (docs/live-runs.md):
+-- all of one when training leaves a CPU free, a tenth when its threads
+-- fill every CPU, since a writer at full speed then takes a core from one
+-- of them and every parallel region waits for that thread.
+local FULL_CPUS_SHARE = 0.1
+
+local function writer_share(given)
+  if given == nil then
+    return core.get_num_threads() >= core.available_cpus() and FULL_CPUS_SHARE or 1
+  end
+  if type(given) ~= "number" or not (given > 0 and given <= 1) then
+    args.error("Accelerator:save_state: writer_share must be a number in (0, 1], the share of a core the "
+               .. "background writer may use; got " .. tostring(given))
+  end
+  return given
+end
+
 -- Waits until the save in flight is written and committed; raises on every
 -- rank when it failed on any. Returns its folder (nil when none was in flight).
 function async_save.wait_for_checkpoint(acc)
@@ -49,9 +66,17 @@ function async_save.save_state(acc, dir, options)
     args.error("Accelerator:save_state: options must be a table ({async = true}), got a " .. type(options))
   end
   for key in pairs(options) do
-    if key ~= "async" then args.error("Accelerator:save_state: unknown option '" .. tostring(key) .. "'") end
+    if key ~= "async" and key ~= "writer_share" then
+      args.error("Accelerator:save_state: unknown option '" .. tostring(key) .. "'")
+    end
   end
-  if not options.async then return checkpointing.save_state(acc:_checkpoint_contents(), dir) end
+  if not options.async then
+    if options.writer_share ~= nil then
+      args.error("Accelerator:save_state: writer_share paces an asynchronous save; pass it with async = true")
+    end
+    return checkpointing.save_state(acc:_checkpoint_contents(), dir)
+  end
+  local share = writer_share(options.writer_share)
   async_save.wait_for_checkpoint(acc)  -- one save in flight
   local writer = writer_of(acc)
   local rank, world = acc.process_index, acc.num_processes
@@ -68,12 +93,12 @@ function async_save.save_state(acc, dir, options)
   local ok, folder = pcall(checkpointing.save_state, acc:_checkpoint_contents(), dir)
   for name, fn in pairs(originals) do ck[name] = fn end
   if not ok then
-    pcall(writer.start, writer)  -- what was staged is dropped with its temporary folder
+    pcall(writer.start, writer, 1)  -- what was staged is dropped with its temporary folder
     pcall(writer.wait, writer)
     error(folder, 0)
   end
   if not acc.is_main_process then writer:marker(ck.temporary_folder_for(folder), rank) end
-  writer:start()
+  writer:start(share)
   acc._checkpoint_pending = { writer = writer, folder = folder }
   return folder
 end
