@@ -1,7 +1,7 @@
-// Process-level switches: seeding, threads (and the CPUs to run them on), the tensor accounting that
-// tests read to prove memory is released (and whether a Lua value is a
-// tensor handle at all), and the facts about stdout that accel.progress
-// needs.
+// Process-level switches: seeding, threads (and the CPUs to run them on),
+// the tensor accounting that tests read to prove memory is released (and
+// whether a Lua value is a tensor handle at all), and the facts about
+// stdout that accel.progress needs.
 #include <ATen/Parallel.h>
 #include <sched.h>
 #include <sys/ioctl.h>

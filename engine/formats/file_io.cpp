@@ -28,7 +28,9 @@ constexpr std::size_t kPacedChunk = std::size_t{4} << 20;
 
 }  // namespace
 
-FileWriter::FileWriter(std::string path, WritePace* pace) : path_(std::move(path)), pace_(pace) {
+// A pace of a whole core never sleeps: the writer then goes as without one.
+FileWriter::FileWriter(std::string path, WritePace* pace)
+    : path_(std::move(path)), pace_(pace && pace->paced() ? pace : nullptr) {
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) fail("cannot create", path_);
 }

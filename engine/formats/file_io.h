@@ -22,9 +22,9 @@ struct FileDigest {
 class WritePace;
 
 // Creates (or truncates) `path`; errors name it with the system's reason.
-// With a pace (a background writer's, write_pace.h) it writes in small
-// chunks, starts each one's writeback at once and lets the pace sleep
-// between them.
+// With a pace of less than a whole core (a background writer's,
+// write_pace.h) it writes in small chunks, starts each one's writeback at
+// once and lets the pace sleep between them.
 class FileWriter {
  public:
   explicit FileWriter(std::string path, WritePace* pace = nullptr);

@@ -2,6 +2,7 @@
 
 #include <time.h>
 
+#include <cerrno>
 #include <stdexcept>
 #include <string>
 
@@ -33,7 +34,7 @@ void WritePace::after_chunk() {
   const int64_t due = wall_start_ns_ + static_cast<int64_t>(static_cast<double>(busy) / share_);
   // Absolute sleeps: time the thread waited for a core counts as spent.
   const timespec until{static_cast<time_t>(due / 1000000000), static_cast<long>(due % 1000000000)};
-  while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr) != 0) {
+  while (::clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, nullptr) == EINTR) {
   }
 }
 

@@ -29,14 +29,16 @@ local function writer_of(acc)
 end
 
 -- The share of one core the background writer may use (docs/live-runs.md):
--- all of one when training leaves a CPU free, a tenth when its threads
--- fill every CPU, since a writer at full speed then takes a core from one
--- of them and every parallel region waits for that thread.
+-- all of one when training leaves a CPU free, a tenth when the threads of
+-- this machine's ranks fill every CPU, since a writer at full speed then
+-- takes a core from one of them and every parallel region waits for that
+-- thread.
 local FULL_CPUS_SHARE = 0.1
 
 local function writer_share(given)
   if given == nil then
-    return core.get_num_threads() >= core.available_cpus() and FULL_CPUS_SHARE or 1
+    local threads = core.get_num_threads() * core.dist.state().local_world_size
+    return threads >= core.available_cpus() and FULL_CPUS_SHARE or 1
   end
   if type(given) ~= "number" or not (given > 0 and given <= 1) then
     args.error("Accelerator:save_state: writer_share must be a number in (0, 1], the share of a core the "
