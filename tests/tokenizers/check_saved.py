@@ -3,10 +3,11 @@
 
     check_saved.py REF SAVED CORPUS.json
 
-For every tokenizer in SAVED/cases.txt (the cases parity.lua checked): Hugging Face tokenizers (or, for
-the tokenizer.model, sentencepiece) loads SAVED/<name> and gives the ids
-REF/<name> gives for every corpus text; transformers' AutoTokenizer loads
-the folder and names the same special tokens as its tokenizer_config.json.
+For every tokenizer in SAVED/cases.txt (the cases parity.lua checked):
+Hugging Face tokenizers (or, for the tokenizer.model, sentencepiece) loads
+SAVED/<name> and gives the ids REF/<name> gives for every corpus text;
+transformers' AutoTokenizer loads the folder and names the same special
+tokens as its tokenizer_config.json.
 """
 import json
 import sys
