@@ -1,6 +1,7 @@
 #include "bindings/accel_core.h"
 
 #include "bindings/distributed_ops.h"
+#include "bindings/end_of_run.h"
 #include "bindings/lua_random.h"
 #include "bindings/op_tables.h"
 #include "bindings/tensor_fields.h"
@@ -67,6 +68,10 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
   add_table(L, "profiler", "accel.profiler.", profiler_bindings());
   add_table(L, "tracking", "accel.tracking.", tracking_bindings());
   add_table(L, "live", "accel.live.", live_control_bindings());
+  lua_getfield(L, core, "live");
+  lua_pushcfunction(L, raise_end_of_run);  // raw: lua_error, not a C++ exception
+  lua_setfield(L, -2, "end_run");
+  lua_pop(L, 1);
   add_table(L, "async_checkpoint", "accel.async_checkpoint.", async_checkpoint_bindings());
   add_table(L, "json", "accel.json.", json_bindings());
   add_table(L, "tokenizers", "accel.tokenizers.", tokenizer_bindings());

@@ -26,6 +26,7 @@ extern "C" {
 #include <lua.h>
 }
 
+#include "bindings/end_of_run.h"
 #include "bindings/kept_weights.h"
 #include "bindings/distributed_ops.h"
 #include "bindings/error_log.h"
@@ -142,6 +143,10 @@ WarmMessage run_chunk(lua_State* L, const std::string& text) {
   WarmMessage answer{WarmMessage::Kind::ok, 0, ""};
   lua_sethook(L, nullptr, 0, 0);
   if (load_chunk(L, source) != 0 || lua_pcall(L, 0, LUA_MULTRET, 1) != 0) {
+    if (is_end_of_run(L, -1)) {  // a `stop` sent to a loop the chunk ran
+      lua_settop(L, 0);
+      return answer;
+    }
     answer.kind = WarmMessage::Kind::failed;
     answer.text = lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error object is not a string)";
   } else {

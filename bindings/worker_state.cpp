@@ -11,6 +11,7 @@ extern "C" {
 }
 
 #include "bindings/accel_core.h"
+#include "bindings/end_of_run.h"
 #include "bindings/error_boundary.h"
 #include "bindings/launch_settings.h"
 #include "bindings/lua_random.h"
@@ -163,6 +164,7 @@ void make_globals_strict(lua_State* L) {
 }  // namespace
 
 int traceback(lua_State* L) {
+  if (is_end_of_run(L, 1)) return 1;
   if (!lua_isstring(L, 1)) {  // error(non-string): describe it rather than lose it
     lua_getglobal(L, "tostring");
     lua_pushvalue(L, 1);
@@ -199,7 +201,10 @@ bool run_recipe(lua_State* L, const std::string& recipe, bool accel_loaded) {
     }
     return false;
   }
-  if (lua_pcall(L, 0, 0, handler) != 0) return false;
+  if (lua_pcall(L, 0, 0, handler) != 0) {
+    if (!is_end_of_run(L, -1)) return false;
+    lua_pop(L, 1);
+  }
   lua_getglobal(L, "require");
   lua_pushliteral(L, "accel.core");
   if (lua_pcall(L, 1, 1, handler) != 0) return false;

@@ -14,7 +14,6 @@
 
 #include "engine/launch/control_socket.h"
 #include "engine/launch/errno_error.h"
-#include "engine/protocol/live_control_keys.h"
 #include "engine/protocol/warm_protocol.h"
 
 namespace accel {
@@ -34,14 +33,14 @@ std::string trimmed(const std::string& text) {
 }  // namespace
 
 LiveControlServer::LiveControlServer(std::string socket_path, StoreAddress store, int world_size,
-                                     std::vector<std::string> logs)
-    : socket_path_(std::move(socket_path)), store_(std::move(store)), world_size_(world_size) {
+                                     std::vector<std::string> logs, int run)
+    : socket_path_(std::move(socket_path)), store_(std::move(store)), world_size_(world_size), run_(run), keys_(run) {
   {
     StoreConnection connection(store_, std::chrono::steady_clock::now() + milliseconds(5000));
     std::string files;
     for (const std::string& log : logs) files += log + "\n";
-    connection.set(live_keys::kLogs, files);
-    connection.set(live_keys::kOn, "1");
+    connection.set(keys_.logs(), files);
+    connection.set(live_keys::kRun, std::to_string(run_));
   }
   listen_fd_ = listen_owner_only(socket_path_);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC);
@@ -66,6 +65,12 @@ LiveControlServer::~LiveControlServer() {
   ::close(listen_fd_);
   ::close(wake_fd_);
   ::unlink(socket_path_.c_str());
+  try {
+    StoreConnection connection(store_, std::chrono::steady_clock::now() + milliseconds(2000));
+    if (connection.get(live_keys::kRun) == std::to_string(run_)) connection.set(live_keys::kRun, "");
+  } catch (const std::exception&) {
+    // The store is gone with the workers: no run can take chunks from it.
+  }
 }
 
 void LiveControlServer::accept_loop() {
@@ -131,7 +136,7 @@ void LiveControlServer::serve(int fd) {
 LiveControlServer::Reply LiveControlServer::status(StoreConnection& store) {
   Reply reply{true, -1, ""};
   for (int rank = 0; rank < world_size_; ++rank) {
-    const std::optional<std::string> line = store.get(live_keys::status(rank));
+    const std::optional<std::string> line = store.get(keys_.status(rank));
     reply.text += "[rank " + std::to_string(rank) + "] " + (line ? *line : "no step finished yet") + "\n";
   }
   return reply;
@@ -143,11 +148,11 @@ LiveControlServer::Reply LiveControlServer::handle(StoreConnection& store, const
   {
     std::lock_guard<std::mutex> lock(post_mutex_);
     n = ++posted_;
-    store.set(live_keys::command(n), text);
-    store.set(live_keys::kPosted, std::to_string(n));
+    store.set(keys_.command(n), text);
+    store.set(keys_.posted(), std::to_string(n));
   }
   std::vector<std::string> keys;
-  for (int rank = 0; rank < world_size_; ++rank) keys.push_back(live_keys::result(n, rank));
+  for (int rank = 0; rank < world_size_; ++rank) keys.push_back(keys_.result(n, rank));
   // The ranks take it at their next step boundary, which may be far off
   // (a paused run, a long step): wait, a while at a time, until they do or
   // the run ends.

@@ -20,17 +20,22 @@
 #include <thread>
 #include <vector>
 
+#include "engine/protocol/live_control_keys.h"
 #include "engine/protocol/store_connection.h"
 
 namespace accel {
 
 class LiveControlServer {
  public:
-  // Listens on `socket_path` (replacing a socket left there) for the run
-  // whose store is `store` with `world_size` ranks; marks the store as
-  // taking chunks and names the files applied changes go to.
-  LiveControlServer(std::string socket_path, StoreAddress store, int world_size, std::vector<std::string> logs);
-  ~LiveControlServer();  // stops listening, ends every connection
+  // Listens on `socket_path` (replacing a socket left there) for run
+  // number `run` of the store `store`, with `world_size` ranks (Note [one
+  // store, many runs] in live_control_keys.h); marks the store as taking
+  // this run's chunks and names the files applied changes go to.
+  LiveControlServer(std::string socket_path, StoreAddress store, int world_size, std::vector<std::string> logs,
+                    int run);
+  // Stops listening, ends every connection (a chunk not yet taken is
+  // answered that the run ended), and marks the store as taking none.
+  ~LiveControlServer();
   LiveControlServer(const LiveControlServer&) = delete;
   LiveControlServer& operator=(const LiveControlServer&) = delete;
 
@@ -50,6 +55,8 @@ class LiveControlServer {
   std::string socket_path_;
   StoreAddress store_;
   int world_size_;
+  int run_;
+  live_keys::RunKeys keys_;
   int listen_fd_ = -1;
   int wake_fd_ = -1;  // an eventfd: written once to stop every thread
   std::atomic<bool> stopping_{false};

@@ -113,7 +113,8 @@ LiveRunEntry find_live_run(const std::string& id, const std::string& cwd, const 
                            "; name one:" + ids);
 }
 
-LiveRunFolder::LiveRunFolder(const std::string& secret, const std::string& recipe, const std::string& kind) {
+LiveRunFolder::LiveRunFolder(const std::string& secret, const std::string& recipe, const std::string& kind,
+                             const std::string& started_in) {
   const std::string base = live_runs_directory();
   live_runs();  // removes the folders of launchers killed outright
   for (int attempt = 0;; ++attempt) {
@@ -123,7 +124,7 @@ LiveRunFolder::LiveRunFolder(const std::string& secret, const std::string& recip
     if (errno != EEXIST || attempt > 8) throw_errno("cannot create " + path_);
   }
   std::error_code ignored;
-  const std::string cwd = fs::current_path(ignored).string();
+  const std::string cwd = started_in.empty() ? fs::current_path(ignored).string() : started_in;
   std::ostringstream run;
   run << "pid " << ::getpid() << "\ncwd " << cwd << "\nrecipe " << recipe << "\nkind " << kind << "\n";
   try {

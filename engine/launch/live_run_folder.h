@@ -40,8 +40,11 @@ LiveRunEntry find_live_run(const std::string& id, const std::string& cwd, const 
 
 class LiveRunFolder {
  public:
-  // Makes <live runs>/<new id>/ with its `run` and `secret` files.
-  LiveRunFolder(const std::string& secret, const std::string& recipe, const std::string& kind = "run");
+  // Makes <live runs>/<new id>/ with its `run` and `secret` files. `cwd`:
+  // the folder the run was started from (a served run's is its
+  // submitter's); empty, the launcher's.
+  LiveRunFolder(const std::string& secret, const std::string& recipe, const std::string& kind = "run",
+                const std::string& cwd = "");
   ~LiveRunFolder();  // removes the folder
   LiveRunFolder(const LiveRunFolder&) = delete;
   LiveRunFolder& operator=(const LiveRunFolder&) = delete;

@@ -22,6 +22,7 @@
 #include <readline/readline.h>
 
 #include "engine/launch/failure_report.h"
+#include "engine/launch/live_channel.h"
 #include "engine/launch/output_relay.h"
 #include "engine/protocol/warm_protocol.h"
 
@@ -62,9 +63,12 @@ std::string history_entry(const std::string& chunk) {
 
 class ReplController final : public WarmController {
  public:
-  ReplController(ReplSession& session, std::vector<int> sockets, int out_fd)
+  // `live`: the session's chunks run in one Lua state, so a training loop
+  // started in one chunk is one run to steer for as long as the workers live.
+  ReplController(ReplSession& session, std::vector<int> sockets, int out_fd, const LiveChannel* live)
       : session_(session), sockets_(std::move(sockets)), out_fd_(out_fd),
-        pids_(sockets_.size(), 0), readers_(sockets_.size()) {
+        pids_(sockets_.size(), 0), readers_(sockets_.size()),
+        control_(live ? live->open(1, "", "", out_fd) : nullptr) {
     int fds[2];
     if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
       for (int fd : sockets_) ::close(fd);
@@ -95,6 +99,7 @@ class ReplController final : public WarmController {
     if (!thread_.joinable()) return;
     write_all(wake_write_, "q");
     thread_.join();
+    control_.reset();
     for (int fd : sockets_) ::close(fd);
     ::close(wake_read_);
     ::close(wake_write_);
@@ -377,6 +382,7 @@ class ReplController final : public WarmController {
   int out_fd_;
   std::vector<pid_t> pids_;
   std::vector<WarmFrameReader> readers_;
+  std::unique_ptr<LiveRun> control_;
   int wake_read_ = -1;
   int wake_write_ = -1;
   std::thread thread_;
@@ -428,9 +434,9 @@ ReplSession::~ReplSession() {
   write_history(history_file_.c_str());
 }
 
-std::unique_ptr<WarmController> ReplSession::start(std::vector<int> sockets, int out_fd) {
+std::unique_ptr<WarmController> ReplSession::start(std::vector<int> sockets, int out_fd, const LiveChannel* live) {
   if (sets_ > 0) write_all(out_fd, "accel-run: new workers: the session's state is lost\n");
-  return std::make_unique<ReplController>(*this, std::move(sockets), out_fd);
+  return std::make_unique<ReplController>(*this, std::move(sockets), out_fd, live);
 }
 
 }  // namespace accel

@@ -26,7 +26,7 @@ class ReplSession final : public WarmSession {
   ReplSession(const ReplSession&) = delete;
   ReplSession& operator=(const ReplSession&) = delete;
 
-  std::unique_ptr<WarmController> start(std::vector<int> sockets, int out_fd) override;
+  std::unique_ptr<WarmController> start(std::vector<int> sockets, int out_fd, const LiveChannel* live) override;
   bool over() const override { return over_; }
   bool stdin_to_workers() const override { return false; }
 

@@ -13,7 +13,7 @@
 #include <optional>
 #include <stdexcept>
 
-#include "engine/launch/live_control_server.h"
+#include "engine/launch/live_channel.h"
 #include "engine/launch/live_run_folder.h"
 #include "engine/launch/mpi_launch.h"
 #include "engine/launch/random_hex.h"
@@ -197,13 +197,14 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
       return {1, true};
     }
   }
-  // Destroyed before the store: its connections wait on it.
-  std::optional<LiveControlServer> control;
-  if (store && scope.live) {
-    std::vector<std::string> logs{scope.live->log_path()};
-    if (!options.log_dir.empty()) logs.push_back(options.log_dir + "/control.log");
-    control.emplace(scope.live->socket_path(), StoreAddress{options.master_addr, port, token}, world_size, logs);
+  // Destroyed before the store: their connections wait on it. Warm workers
+  // open a run's control as they start it; a cold run is run 1 of its store.
+  std::optional<LiveChannel> live;
+  if (store && (scope.live || warm)) {
+    live.emplace(StoreAddress{options.master_addr, port, token}, world_size, options.log_dir, scope.live);
   }
+  std::unique_ptr<LiveRun> control;
+  if (live && !warm) control = live->open(1, options.recipe, "", context.stderr_fd);
   std::optional<StallWatch> stalls;
   if (store && world_size > 1) {
     stalls.emplace(*store, world_size, options.stall_report_s, context.stderr_fd);
@@ -238,7 +239,7 @@ RoundOutcome run_gloo_round(const LaunchOptions& options, const RunContext& cont
     supervision.command.env.push_back(std::string(variables::kControlFd) + "=" + std::to_string(kControlFd));
     supervision.stdin_to_first_rank = warm->stdin_to_workers();
     supervision.tick_interval = milliseconds(20);
-    controller = warm->start(sockets.launcher, context.stderr_fd);
+    controller = warm->start(sockets.launcher, context.stderr_fd, live ? &*live : nullptr);
     supervision.on_interrupt = [&] { return controller->interrupt(); };
   }
   bool heard = false;  // stopping because another node failed: nothing to tell them
@@ -441,7 +442,10 @@ int run_recipe(const LaunchOptions& options, const RunContext& context) {
     say(context.stderr_fd, std::string("accel-run: error: ") + error.what() + "\n");
     return 1;
   }
-  if (!warm && options.backend != "mpi" && options.node_rank == 0) {
+  // A serve's runs get folders of their own (live_channel.h); every other
+  // launch is one run to steer, under one id, however often its workers
+  // start again.
+  if (!options.serve && options.backend != "mpi" && options.node_rank == 0) {
     try {
       live.emplace(scope.token, options.recipe);
       scope.live = &*live;

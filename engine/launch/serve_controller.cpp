@@ -14,8 +14,9 @@
 
 namespace accel {
 
-ServeController::ServeController(ServeSession& session, std::vector<int> sockets, int out_fd)
-    : session_(session), out_fd_(out_fd) {
+ServeController::ServeController(ServeSession& session, std::vector<int> sockets, int out_fd,
+                                 const LiveChannel* live)
+    : session_(session), out_fd_(out_fd), live_(live) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
     for (int fd : sockets) ::close(fd);
@@ -39,6 +40,7 @@ void ServeController::finish() {
   if (!thread_.joinable()) return;
   write_all(wake_write_, "x");
   thread_.join();
+  control_.reset();
   // The ranks' last lines of a run the workers ended in.
   for (OutputRelay& relay : relays_) relay.finish(Clock::now() + std::chrono::seconds(1));
   relays_.clear();
@@ -59,6 +61,11 @@ void ServeController::start_run(ServedRun& run) {
   running_ = &run;
   number_ = ++session_.served;
   first_failure_.reset();
+  // Before the ranks start: their first step boundary finds the run's keys.
+  if (live_) control_ = live_->open(number_, run.request.recipe, run.request.cwd, run.err);
+  if (control_ && ::isatty(run.err)) {
+    write_all(run.err, "accel-run: run " + control_->id() + " (steer it: accel-run attach " + control_->id() + ")\n");
+  }
   const std::string command = encode_warm_command({"run", encode_run_request(run.request)});
   for (size_t r = 0; r < ranks_.size(); ++r) {
     Rank& rank = ranks_[r];
@@ -91,6 +98,7 @@ void ServeController::conclude_run(bool everyone) {
   relays_.clear();
   ServedRun& run = *running_;
   running_ = nullptr;
+  control_.reset();
   const std::string name = "run " + std::to_string(number_) + " (" + run.request.recipe + ")";
   if (!first_failure_) {
     write_all(out_fd_, "accel-run: " + name + " finished\n");

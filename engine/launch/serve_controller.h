@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/launch/live_channel.h"
 #include "engine/launch/output_relay.h"
 #include "engine/launch/warm_session.h"
 #include "engine/protocol/warm_protocol.h"
@@ -27,7 +28,9 @@ struct ServedRun;
 
 class ServeController final : public WarmController {
  public:
-  ServeController(ServeSession& session, std::vector<int> sockets, int out_fd);
+  // `live`: where each run takes control chunks (a live folder of its own,
+  // from its submitter's folder); null for none.
+  ServeController(ServeSession& session, std::vector<int> sockets, int out_fd, const LiveChannel* live);
   ~ServeController() override;  // finish()
   ServeController(const ServeController&) = delete;
   ServeController& operator=(const ServeController&) = delete;
@@ -47,6 +50,7 @@ class ServeController final : public WarmController {
 
   ServeSession& session_;
   int out_fd_;
+  const LiveChannel* live_;
   // How long after one rank's failure the others may take to report theirs
   // before they are taken to be stuck waiting for it.
   std::chrono::milliseconds failure_grace_{2000};
@@ -61,6 +65,7 @@ class ServeController final : public WarmController {
   ServedRun* running_ = nullptr;
   int number_ = 0;  // the run's, as the serve counts them
   std::vector<OutputRelay> relays_;  // the running run's ranks after the first
+  std::unique_ptr<LiveRun> control_;  // the running run's
   std::optional<Clock::time_point> first_failure_;
   size_t culprit_ = 0;
 };

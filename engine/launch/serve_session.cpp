@@ -82,8 +82,8 @@ ServeSession::~ServeSession() {
   ::close(queued_fd_);
 }
 
-std::unique_ptr<WarmController> ServeSession::start(std::vector<int> sockets, int out_fd) {
-  return std::make_unique<ServeController>(*this, std::move(sockets), out_fd);
+std::unique_ptr<WarmController> ServeSession::start(std::vector<int> sockets, int out_fd, const LiveChannel* live) {
+  return std::make_unique<ServeController>(*this, std::move(sockets), out_fd, live);
 }
 
 void ServeSession::accept_loop() {

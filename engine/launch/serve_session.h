@@ -52,7 +52,7 @@ class ServeSession final : public WarmSession {
   ServeSession(const ServeSession&) = delete;
   ServeSession& operator=(const ServeSession&) = delete;
 
-  std::unique_ptr<WarmController> start(std::vector<int> sockets, int out_fd) override;
+  std::unique_ptr<WarmController> start(std::vector<int> sockets, int out_fd, const LiveChannel* live) override;
   bool stdin_to_workers() const override { return false; }
   void workers_ended(int exit_code, const std::string& report) override;
 

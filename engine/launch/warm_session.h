@@ -17,6 +17,8 @@
 
 namespace accel {
 
+class LiveChannel;
+
 class WarmController {
  public:
   struct Stop {
@@ -43,8 +45,9 @@ class WarmSession {
  public:
   virtual ~WarmSession() = default;
   // A controller for a new set of workers, given the launcher's end of each
-  // local rank's control socket (it owns them).
-  virtual std::unique_ptr<WarmController> start(std::vector<int> sockets, int out_fd) = 0;
+  // local rank's control socket (it owns them) and where their runs take
+  // control chunks (null when they take none: not node 0).
+  virtual std::unique_ptr<WarmController> start(std::vector<int> sockets, int out_fd, const LiveChannel* live) = 0;
   // The user has left: no new workers.
   virtual bool over() const { return false; }
   // Whether the first local rank reads the launcher's stdin (the REPL keeps

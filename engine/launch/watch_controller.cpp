@@ -54,6 +54,7 @@ void WatchController::finish() {
   if (!thread_.joinable()) return;
   write_all(wake_write_, "x");
   thread_.join();
+  control_.reset();
   for (Rank& rank : ranks_) ::close(rank.fd);
   ::close(wake_read_);
   ::close(wake_write_);
@@ -78,7 +79,7 @@ WatchSession::WatchSession(const std::string& recipe, const std::string& launch_
   history_.launch_dir = launch_dir;
 }
 
-std::unique_ptr<WarmController> WatchSession::start(std::vector<int> sockets, int out_fd) {
+std::unique_ptr<WarmController> WatchSession::start(std::vector<int> sockets, int out_fd, const LiveChannel* live) {
   WatchControllerOptions options;
   options.sources = &sources_;
   options.history = &history_;
@@ -86,6 +87,7 @@ std::unique_ptr<WarmController> WatchSession::start(std::vector<int> sockets, in
   options.out_fd = out_fd;
   options.run_due = &run_due_;
   options.runs = &served;
+  options.live = live;
   return std::make_unique<WatchController>(std::move(options));
 }
 
@@ -164,6 +166,8 @@ void WatchController::start_run() {
     say("accel-run: run " + std::to_string(*options_.runs) + ": " + changed_file_ + " changed\n");
   }
   started_ = Clock::now();
+  // Before the ranks start: their first step boundary finds the run's keys.
+  if (options_.live) control_ = options_.live->open(*options_.runs, "", "", options_.out_fd);
   for (Rank& rank : ranks_) {
     rank.outcome.reset();
     write_all(rank.fd, encode_warm_command({"run", ""}));
@@ -173,6 +177,7 @@ void WatchController::start_run() {
 // everyone: every rank reported; else the failure grace ran out.
 void WatchController::conclude_run(bool everyone) {
   running_ = false;
+  control_.reset();
   const std::string run = "run " + std::to_string(*options_.runs);
   if (!first_failure_) {
     say("accel-run: " + run + " finished in " + seconds_text(Clock::now() - started_) + " s; watching " +

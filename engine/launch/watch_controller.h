@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/launch/live_channel.h"
 #include "engine/launch/source_watcher.h"
 #include "engine/launch/warm_session.h"
 
@@ -46,6 +47,7 @@ struct WatchControllerOptions {
   // whether one is due for the next workers.
   bool* run_due = nullptr;
   int* runs = nullptr;       // runs started so far, across sets of workers
+  const LiveChannel* live = nullptr;  // where each run takes control chunks; null for none
   // Saves closer together than this are one change (an editor writing a
   // file in several steps, or several files saved at once).
   std::chrono::milliseconds debounce{30};
@@ -89,6 +91,7 @@ class WatchController final : public WarmController {
   std::chrono::steady_clock::time_point started_{};
   std::optional<std::chrono::steady_clock::time_point> first_failure_;
   size_t culprit_ = 0;  // the rank whose failure came first, once first_failure_ is set
+  std::unique_ptr<LiveRun> control_;  // the running run's
 };
 
 // The --watch session: the recipe's folder watched for saves, and the runs
@@ -96,7 +99,7 @@ class WatchController final : public WarmController {
 class WatchSession final : public WarmSession {
  public:
   explicit WatchSession(const std::string& recipe);
-  std::unique_ptr<WarmController> start(std::vector<int> sockets, int out_fd) override;
+  std::unique_ptr<WarmController> start(std::vector<int> sockets, int out_fd, const LiveChannel* live) override;
 
  private:
   WatchSession(const std::string& recipe, const std::string& launch_dir);

@@ -136,6 +136,32 @@ expect "the newest of them" contains "$history" "=3 + 3"
 expect "and drops the oldest" test "$(grep -c -x 'old_chunk_1 = 1' "$work/.accel_repl_history")" -eq 0
 out=$(screen); err=""
 
+# A training loop run in the REPL is a live run to steer from its folder
+# (docs/live-runs.md): `accel-run ctl` there changes its lr at a step, and
+# it ends on the weights of a cold run changing lr at the step the reply names.
+mkdir "$work/steer"
+cp "$source_root/tests/launch/live_recipe.lua" "$work/steer/recipe.lua"
+tmux_ new-session -d -s steer -c "$work/steer" -x 160 -y 50 \
+  "HOME='$work' '$accel_run' repl --nproc 2 --threads 1; echo \$? >'$work/exit.steer'; sleep 60"
+session=steer
+prompts=1
+wait_for "accel> "
+type_line 'arg = {"steered", "400", "sleep=0.01", "ready=ready"}; dofile("recipe.lua")'
+for _ in $(seq 300); do [ -e "$work/steer/ready" ] && break; sleep 0.1; done
+reply=$(cd "$work/steer" && timeout 60 "$accel_run" ctl 'lr = 0.05' 2>&1)
+expect "a chunk reaches the loop running in the REPL ($reply)" contains "$reply" "applied at step"
+steered_step=$(sed -n 's/^applied at step \([0-9]*\)$/\1/p' <<<"$reply")
+for _ in $(seq 4); do wait_for "finished at step" && break; done
+check "the loop finishes with the lr the chunk set" "finished at step 400 with lr 0.05"
+cd "$work/steer" || exit 1
+run_accel recipe.lua --nproc 2 --threads 1 -- reference 400 "changes=$steered_step:0.05"
+cd - >/dev/null || exit 1
+expect "and ends on the weights of a cold run changing lr at step $steered_step ($err)" \
+  cmp "$work/steer/steered/model.safetensors" "$work/steer/reference/model.safetensors"
+tmux_ send-keys -t steer C-d
+for _ in $(seq 100); do [ -s "$work/exit.steer" ] && break; sleep 0.1; done
+expect "the REPL leaves with exit code 0" test "$(cat "$work/exit.steer" 2>/dev/null)" = 0
+
 # A history file that is a FIFO would block start-up: it is said and not used.
 mkfifo "$work/fifo"
 tmux_ new-session -d -s fifo -x 160 -y 50 \

@@ -62,10 +62,15 @@ function Controller:skips_step(opt)
   return self.guard ~= nil and opt == (self.opt or opt) and self.guard:skips(opt)
 end
 
+-- The run's keys are under live/<run>/, its number as the launcher wrote
+-- it before the run started (engine/protocol/live_control_keys.h: Note
+-- [one store, many runs]); "" or none: the run takes no chunks.
 function Controller:_connect()
   if self.store ~= nil then return self.store end
   local store = core.live.connect()
-  self.store = store and store:get("live/on") == "1" and store or false
+  local run = store and store:get("live/run")
+  self.store = run and run ~= "" and store or false
+  self.keys = run and "live/" .. run .. "/"
   self.rank, self.world = self.acc.process_index, self.acc.num_processes
   self.timeout_ms = math.floor(((core.launch or {}).timeout or 1800) * 1000)
   return self.store
@@ -80,15 +85,15 @@ function Controller:boundary(opt)
   if self.guard then self.guard:stepped(opt) end
   local store = self:_connect()
   if not store then return end
-  self.status:publish(store, self.rank, self.step, self.opt)
+  self.status:publish(store, self.keys, self.rank, self.step, self.opt)
   if self.world == 1 then
     self:_take_posted(self.step)
   elseif self.rank == 0 then
     while self.steps[self.done + 1] == self.step do self:_answer(self.done + 1) end
     if self.paused then return self:_wait_for_resume() end
-    local posted = tonumber(store:get("live/posted") or "0")
+    local posted = tonumber(store:get(self.keys .. "posted") or "0")
     for n = self.scheduled + 1, posted do
-      store:set("live/at/" .. n, tostring(self.step + 1))
+      store:set(self.keys .. "at/" .. n, tostring(self.step + 1))
       self.steps[n] = self.step + 1
     end
     self.scheduled = math.max(self.scheduled, posted)
@@ -100,7 +105,7 @@ end
 
 -- One rank alone: what was posted runs now.
 function Controller:_take_posted(step)
-  local posted = tonumber(self.store:get("live/posted") or "0")
+  local posted = tonumber(self.store:get(self.keys .. "posted") or "0")
   for n = self.done + 1, posted do
     self.steps[n], self.scheduled = step, n
     self:_answer(n)
@@ -110,7 +115,7 @@ end
 -- Ranks but 0: the chunks rank 0 gave this step.
 function Controller:_take_scheduled()
   while true do
-    local at = self.store:get("live/at/" .. (self.done + 1))
+    local at = self.store:get(self.keys .. "at/" .. (self.done + 1))
     if not at then return end
     at = tonumber(at)
     if at > self.step then return end
@@ -133,15 +138,15 @@ end
 -- the pause took effect ran with it.)
 function Controller:_wait_for_resume()
   local store = self.store
-  self.status:publish(store, self.rank, self.step, self.opt, true)
+  self.status:publish(store, self.keys, self.rank, self.step, self.opt, true)
   while self.paused do
     core.live.sleep(POLL_SECONDS)
     if self.world == 1 or self.rank == 0 then
-      local posted = tonumber(store:get("live/posted") or "0")
+      local posted = tonumber(store:get(self.keys .. "posted") or "0")
       for n = self.scheduled + 1, posted do
-        if resumes(store:get("live/cmd/" .. n) or "") then
+        if resumes(store:get(self.keys .. "cmd/" .. n) or "") then
           for m = self.scheduled + 1, n do
-            if self.world > 1 then store:set("live/at/" .. m, tostring(self.step)) end
+            if self.world > 1 then store:set(self.keys .. "at/" .. m, tostring(self.step)) end
             self.steps[m] = self.step
           end
           self.scheduled = n
@@ -159,13 +164,13 @@ end
 function Controller:_agree(n, ok)
   if self.world == 1 then return ok, "" end
   local store = self.store
-  store:set("live/ran/" .. n .. "/" .. self.rank, ok and "ok" or "failed")
-  if not store:wait_ranks("live/ran/" .. n .. "/", self.world, self.timeout_ms) then
+  store:set(self.keys .. "ran/" .. n .. "/" .. self.rank, ok and "ok" or "failed")
+  if not store:wait_ranks(self.keys .. "ran/" .. n .. "/", self.world, self.timeout_ms) then
     error(string.format("live control: not every rank ran control chunk %d within %d s", n, self.timeout_ms / 1000), 0)
   end
   local failed = {}
   for r = 0, self.world - 1 do
-    if store:get("live/ran/" .. n .. "/" .. r) ~= "ok" then failed[#failed + 1] = r end
+    if store:get(self.keys .. "ran/" .. n .. "/" .. r) ~= "ok" then failed[#failed + 1] = r end
   end
   return #failed == 0
 end
@@ -174,7 +179,7 @@ end
 function Controller:_answer(n)
   self.done = n
   local step = self.steps[n] or self.step
-  local text = self.store:get("live/cmd/" .. n) or ""
+  local text = self.store:get(self.keys .. "cmd/" .. n) or ""
   local word, rest = text:match("^%s*([%a_][%w_]*)%s*(.-)%s*$")
   local builtin = word and control.builtins[word]
   local outcome, said, after
@@ -192,7 +197,7 @@ function Controller:_answer(n)
     outcome = all and "applied" or (ok and "rejected" or "failed")
     said = values
   end
-  self.store:set("live/result/" .. n .. "/" .. self.rank, outcome .. " " .. step .. "\n" .. said)
+  self.store:set(self.keys .. "result/" .. n .. "/" .. self.rank, outcome .. " " .. step .. "\n" .. said)
   if after then after() end
 end
 
@@ -220,7 +225,7 @@ function Controller:_record(step, text)
   self.changes[#self.changes + 1] = { step = step, chunk = text }
   if self.rank ~= 0 then return end
   local line = string.format('{"step": %d, "chunk": %s}\n', step, status.json_string(text))
-  for file in (self.store:get("live/logs") or ""):gmatch("[^\n]+") do
+  for file in (self.store:get(self.keys .. "logs") or ""):gmatch("[^\n]+") do
     local f = io.open(file, "a")
     if f then
       f:write(line)
@@ -270,14 +275,12 @@ control.builtins = {
   save = function(self, dir)
     return "saved " .. tostring(self.acc:save_state(dir))
   end,
-  -- Saves, answers, then ends every rank as a finished recipe ends.
+  -- Saves, answers, then ends the recipe on every rank as if it returned
+  -- there (bindings/end_of_run.h): a warm worker goes on serving.
   stop = function(self, dir)
     local folder = self.acc:save_state(dir)
     self.paused = false
-    return "saved " .. tostring(folder) .. "; stopping at step " .. self.step, function()
-      core.dist.finish()
-      os.exit(0)
-    end
+    return "saved " .. tostring(folder) .. "; stopping at step " .. self.step, core.live.end_run
   end,
 }
 

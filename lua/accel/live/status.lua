@@ -58,11 +58,11 @@ end
 
 -- Publishes when PUBLISH_SECONDS have passed since the last time (always
 -- when `paused`).
-function Status:publish(store, rank, step, opt, paused)
+function Status:publish(store, keys, rank, step, opt, paused)
   local now = core.time()
   if not paused and now - self.published < PUBLISH_SECONDS then return end
   self.published = now
-  store:set("live/status/" .. rank, self:line(step, opt, paused))
+  store:set(keys .. "status/" .. rank, self:line(step, opt, paused))
 end
 
 -- `text` as a JSON string, for the control log.
