@@ -6,30 +6,9 @@
 # calls do not disturb it; attaching without the secret, or as another
 # user, is refused.
 source "$(dirname "$0")/lib.sh" "$@"
+source "$(dirname "$0")/live_lib.sh"
 recipe=$source_root/tests/launch/live_recipe.lua
 cd "$work"
-
-# Sends a chunk, retrying while the run is still starting; sets $reply.
-ctl() {
-  local tries=0
-  while :; do
-    reply=$(timeout 60 "$accel_run" ctl "$@" 2>&1)
-    ctl_status=$?
-    [[ $reply == *"no live run was started"* || $reply == *"cannot connect"* ]] || return 0
-    tries=$((tries + 1)); [ $tries -lt 100 ] || return 1
-    sleep 0.1
-  done
-}
-step_of() { sed -n 's/^applied at step \([0-9]*\)$/\1/p' <<<"$1"; }
-# wait_for FILE PID: until FILE exists, while PID lives (60 s at most).
-wait_for() {
-  for _ in $(seq 1200); do
-    [ -e "$1" ] && return 0
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
 
 refused_everywhere() {
   [ "$ctl_status" -eq 1 ] && [[ $reply == *"rank(s) $((nproc - 1)) failed"* && $reply == *"ctl 2:2: boom"* ]]

@@ -6,30 +6,10 @@
 # its own status); `stop` saves and ends a run as its return would, the
 # workers going on serving (and a cold run exiting 0).
 source "$(dirname "$0")/lib.sh" "$@"
+source "$(dirname "$0")/live_lib.sh"
 cd "$work" || exit 1
 cp "$source_root/tests/launch/live_recipe.lua" recipe.lua
 
-# Sends a chunk, retrying while the run is still starting; sets $reply.
-ctl() {
-  local tries=0
-  while :; do
-    reply=$(timeout 60 "$accel_run" ctl "$@" 2>&1)
-    ctl_status=$?
-    [[ $reply == *"no live run was started"* || $reply == *"cannot connect"* ]] || return 0
-    tries=$((tries + 1)); [ $tries -lt 100 ] || return 1
-    sleep 0.1
-  done
-}
-step_of() { sed -n 's/^applied at step \([0-9]*\)$/\1/p' <<<"$1"; }
-# wait_for FILE PID: until FILE exists, while PID lives (60 s at most).
-wait_for() {
-  for _ in $(seq 1200); do
-    [ -e "$1" ] && return 0
-    kill -0 "$2" 2>/dev/null || return 1
-    sleep 0.05
-  done
-  return 1
-}
 # wait_line FILE TEXT PID: until FILE holds TEXT, while PID lives.
 wait_line() {
   for _ in $(seq 1200); do
