@@ -16,12 +16,14 @@
 #include "bindings/distributed_ops.h"
 #include "bindings/lua_support.h"
 #include "bindings/option_table.h"
+#include "bindings/tensor_handle.h"
 #include "bindings/typed_userdata.h"
 #include "engine/comm/communicator.h"
 #include "engine/comm/group_communicator.h"
 #include "engine/comm/reduce_op.h"
 #include "engine/comm/tensor_exchange.h"
 #include "engine/protocol/device_mesh.h"
+#include "engine/parallel/expert_exchange.h"
 #include "engine/parallel/gradient_reducer.h"
 #include "engine/parallel/ring_attention.h"
 #include "engine/parallel/ring_shift.h"
@@ -182,6 +184,17 @@ std::vector<Binding> group_methods() {
         if (option_present(L, o, "scale")) options.scale = option_number(L, o, "scale", 0.0);
         if (option_present(L, o, "position_ids")) options.position_ids = *option_tensor(L, o, "position_ids");
         return ring_attention(q, k, v, group_at(L).comm, options);
+      }),
+      // all_to_all(x, counts): expert parallelism's exchange (engine/parallel/expert_exchange.h): x's rows
+      // sent to the group's ranks as counts (int64 [ranks, parts], the same shape on every rank) says;
+      // returns the rows every rank sent here, in rank order, and their counts [ranks, parts]. Its backward
+      // sends the rows' gradients back.
+      bind("all_to_all", [](lua_State* L, Receiver, const at::Tensor& x, const at::Tensor& counts) {
+        GroupHandle& group = group_at(L);
+        at::Tensor received = exchange_counts(counts, *group.comm);
+        push_tensor(L, exchange_rows(x, counts, received, group.comm));
+        push_tensor(L, received);
+        return Pushed{2};
       }),
       // send(t, dst) / recv(t, src): blocking, dst and src ranks of the group (0-based); recv(nil, src[,
       // device]) makes a tensor of the sender's dtype and shape (on the CPU unless a device is named),

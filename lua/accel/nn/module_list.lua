@@ -5,6 +5,8 @@
 -- `list[i]`, `#list` and `ipairs(list)` reach the modules. With
 -- {index_base = 0} their names count from 0 ("0.weight", as PyTorch and the
 -- checkpoints of transformers name them); `list[1]` is still the first.
+-- Any index_base n >= 0 names them from n: a rank holding experts 4 to 7 of
+-- a mixture (accel.parallel.expert_parallel) keeps their whole model's names.
 local Module = require("accel.nn.module")
 local args = require("accel.util.args")
 
@@ -18,10 +20,10 @@ end
 
 function ModuleList:init(modules, options)
   local o = args.options("nn.ModuleList", options, { index_base = 1 }, { index_base = "number" })
-  if o.index_base ~= 0 and o.index_base ~= 1 then
-    args.error("nn.ModuleList: index_base must be 0 or 1, got " .. tostring(o.index_base))
+  if o.index_base < 0 or o.index_base % 1 ~= 0 then
+    args.error("nn.ModuleList: index_base must be a whole number from 0, got " .. tostring(o.index_base))
   end
-  if o.index_base == 0 then rawset(self, "_index_base", 0) end
+  if o.index_base ~= 1 then rawset(self, "_index_base", o.index_base) end
   self.length = 0
   if modules ~= nil then self:extend(modules) end
 end

@@ -22,4 +22,7 @@ return {
   context_parallel_part = context_parallel_layout.part,
   context_parallel_gather = context_parallel_layout.gather,
   context_parallel_loss = context_parallel.loss,
+  -- Expert parallelism over the mesh's ep dim (expert_parallel.lua): each rank keeps its share of
+  -- every mixture's experts, tokens exchanged with an all-to-all.
+  expert_parallel = require("accel.parallel.expert_parallel"),
 }
