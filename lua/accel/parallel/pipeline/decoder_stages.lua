@@ -21,7 +21,11 @@
 --   (refused), nor sliding windows.
 -- - loss_fn is accel.models' causal loss (the mean over the shifted
 --   labels); with equal micro-batches and no -100 labels the micro-batches'
---   mean is the batch's, as the runtime assumes.
+--   mean is the batch's, as the runtime assumes. loss_share(labels, n) is
+--   the loss_fn of a micro-batch's share of the batch's loss (the sum of
+--   its tokens' losses over n, by default the batch's count of labels that
+--   are not -100), for the runtime's loss_reduction = "sum": one process's
+--   loss whatever labels are ignored where.
 local core = require("accel.core")
 local nn = require("accel.nn")
 local args = require("accel.util.args")
@@ -69,7 +73,7 @@ function decoder_stages.module(model, name)
   args.error(string.format("%s: %q is not a layer of this %s", where, tostring(name), model.__name))
 end
 
--- {layer_names, build, loss_fn} of `model` (an accel.models causal LM of
+-- {layer_names, build, loss_fn, loss_share, input_key} of `model` (an accel.models causal LM of
 -- the Llama family).
 function decoder_stages.of(model)
   local base = type(model) == "table" and model.model
@@ -93,7 +97,12 @@ function decoder_stages.of(model)
     if name:match("^layers%.") then return DecoderLayerStage(m, base.rotary_emb) end
     return m
   end
-  return { layer_names = names, build = build,
+  local function loss_share(labels, num_items)
+    local T = labels:size(2)
+    if not num_items then num_items = T < 2 and 1 or labels:narrow(2, 2, T - 1):ne(-100):sum():item() end
+    return function(logits, mb_labels) return causal_lm.loss(logits, mb_labels, num_items) end
+  end
+  return { layer_names = names, build = build, input_key = "input_ids", loss_share = loss_share,
            loss_fn = function(logits, labels) return causal_lm.loss(logits, labels) end }
 end
 
