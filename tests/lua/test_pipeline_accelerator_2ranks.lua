@@ -6,7 +6,8 @@
 -- 1F1B and Interleaved1F1B (2 stages per rank), 10 AdamW steps with
 -- clipping (which acts) give one process's losses (on both ranks),
 -- gradient norms and weights within 1e-5 (float32), also accumulating
--- each step over 2 micro-steps; labels ignored unevenly over the
+-- each step over 2 micro-steps, and fp16 (the loss scaled); bf16 within
+-- measured tolerances that lr x 1.1 exceeds; labels ignored unevenly over the
 -- micro-batches give one process's loss and gradients (token-weighted);
 -- an evaluation (model:eval(), or under accel.no_grad) runs the forwards
 -- alone and gives one process's loss; an nn.Sequential with its loss_fn
@@ -25,6 +26,29 @@ for _, run in ipairs({ { schedule = "GPipe" }, { schedule = "1F1B" }, { schedule
   acc, model, base = pipeline_check.train(check, ref, run)
 end
 local rank = acc.process_index
+
+-- fp16 on the CPU scales the loss only (by powers of two): float32's numbers.
+pipeline_check.train(check, ref, { schedule = "1F1B", mixed_precision = "fp16" })
+-- bf16: the stages and the loss under autocast, against
+-- one process under the same autocast, within the tolerances the mesh's
+-- bf16 tests measured (docs/api/parallelism.md), on learnable rows at
+-- lr 1e-3 (on random tokens at 1e-2 bf16's rounding alone moves single
+-- weights as far as a 10% change of learning rate). The tolerances can
+-- fail: one process at lr x 1.1 strays beyond them, and the loss falls by
+-- more than 10 times the loss tolerance.
+local BF16 = { loss = 5e-4, norm = 5e-3, weights = 2.5e-3 }
+local bf16_ref = pipeline_check.reference(check, { precision = "bf16", lr = 1e-3, learnable = true })
+pipeline_check.train(check, bf16_ref, { schedule = "1F1B", mixed_precision = "bf16", tolerances = BF16 })
+pipeline_check.train(check, bf16_ref, { schedule = "Interleaved1F1B", virtual_stages = 2, mixed_precision = "bf16",
+                                        tolerances = BF16 })
+local stray = pipeline_check.reference(check, { precision = "bf16", lr = 1.1e-3, learnable = true })
+local last = pipeline_check.STEPS
+check.truthy(math.abs(stray.losses[last] - bf16_ref.losses[last]) > BF16.loss * bf16_ref.losses[last],
+             "bf16: lr x 1.1 strays beyond the loss tolerance")
+check.truthy(pipeline_check.relative_difference(stray.model, bf16_ref.model) > BF16.weights,
+             "bf16: lr x 1.1 strays beyond the weights tolerance")
+check.truthy(bf16_ref.losses[1] - bf16_ref.losses[last] > 10 * BF16.loss * bf16_ref.losses[1],
+             "bf16: the loss falls by more than 10 times its tolerance")
 check.equal(table.concat(model:layer_names(), ","), rank == 0 and "embed_tokens,layers.0,norm" or "layers.1,lm_head",
             "Interleaved1F1B v 2: stages 1 and 3 on rank 0, 2 and 4 on rank 1")
 
