@@ -6,7 +6,8 @@
 -- 1F1B and Interleaved1F1B (2 stages per rank), 10 AdamW steps with
 -- clipping (which acts) give one process's losses (on both ranks),
 -- gradient norms and weights within 1e-5 (float32), also accumulating
--- each step over 2 micro-steps, and fp16 (the loss scaled); bf16 within
+-- each step over 2 micro-steps, and fp16 (the loss scaled; an overflow on
+-- one stage skips the step on both ranks); bf16 within
 -- measured tolerances that lr x 1.1 exceeds; labels ignored unevenly over the
 -- micro-batches give one process's loss and gradients (token-weighted);
 -- an evaluation (model:eval(), or under accel.no_grad) runs the forwards
@@ -29,6 +30,27 @@ local rank = acc.process_index
 
 -- fp16 on the CPU scales the loss only (by powers of two): float32's numbers.
 pipeline_check.train(check, ref, { schedule = "1F1B", mixed_precision = "fp16" })
+-- An fp16 overflow in rank 1's stage alone: both ranks skip the step and halve the scale.
+do
+  local fp16 = accel.Accelerator{ mixed_precision = "fp16",
+    parallelism_config = accel.ParallelismConfig{ pp_size = 2, pp_microbatches = 4 } }
+  local fp16_base = pipeline_check.tiny()
+  local fp16_model, fp16_opt = fp16:prepare(fp16_base, accel.optim.AdamW(fp16_base:parameters(), { lr = 1e-2 }))
+  local ids = pipeline_check.batch(1)
+  local first = fp16_model:parameters()[1]
+  for step = 1, 2 do
+    fp16:backward(fp16_model{ input_ids = ids, labels = ids }.loss)
+    if step == 2 and rank == 1 then first.grad:view(-1)[1] = math.huge end
+    local before = first:clone()
+    fp16:clip_grad_norm(fp16_model:parameters(), 1.0)
+    fp16_opt:step()
+    fp16_opt:zero_grad()
+    local moved = (first - before):abs():max():item() > 0
+    check.equal(fp16_opt.step_was_skipped, step == 2, string.format("fp16 PP 2: step %d skipped on rank %d", step, rank))
+    check.equal(moved, step == 1, string.format("fp16 PP 2: rank %d's stage moved at step %d", rank, step))
+    check.equal(fp16:loss_scale(), step == 2 and 32768 or 65536, string.format("fp16 PP 2: the scale after step %d", step))
+  end
+end
 -- bf16: the stages and the loss under autocast, against
 -- one process under the same autocast, within the tolerances the mesh's
 -- bf16 tests measured (docs/api/parallelism.md), on learnable rows at

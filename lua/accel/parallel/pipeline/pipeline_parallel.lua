@@ -104,11 +104,21 @@ function pipeline_parallel.clip_grad_norm(layouts, max_norm, norm_type, pp)
   return norm
 end
 
+-- Why each Accelerator method refused under a pipeline is not built there.
+local NOT_BUILT = {
+  save_state = "checkpoints of a pipeline (each rank's stages, loadable on another mesh) are not built",
+  load_state = "checkpoints of a pipeline (each rank's stages, loadable on another mesh) are not built",
+  save_model = "the full weights are not gathered from the stages' ranks",
+  load_model = "full weights are not cut into the stages' ranks",
+  get_state_dict = "the full weights are not gathered from the stages' ranks",
+  join_uneven_inputs = "a rank out of batches cannot stand in for its stage in the schedule",
+}
+
 -- What is not built under a pipeline, refused by `action` on every rank alike.
 function pipeline_parallel.refuse(dims, action)
-  args.error(string.format("Accelerator:%s under pp_size = %d is not implemented yet: checkpoints of a pipeline "
-                           .. "(each rank's stages, loadable on another mesh) are not built (%s; "
-                           .. "docs/api/parallelism.md)", action, dims.mesh.pp.size, tostring(dims.mesh.config)))
+  args.error(string.format("Accelerator:%s under pp_size = %d is not implemented yet: %s (%s; "
+                           .. "docs/api/parallelism.md)", action, dims.mesh.pp.size, NOT_BUILT[action],
+                           tostring(dims.mesh.config)))
 end
 
 return pipeline_parallel
