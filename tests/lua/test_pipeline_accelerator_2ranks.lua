@@ -145,7 +145,8 @@ end, "fsdp_plugin", "pp_size = 2 with an fsdp_plugin (FSDP)")
 check.raises(function() accel.Accelerator{ parallelism_config = pp2(), zero_stage = 2 } end, "zero_stage",
              "pp_size = 2 with zero_stage (DeepSpeed)")
 check.raises(function() accel.Accelerator{ parallelism_config = pp2{ pp_schedule = "InterleavedZeroBubble" } } end,
-             "zero bubble", "pp_schedule = \"InterleavedZeroBubble\"", "not run yet")
+             "zero bubble", "pp_schedule = \"InterleavedZeroBubble\" is not implemented yet", "W actions",
+             "are not run yet")
 check.raises(function() accel.Accelerator{ parallelism_config = accel.ParallelismConfig{ dp_shard_size = 2, ep_size = 2 } } end,
              "ep", "experts split over ep is not implemented yet")
 local fresh = accel.Accelerator{ parallelism_config = pp2() }
@@ -155,6 +156,10 @@ check.raises(function() fresh:prepare(pipeline_check.tiny{ model_type = "qwen2",
                                                            sliding_window = 4, use_sliding_window = true,
                                                            max_window_layers = 0 }) end,
              "sliding windows", "sliding window")
+check.raises(function()
+  fresh:prepare(accel.models.from_config{ model_type = "gpt2", vocab_size = 32, n_embd = 16, n_layer = 2, n_head = 2,
+                                          n_positions = 16 })
+end, "gpt2", "a GPT2LMHeadModel (model_type gpt2) is not cut yet")
 check.raises(function() fresh:prepare(nn.Linear(4, 4)) end, "not a pipeline's kind of model",
              "a causal LM of the Llama family or an nn.Sequential", "a Linear is neither")
 check.raises(function() fresh:prepare(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))) end, "Sequential's loss",

@@ -26,20 +26,20 @@ local DECODERS = { llama = true, mistral = true, qwen2 = true }
 -- Refuses, naming the sizes, what pp_size > 1 does not combine with yet;
 -- `sharding` is zero_stage's or an fsdp_plugin's settings (or nil).
 function pipeline_parallel.check(config, sharding)
-  local function refuse(what)
+  local function refuse(what, why)
     args.error(string.format("accel.Accelerator: pp_size = %d with %s is not implemented yet (%s; "
-                             .. "docs/api/parallelism.md): a pipeline combines with dp_replicate_size only",
-                             config.pp_size, what, tostring(config)))
+                             .. "docs/api/parallelism.md): %s", config.pp_size, what, tostring(config), why))
   end
+  local combines = "a pipeline combines with dp_replicate_size only"
   for _, key in ipairs({ "tp_size", "cp_size", "dp_shard_size", "ep_size" }) do
-    if config[key] > 1 then refuse(string.format("%s = %d", key, config[key])) end
+    if config[key] > 1 then refuse(string.format("%s = %d", key, config[key]), combines) end
   end
-  if sharding then refuse(sharding.name == "FSDP" and "an fsdp_plugin (FSDP)" or "zero_stage (DeepSpeed)") end
+  if sharding then refuse(sharding.name == "FSDP" and "an fsdp_plugin (FSDP)" or "zero_stage (DeepSpeed)", combines) end
   local s = schedules.build(config.pp_schedule, { pp = config.pp_size, microbatches = config.pp_microbatches,
                                                   virtual_stages = config.pp_virtual_stages })
   if s.split_backward then
-    refuse(string.format("pp_schedule = %q (its W actions, the weight gradient apart from the input gradient, "
-                         .. "are not run yet; GPipe, 1F1B and Interleaved1F1B are)", config.pp_schedule))
+    refuse(string.format("pp_schedule = %q", config.pp_schedule), "its W actions (the weight gradient apart from "
+           .. "the input gradient) are not run yet; GPipe, 1F1B and Interleaved1F1B are")
   end
   return s
 end
@@ -47,15 +47,13 @@ end
 -- The layers of `model` as a pipeline's pieces.
 local function pieces_of(model)
   if sequential_stages.is(model) then return sequential_stages.of(model) end
-  if type(model) == "table" and model.model and model.lm_head then
-    local model_type = model.config and model.config.model_type
-    if not DECODERS[model_type] then
-      args.error(string.format("Accelerator:prepare: pp_size > 1 cuts causal LMs of the Llama family (llama, "
-                               .. "mistral, qwen2) into stages; a %s (model_type %s) is not cut yet",
-                               model.__name, tostring(model_type)))
-    end
-    return decoder_stages.of(model)
+  local model_type = type(model) == "table" and model.config and model.config.model_type
+  if model_type and not DECODERS[model_type] then
+    args.error(string.format("Accelerator:prepare: pp_size > 1 cuts causal LMs of the Llama family (llama, mistral, "
+                             .. "qwen2) into stages; a %s (model_type %s) is not cut yet", model.__name,
+                             tostring(model_type)))
   end
+  if model_type then return decoder_stages.of(model) end
   args.error(string.format("Accelerator:prepare: pp_size > 1 cuts a causal LM of the Llama family or an "
                            .. "nn.Sequential into stages; a %s is neither", tostring(model and model.__name)))
 end
