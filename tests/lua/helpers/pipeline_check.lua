@@ -65,11 +65,11 @@ local function autocast(precision, fn)
 end
 
 -- One process: {losses, norms, model, ...} after STEPS steps; options
--- {precision = "bf16", lr = LR, learnable = false}.
+-- {precision = "bf16", lr = LR, learnable = false, config = overrides of TINY}.
 function pipeline_check.reference(check, options)
   local o = options or {}
   local precision = o.precision
-  local model = pipeline_check.tiny()
+  local model = pipeline_check.tiny(o.config)
   local opt = adamw(model, o.lr)
   local losses, norms = {}, {}
   for step = 1, STEPS do
@@ -82,26 +82,26 @@ function pipeline_check.reference(check, options)
     opt:zero_grad()
     losses[step] = loss:item()
   end
-  return { losses = losses, norms = norms, model = model, lr = o.lr, learnable = o.learnable }
+  return { losses = losses, norms = norms, model = model, lr = o.lr, learnable = o.learnable, config = o.config }
 end
 
--- The same through Accelerator{parallelism_config = pp_size 2 x dp_replicate
--- o.dp}: o = {schedule, virtual_stages = 1, dp = 1, accumulation = 1,
+-- The same through Accelerator{parallelism_config = pp_size o.pp x dp_replicate
+-- o.dp}: o = {schedule, pp = 2, virtual_stages = 1, dp = 1, accumulation = 1,
 -- mixed_precision, tolerances = {loss, norm, weights} (default 1e-5)}.
 -- Each step's loss (out.loss averaged over the micro-steps and mesh.dp)
 -- and the norm acc:clip_grad_norm returns equal the reference's, and after
 -- training every weight this rank's stages hold. Returns acc, the
 -- pipelined model and the model it was cut from.
 function pipeline_check.train(check, ref, o)
-  local accumulation, dp = o.accumulation or 1, o.dp or 1
+  local accumulation, dp, pp = o.accumulation or 1, o.dp or 1, o.pp or 2
   local tol = o.tolerances or { loss = 1e-5, norm = 1e-5, weights = 1e-5 }
-  local what = string.format("%s (v %d) at pp 2 x dp %d, accumulation %d%s", o.schedule, o.virtual_stages or 1, dp,
-                             accumulation, o.mixed_precision and (", " .. o.mixed_precision) or "")
+  local what = string.format("%s (v %d) at pp %d x dp %d, accumulation %d%s", o.schedule, o.virtual_stages or 1, pp,
+                             dp, accumulation, o.mixed_precision and (", " .. o.mixed_precision) or "")
   local acc = accel.Accelerator{ gradient_accumulation_steps = accumulation, mixed_precision = o.mixed_precision,
-    parallelism_config = accel.ParallelismConfig{ pp_size = 2, dp_replicate_size = dp, pp_schedule = o.schedule,
+    parallelism_config = accel.ParallelismConfig{ pp_size = pp, dp_replicate_size = dp, pp_schedule = o.schedule,
                                                   pp_microbatches = 4, pp_virtual_stages = o.virtual_stages } }
   local mesh = acc.mesh
-  local base = pipeline_check.tiny()
+  local base = pipeline_check.tiny(ref.config)
   local model, opt = acc:prepare(base, adamw(base, ref.lr))
   check.truthy(model ~= base, what .. ": prepare returns the pipelined model")
   local whole = #base:parameters()
