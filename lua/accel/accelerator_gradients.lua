@@ -81,7 +81,10 @@ return function(Accelerator, entry_of)
     end
     local items = host_action(state, function() return state:_finish_sync() end) or 0
     for _, entry in ipairs(self._models) do
-      if not entry.no_sync then entry.sync:finalize(items) end
+      if not entry.no_sync then
+        entry.sync:finalize(items)
+        if entry.after_sync then entry.after_sync() end
+      end
     end
   end
 

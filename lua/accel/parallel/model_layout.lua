@@ -19,6 +19,9 @@
 --   layout.pipelined      true when `model` is this rank's stages of a
 --                         pipeline (pipeline/pipeline_parallel.lua), which
 --                         replaced the recipe's model
+--   layout.after_sync     nil, or what runs once the gradients are
+--                         synchronised on a step that synchronises (a
+--                         pipeline's tied weights summed over their stages)
 local tp_parameters = require("accel.parallel.tp_parameters")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
 local four_bit_storage = require("accel.parallel.fsdp.four_bit_storage")

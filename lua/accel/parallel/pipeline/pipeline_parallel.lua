@@ -5,7 +5,8 @@
 -- returns; data parallel then applies to that model alone -- its weights
 -- broadcast and its gradients averaged over the mesh's dp group, the
 -- ranks of the same stages -- through the reducer kept for after the
--- schedule (pipeline_sync.lua). Also here: the sizes and options a
+-- schedule (pipeline_sync.lua), a tied weight's gradient then summed
+-- over its stages' ranks (pipelined_model.lua). Also here: the sizes and options a
 -- pipeline cannot be combined with yet, refused when the Accelerator is
 -- made, clipping over the global norm across the stages, and the
 -- refusal of what is not built under a pipeline (checkpoints).
@@ -53,7 +54,7 @@ local function pieces_of(model)
                              .. "qwen2) into stages; a %s (model_type %s) is not cut yet", model.__name,
                              tostring(model_type)))
   end
-  if model_type then return decoder_stages.of(model) end
+  if model_type then return decoder_stages.of(model, { tied = true }) end
   args.error(string.format("Accelerator:prepare: pp_size > 1 cuts a causal LM of the Llama family or an "
                            .. "nn.Sequential into stages; a %s is neither", tostring(model and model.__name)))
 end
@@ -70,13 +71,15 @@ function pipeline_parallel.apply(layout, dims)
   layout.pipelined = true
   data_parallel.apply(layout, dims)
   layout.sync = PipelineSync.new(layout.sync)
+  local model = layout.model
+  layout.after_sync = function() model:sum_tied_gradients() end
 end
 
 -- torch.nn.utils.clip_grad_norm_ over the global norm of the prepared
 -- pipelined models (`layouts`), whatever parameters the recipe lists: each
 -- rank's stages' squares summed over the pp group (the dp ranks of a stage
--- hold the same gradients once synchronised). Returns the norm, a 0-dim
--- tensor, on every rank.
+-- hold the same gradients once synchronised; a tied weight counted once).
+-- Returns the norm, a 0-dim tensor, on every rank.
 function pipeline_parallel.clip_grad_norm(layouts, max_norm, norm_type, pp)
   if norm_type ~= nil and norm_type ~= 2 then
     args.error("Accelerator:clip_grad_norm: through a pipeline only the L2 norm (norm_type 2) is supported yet")
@@ -85,7 +88,7 @@ function pipeline_parallel.clip_grad_norm(layouts, max_norm, norm_type, pp)
   for _, layout in ipairs(layouts) do
     for _, p in ipairs(layout.model:parameters()) do
       local g = p.grad
-      if g then sq = sq + g:detach():float():pow(2):sum():view(1) end
+      if g and layout.model:counts_in_norm(p) then sq = sq + g:detach():float():pow(2):sum():view(1) end
     end
   end
   sq = sq:contiguous()

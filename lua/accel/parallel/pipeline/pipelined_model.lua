@@ -23,10 +23,18 @@
 --   A Sequential's loss_fn gives a micro-batch's mean (equal slices).
 -- - The schedule's runtime is made at the first call, once prepare has put
 --   the stages on their device (their inputs arrive there).
+-- - Tied embeddings (pieces.tied): the one weight sits in the first stage's
+--   embed_tokens and the last stage's lm_head, on two ranks, each holding
+--   its copy (every rank built the whole model). Once a step's gradients
+--   are synchronised, sum_tied_gradients sums its gradient over the pp
+--   group (the ranks without it add zeros), so both copies take one
+--   process's gradient and step alike; the global norm counts it on the
+--   first of its ranks only (counts_in_norm).
 local core = require("accel.core")
 local args = require("accel.util.args")
 local Module = require("accel.nn.module")
 local stage_runtime = require("accel.parallel.pipeline.stage_runtime")
+local stage_cut = require("accel.parallel.pipeline.stage_cut")
 local pipelined_loss = require("accel.parallel.pipeline.pipelined_loss")
 
 local PipelinedModel = Module:extend("PipelinedModel")
@@ -45,7 +53,45 @@ function PipelinedModel:init(pieces, schedule, pp)
       held[#held + 1] = stage
     end
   end
-  rawset(self, "pipeline", { pieces = pieces, schedule = schedule, pp = pp, stages = stages, held = held })
+  rawset(self, "pipeline", { pieces = pieces, schedule = schedule, pp = pp, stages = stages, held = held,
+                             tied = {} })
+  -- Where each tied weight's layers are: the pp ranks of their stages.
+  local rank_of = {}
+  for stage, names in ipairs(stage_cut.split(pieces.layer_names, { stages = schedule.stages })) do
+    for _, name in ipairs(names) do rank_of[name] = schedule.placement[stage] end
+  end
+  for _, group in ipairs(pieces.tied or {}) do
+    local first, here = math.huge, false
+    for _, name in ipairs(group.names) do
+      first = math.min(first, rank_of[name])
+      here = here or rank_of[name] == pp.rank
+    end
+    table.insert(self.pipeline.tied, { parameter = group.parameter, here = here, counted = first == pp.rank })
+  end
+end
+
+-- Sums each tied weight's gradient over the pp group (call on every pp
+-- rank, once per synchronised step).
+function PipelinedModel:sum_tied_gradients()
+  local p = self.pipeline
+  for _, tied in ipairs(p.tied) do
+    local w = tied.parameter
+    local g = tied.here and w.grad
+    local sum = g and g:detach():clone() or core.zeros(w:size(), { dtype = w.dtype, device = w.device })
+    p.pp:all_reduce(sum, "sum")
+    if tied.here then
+      if g then core.no_grad(function() g:copy_(sum) end) else w.grad = sum end
+    end
+  end
+end
+
+-- Whether the global norm counts parameter `w` on this rank (a tied
+-- weight's gradient only on the first of its ranks).
+function PipelinedModel:counts_in_norm(w)
+  for _, tied in ipairs(self.pipeline.tied) do
+    if rawequal(tied.parameter, w) then return tied.counted end
+  end
+  return true
 end
 
 -- The layer names this rank's stages hold, in order ({"layers.1", "norm", ...}).
