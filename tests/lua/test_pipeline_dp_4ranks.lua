@@ -7,7 +7,7 @@
 -- per rank), with and without accumulating over 2 micro-steps, 10 AdamW
 -- steps with clipping (which acts) of a small Llama give one process's
 -- losses, gradient norms and weights within 1e-5 (float32); the dp pair of
--- a stage ends with equal weights.
+-- a stage ends with equal weights; tied embeddings alike.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local pipeline_check = dofile(arg[0]:match("(.*/)") .. "helpers/pipeline_check.lua")
 
@@ -18,6 +18,9 @@ for _, run in ipairs({ { schedule = "1F1B", dp = 2 }, { schedule = "1F1B", dp = 
                        { schedule = "Interleaved1F1B", virtual_stages = 2, dp = 2, accumulation = 2 } }) do
   acc, model = pipeline_check.train(check, ref, run)
 end
+-- Tied embeddings: the gradient averaged over dp, then summed over the stages.
+pipeline_check.train(check, pipeline_check.reference(check, { config = { tie_word_embeddings = true } }),
+                     { schedule = "1F1B", dp = 2, accumulation = 2 })
 local mesh, rank = acc.mesh, acc.process_index
 check.equal(table.concat(mesh.dp.ranks, ","), rank < 2 and "0,1" or "2,3", "dp: the pair holding the same stages")
 check.equal(table.concat(mesh.pp.ranks, ","), (rank % 2) .. "," .. (rank % 2 + 2), "pp: one rank per stage")

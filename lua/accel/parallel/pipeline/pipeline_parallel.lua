@@ -6,10 +6,10 @@
 -- broadcast and its gradients averaged over the mesh's dp group, the
 -- ranks of the same stages -- through the reducer kept for after the
 -- schedule (pipeline_sync.lua), a tied weight's gradient then summed
--- over its stages' ranks (pipelined_model.lua). Also here: the sizes and options a
--- pipeline cannot be combined with yet, refused when the Accelerator is
--- made, clipping over the global norm across the stages, and the
--- refusal of what is not built under a pipeline (checkpoints).
+-- over its stages' ranks (pipelined_model.lua). Also here: the sizes and
+-- options a pipeline cannot be combined with yet, refused when the
+-- Accelerator is made, clipping over the global norm across the stages,
+-- and the refusal of what is not built under a pipeline (checkpoints).
 local core = require("accel.core")
 local args = require("accel.util.args")
 local schedules = require("accel.parallel.pipeline.schedules")
