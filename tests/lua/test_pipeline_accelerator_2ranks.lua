@@ -173,6 +173,23 @@ check.raises(function() fresh:prepare(nn.Linear(4, 4)) end, "not a pipeline's ki
 check.raises(function() fresh:prepare(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))) end, "Sequential's loss",
              "set model.loss_fn = function(output, labels)")
 
+-- Once prepare returns, a rank's pipelined model reaches its own stages'
+-- modules only: with the optimizer made after prepare, the rest of the
+-- model the rank built is collected.
+do
+  local lean = accel.Accelerator{ parallelism_config = pp2() }
+  local whole = pipeline_check.tiny()
+  local others = setmetatable({ rank == 0 and whole.lm_head or whole.model.embed_tokens, whole }, { __mode = "v" })
+  local lean_model = lean:prepare(whole)
+  whole = nil
+  local lean_opt = lean:prepare(accel.optim.AdamW(lean_model:parameters(), { lr = 1e-2 }))
+  jit.flush()  -- compiled traces keep the objects they were specialised on
+  collectgarbage()
+  collectgarbage()
+  check.truthy(others[1] == nil and others[2] == nil, "the other stage's modules and the whole model are collected")
+  check.equal(#lean_opt.optimizer:params(), #lean_model:parameters(), "the optimizer holds this rank's stages only")
+end
+
 -- An nn.Sequential of 4 layers through 1F1B with its loss_fn: 5 AdamW
 -- steps give one process's losses and weights.
 local function sequential()

@@ -53,8 +53,10 @@ function PipelinedModel:init(pieces, schedule, pp)
       held[#held + 1] = stage
     end
   end
-  rawset(self, "pipeline", { pieces = pieces, schedule = schedule, pp = pp, stages = stages, held = held,
-                             tied = {} })
+  -- Not pieces.build, which reaches the whole model: once prepare returns,
+  -- the other stages' modules are the recipe's to drop.
+  local kept = { loss_fn = pieces.loss_fn, loss_share = pieces.loss_share, input_key = pieces.input_key }
+  rawset(self, "pipeline", { pieces = kept, schedule = schedule, pp = pp, stages = stages, held = held, tied = {} })
   -- Where each tied weight's layers are: the pp ranks of their stages.
   local rank_of = {}
   for stage, names in ipairs(stage_cut.split(pieces.layer_names, { stages = schedule.stages })) do
