@@ -61,6 +61,10 @@ return function(Accelerator)
   -- needed when the Accelerator shards: it is pointed at the shards. The
   -- Accelerator's ParallelDims applies the parallelisms.
   function Accelerator:prepare_model(model, optimizer)
+    if self.mixed_precision == "fp8" and self._parallel:pp() then
+      args_error("Accelerator:prepare: mixed_precision = \"fp8\" under pp_size > 1 is not implemented yet "
+                 .. "(docs/api/parallelism.md); bf16 and fp16 are")
+    end
     local entry = self._parallel:prepare(model, optimizer)
     -- Ranks holding different parts of the gradients skip an fp16 step
     -- together when one rank's overflowed.
@@ -72,10 +76,6 @@ return function(Accelerator)
     if entry.pipelined then
       -- A pipelined model (parallel/pipeline/pipelined_model.lua) defers
       -- its forward: its stages run under autocast when the schedule runs.
-      if self.mixed_precision == "fp8" then
-        args_error("Accelerator:prepare: mixed_precision = \"fp8\" under pp_size > 1 is not implemented yet "
-                   .. "(docs/api/parallelism.md); bf16 and fp16 are")
-      end
       rawset(self, "_pipelined", true)
       local dtype = self:_autocast_dtype()
       if dtype then
