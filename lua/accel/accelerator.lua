@@ -236,6 +236,7 @@ end
 
 -- Trains fn's loop on ranks with different numbers of batches (join.lua).
 function Accelerator:join_uneven_inputs(models, fn, options)
+  self._parallel:refuse_under_pipeline("join_uneven_inputs")
   return require("accel.join")(self, models, fn, options)
 end
 
@@ -274,6 +275,7 @@ end
 -- The model's parameters and buffers by name, full (gathered at ZeRO stage
 -- 3, and over tp) and copied: Accelerate's get_state_dict. Call it on every rank.
 function Accelerator:get_state_dict(model)
+  self._parallel:refuse_under_pipeline("get_state_dict")
   return layout_of(self, model):full_state_dict()
 end
 
@@ -331,6 +333,7 @@ end
 -- Writes everything needed to resume exactly into `dir` (or, with
 -- automatic checkpoint naming, the next project checkpoint); returns the folder.
 function Accelerator:save_state(dir, options)
+  self._parallel:refuse_under_pipeline("save_state")
   if dir == nil then self:_check_project_folder("Accelerator:save_state") end
   if options ~= nil then return require("accel.live.async_save").save_state(self, dir, options) end  -- {async = true}
   return checkpointing.save_state(self:_checkpoint_contents(), dir)
@@ -339,6 +342,7 @@ end
 -- Restores what save_state wrote; without `dir`, the newest complete
 -- automatic checkpoint. Returns the folder loaded.
 function Accelerator:load_state(dir)
+  self._parallel:refuse_under_pipeline("load_state")
   if dir == nil then self:_check_project_folder("Accelerator:load_state") end
   return checkpointing.load_state(self:_checkpoint_contents(), dir)
 end
@@ -361,6 +365,7 @@ end
 -- Weights for other tools: {safe_serialization = true, max_shard_size = "2GB"}.
 -- Full weights also when sharded or split: call it on every rank.
 function Accelerator:save_model(model, dir, options)
+  self._parallel:refuse_under_pipeline("save_model")
   return layout_of(self, model):with_full_weights(function(full)
     return checkpointing.save_model(self.state, model, dir, options, full)
   end)
@@ -368,6 +373,7 @@ end
 
 -- Full weights, each rank keeping its tp slice and its shards.
 function Accelerator:load_model(model, dir, options)
+  self._parallel:refuse_under_pipeline("load_model")
   layout_of(self, model):load_full_weights(function(fit)
     checkpointing.load_model(model, dir, options, fit)
   end)

@@ -11,6 +11,9 @@
 local args_error = require("accel.util.args").error
 local host_action = require("accel.host_action")
 
+-- Loaded for a pipeline only (the heap: lua/accel/init.lua).
+local function pipelined_loss() return require("accel.parallel.pipeline.pipelined_loss") end
+
 return function(Accelerator, entry_of)
 
   -- Runs autograd from `loss`, scaled for accumulation and fp16. On a step that
@@ -18,16 +21,24 @@ return function(Accelerator, entry_of)
   -- {num_items = n}, loss is a mean over n items and gradients become the
   -- mean over all items of all micro-steps and ranks since the last sync.
   function Accelerator:backward(loss, options)
+    -- A pipelined model's out.loss (parallel/pipeline/pipelined_loss.lua)
+    -- stands for a schedule, which runs here.
+    local pipelined = rawget(self, "_pipelined") and pipelined_loss().is_pending(loss)
+    if rawget(self, "_pipelined") and not pipelined then pipelined_loss().check_plain(loss) end
     if self._live then self._live:saw_backward(loss, options) end
     local num_items = options and options.num_items
-    if num_items then
-      self.gradient_state:_add_items(num_items)
-      loss = loss * num_items
-    elseif self.gradient_accumulation_steps > 1 then
-      loss = loss / self.gradient_accumulation_steps
-    end
+    if num_items then self.gradient_state:_add_items(num_items) end
+    local accumulating = self.gradient_accumulation_steps > 1
     local scaler = self.gradient_state.scaler
-    if scaler then loss = loss * scaler:scale() end
+    local function scaled(l)
+      if num_items then
+        l = l * num_items
+      elseif accumulating then
+        l = l / self.gradient_accumulation_steps
+      end
+      if scaler then l = l * scaler:scale() end
+      return l
+    end
     -- Off sync steps, sync_each_batch and trigger_sync_in_backward still
     -- all-reduce: the reducer sums the accumulated gradients over ranks, so
     -- dividing by the number of ranks keeps them equal on every rank and the
@@ -46,7 +57,11 @@ return function(Accelerator, entry_of)
       entry.sync:caller_finishes_backward()
       entry.sync_next_backward = nil
     end
-    loss:backward()
+    if pipelined then
+      pipelined_loss().backward(loss, scaled)  -- each micro-batch's backward on scaled(its loss)
+    else
+      scaled(loss):backward()
+    end
     for _, entry in ipairs(self._models) do entry.sync:end_backward() end
     for _, entry in ipairs(early) do entry.sync:finalize() end
     if self.sync_gradients then self:_finish_sync() end
@@ -66,7 +81,10 @@ return function(Accelerator, entry_of)
     end
     local items = host_action(state, function() return state:_finish_sync() end) or 0
     for _, entry in ipairs(self._models) do
-      if not entry.no_sync then entry.sync:finalize(items) end
+      if not entry.no_sync then
+        entry.sync:finalize(items)
+        if entry.after_sync then entry.after_sync() end
+      end
     end
   end
 

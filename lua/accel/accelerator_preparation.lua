@@ -61,6 +61,10 @@ return function(Accelerator)
   -- needed when the Accelerator shards: it is pointed at the shards. The
   -- Accelerator's ParallelDims applies the parallelisms.
   function Accelerator:prepare_model(model, optimizer)
+    if self.mixed_precision == "fp8" and self._parallel:pp() then
+      args_error("Accelerator:prepare: mixed_precision = \"fp8\" under pp_size > 1 is not implemented yet "
+                 .. "(docs/api/parallelism.md); bf16 and fp16 are")
+    end
     local entry = self._parallel:prepare(model, optimizer)
     -- Ranks holding different parts of the gradients skip an fp16 step
     -- together when one rank's overflowed.
@@ -69,6 +73,16 @@ return function(Accelerator)
     end
     self._models[#self._models + 1] = entry
     self.gradient_state:_set_parameters(gradient_holders(self))
+    if entry.pipelined then
+      -- A pipelined model (parallel/pipeline/pipelined_model.lua) defers
+      -- its forward: its stages run under autocast when the schedule runs.
+      rawset(self, "_pipelined", true)
+      local dtype = self:_autocast_dtype()
+      if dtype then
+        entry.model:_set_autocast(function(fn) return core.amp.autocast(fn, dtype, self.device) end)
+      end
+      return entry.model
+    end
     if self.mixed_precision == "fp8" then float8.convert(model) end
     if self:_autocast_dtype() then
       local forward = model.forward

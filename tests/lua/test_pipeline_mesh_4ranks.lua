@@ -4,7 +4,7 @@
 -- ranks {0, 1} on stage 1 and {2, 3} on stage 2; ep borrows the ranks of
 -- dp_shard x cp; each group's all_reduce reaches its members only; sizes
 -- the schedule or the mesh cannot take are refused naming them; and an
--- Accelerator says plainly that training through a pipeline is not built.
+-- Accelerator says plainly that PP x FSDP and expert parallelism are not built.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local DeviceMesh = require("accel.parallel.device_mesh")
 local rank = accel.Accelerator{}.process_index
@@ -49,6 +49,8 @@ check.raises(function() accel.ParallelismConfig{ pp_size = 2, pp_schedule = "ZBV
 check.raises(function() accel.ParallelismConfig{ pp_size = 1.5 } end, "whole", "pp_size must be a whole number")
 check.equal(accel.ParallelismConfig{ pp_size = 2, pp_schedule = "GPipe", pp_microbatches = 1 }.pp_microbatches, 1,
             "GPipe takes fewer micro-batches than stages")
-check.raises(function() accel.Accelerator{ parallelism_config = config } end, "not built",
-             "training through a pipeline or with experts split over ep is not implemented yet", "pp_size = 2")
+check.raises(function() accel.Accelerator{ parallelism_config = config } end, "pp x fsdp not built",
+             "pp_size = 2 with dp_shard_size = 2 is not implemented yet")
+check.raises(function() accel.Accelerator{ parallelism_config = accel.ParallelismConfig{ dp_shard_size = 4, ep_size = 2 } } end,
+             "ep not built", "training with experts split over ep is not implemented yet", "ep_size = 2")
 check.done("pipeline mesh")

@@ -45,8 +45,9 @@ function data_parallel.broadcast_weights(model, group)
   end)
 end
 
+-- Under a pipeline, pipeline_parallel.lua applies it to this rank's stages.
 function data_parallel.applies(dims)
-  return dims.sharding == nil
+  return dims.sharding == nil and dims:pp() == nil
 end
 
 function data_parallel.apply(layout, dims)

@@ -16,6 +16,12 @@
 --                         (accelerator_gradients.lua)
 --   layout.unwrapped_forward
 --                         the forward before autocast wrapped it
+--   layout.pipelined      true when `model` is this rank's stages of a
+--                         pipeline (pipeline/pipeline_parallel.lua), which
+--                         replaced the recipe's model
+--   layout.after_sync     nil, or what runs once the gradients are
+--                         synchronised on a step that synchronises (a
+--                         pipeline's tied weights summed over their stages)
 local tp_parameters = require("accel.parallel.tp_parameters")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
 local four_bit_storage = require("accel.parallel.fsdp.four_bit_storage")
@@ -34,11 +40,11 @@ function ModelLayout:reduces_every_backward()
 end
 
 -- Whether ranks hold different parts of the gradients (slices of a
--- sharded model, or tp slices), so that an fp16 overflow in one rank's
--- must skip the step on all.
+-- sharded model, tp slices, or a pipeline's stages), so that an fp16
+-- overflow in one rank's must skip the step on all.
 function ModelLayout:splits_gradients()
   if self.sharded then return self:reduces_every_backward() and self.dims.num_processes > 1 end
-  return self.dims:tp() ~= nil
+  return self.dims:tp() ~= nil or self.pipelined == true
 end
 
 -- Where the gradients are: the model's parameters, or at ZeRO stages 2 and

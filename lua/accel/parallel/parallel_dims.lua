@@ -23,9 +23,13 @@ ParallelDims.__index = ParallelDims
 
 -- What prepare_model applies to a model, in order: each is
 -- {applies = function(dims) -> bool, apply = function(layout, dims, optimizer)},
--- and sets what its ModelLayout holds (model_layout.lua). Pipeline or
--- expert parallelism would be one more file and one more line.
+-- and sets what its ModelLayout holds (model_layout.lua). Pipeline
+-- parallelism replaces the model by this rank's stages and applies data
+-- parallel to them itself; it is loaded only for a pipeline (the heap:
+-- lua/accel/init.lua). Expert parallelism would be one more line.
 local PARALLELISMS = {
+  { applies = function(dims) return dims:pp() ~= nil end,
+    apply = function(...) return require("accel.parallel.pipeline.pipeline_parallel").apply(...) end },
   require("accel.parallel.data_parallel"),
   require("accel.parallel.fsdp.fully_shard"),
 }
@@ -49,13 +53,15 @@ function ParallelDims.new(options)
   }, ParallelDims)
   local config = options.parallelism_config or ParallelismConfig.from_launch()
   if config then
+    if config.pp_size > 1 then
+      -- Before any size is checked against the world: what a pipeline does
+      -- not combine with yet is refused as such.
+      require("accel.parallel.pipeline.pipeline_parallel").check(config, sharding)
+    end
     dims.mesh = DeviceMesh.new(config)  -- the engine checks the sizes against the world
-    if config.pp_size > 1 or config.ep_size > 1 then
-      args.error(string.format("accel.Accelerator: the mesh has pp and ep dims, the schedules are checked and models "
-                               .. "cut into stages, but training through a pipeline or with experts split over ep "
-                               .. "is not implemented yet (%s; docs/api/parallelism.md); a schedule runs outside "
-                               .. "the Accelerator through accel.parallel.pipeline.stage_runtime on "
-                               .. "accel.parallel.DeviceMesh.new(config)", tostring(config)))
+    if config.ep_size > 1 then
+      args.error(string.format("accel.Accelerator: the mesh has an ep dim, but training with experts split over ep "
+                               .. "is not implemented yet (%s; docs/api/parallelism.md)", tostring(config)))
     end
     if sharding and sharding.name ~= "FSDP" then
       args.error(string.format("accel.Accelerator: zero_stage (DeepSpeed) together with a parallelism_config is not "
@@ -85,6 +91,18 @@ end
 -- main process (fsdp/sharding_settings.lua: empty_init).
 function ParallelDims:builds_empty()
   return self.sharding ~= nil and self.sharding.empty_init
+end
+
+-- The pp dim of the mesh, or nil without pipeline parallelism.
+function ParallelDims:pp()
+  local pp = self.mesh and self.mesh.pp
+  return pp and pp.size > 1 and pp or nil
+end
+
+-- Refuses `action` (an Accelerator method's name) under a pipeline, where
+-- it is not built yet.
+function ParallelDims:refuse_under_pipeline(action)
+  if self:pp() then require("accel.parallel.pipeline.pipeline_parallel").refuse(self, action) end
 end
 
 -- The tp dim of the mesh, or nil without tensor parallelism.
@@ -140,6 +158,10 @@ end
 function ParallelDims:clip_grad_norm(layouts, params, max_norm, norm_type)
   local sharded = slice_holder(layouts)
   if sharded then return sharded:clip_grad_norm(max_norm, norm_type) end
+  local pp = self:pp()
+  if pp then
+    return require("accel.parallel.pipeline.pipeline_parallel").clip_grad_norm(layouts, max_norm, norm_type, pp)
+  end
   local tp = self:tp()
   if tp then
     if norm_type ~= nil and norm_type ~= 2 then
@@ -161,6 +183,7 @@ end
 -- Why CUDA graphs cannot capture this layout's steps, or nil.
 function ParallelDims:capture_refusal()
   if self.sharding then return "sharded models gather and release parameters on the host" end
+  if self:pp() then return "a pipeline's schedule runs its transfers and micro-batches from the host" end
 end
 
 return ParallelDims

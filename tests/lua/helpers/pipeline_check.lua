@@ -1,4 +1,8 @@
--- What the pipeline tests share (test_pipeline_runtime, test_pipeline_llama_2ranks).
+-- What the pipeline tests share (test_pipeline_runtime, test_pipeline_llama_2ranks,
+-- test_pipeline_accelerator_2ranks, test_pipeline_dp_4ranks).
+local core = require("accel.core")
+local decoder_stages = require("accel.parallel.pipeline.decoder_stages")
+
 local pipeline_check = {}
 
 -- fn(name, p, ref_p) for each parameter of `mine` beside the same-named one
@@ -7,6 +11,150 @@ function pipeline_check.each_pair(mine, theirs, fn)
   local ref = {}
   for name, p in theirs:named_parameters() do ref[name] = p end
   for name, p in mine:named_parameters() do fn(name, p, ref[name]) end
+end
+
+-- A small Llama (2 decoder layers: 5 pipeline layers), seeded: built alike everywhere.
+pipeline_check.TINY = { model_type = "llama", vocab_size = 32, hidden_size = 16, intermediate_size = 32,
+                        num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2 }
+
+function pipeline_check.tiny(overrides)
+  local cfg = {}
+  for k, v in pairs(pipeline_check.TINY) do cfg[k] = v end
+  for k, v in pairs(overrides or {}) do cfg[k] = v end
+  accel.set_seed(1)
+  return accel.models.from_config(cfg):train()
+end
+
+-- Training through the Accelerator against one process: STEPS AdamW steps
+-- (weight decay 0.01) with clipping to MAX_NORM on batches of ROWS rows of
+-- T tokens; each step's batch is cut over the dp ranks and the
+-- accumulation's micro-steps (equal slices, so one process's whole-batch
+-- mean is the mean of theirs), each slice cut again into 4 micro-batches
+-- by the schedule.
+local STEPS, ROWS, T, MAX_NORM, LR = 10, 16, 8, 0.5, 1e-2
+pipeline_check.STEPS, pipeline_check.ROWS, pipeline_check.T = STEPS, ROWS, T
+
+-- ||a - b|| / ||b|| over every parameter of two models built alike.
+function pipeline_check.relative_difference(a, b)
+  local squares, norm = 0, 0
+  pipeline_check.each_pair(a, b, function(_, mine, theirs)
+    squares, norm = squares + (mine - theirs):pow(2):sum():item(), norm + theirs:pow(2):sum():item()
+  end)
+  return math.sqrt(squares / norm)
+end
+
+-- Random tokens, or `learnable` rows (each counting up by a stride, modulo
+-- the vocabulary), on which a loss can fall far in a few steps.
+function pipeline_check.batch(step, learnable)
+  accel.set_seed(100 + step)
+  local V = pipeline_check.TINY.vocab_size
+  if not learnable then return accel.randint(0, V, { ROWS, T }) end
+  local start, stride = accel.randint(0, V, { ROWS, 1 }), accel.randint(1, 4, { ROWS, 1 })
+  return (start + stride * accel.arange(0, T, { dtype = accel.int64 }):view(1, -1)) % V
+end
+
+local function adamw(model, lr)
+  return accel.optim.AdamW(model:parameters(), { lr = lr or LR, weight_decay = 0.01 })
+end
+
+-- Runs fn under the Accelerator's autocast for `precision` (bf16: bfloat16
+-- on the CPU; fp16 on the CPU scales the loss only, float32's numbers).
+local function autocast(precision, fn)
+  if precision == "bf16" then return core.amp.autocast(fn, "bfloat16", "cpu") end
+  return fn()
+end
+
+-- One process: {losses, norms, model, ...} after STEPS steps; options
+-- {precision = "bf16", lr = LR, learnable = false, config = overrides of TINY}.
+function pipeline_check.reference(check, options)
+  local o = options or {}
+  local precision = o.precision
+  local model = pipeline_check.tiny(o.config)
+  local opt = adamw(model, o.lr)
+  local losses, norms = {}, {}
+  for step = 1, STEPS do
+    local x = pipeline_check.batch(step, o.learnable)
+    local loss = autocast(precision, function() return model{ input_ids = x, labels = x }.loss end):float()
+    loss:backward()
+    norms[step] = core.clip_grad_norm(model:parameters(), MAX_NORM):item()
+    if step == 1 then check.truthy(norms[1] > MAX_NORM, "the reference's first norm exceeds max_norm (clipping acts)") end
+    opt:step()
+    opt:zero_grad()
+    losses[step] = loss:item()
+  end
+  return { losses = losses, norms = norms, model = model, lr = o.lr, learnable = o.learnable, config = o.config }
+end
+
+-- The same through Accelerator{parallelism_config = pp_size o.pp x dp_replicate
+-- o.dp}: o = {schedule, pp = 2, virtual_stages = 1, dp = 1, accumulation = 1,
+-- mixed_precision, tolerances = {loss, norm, weights} (default 1e-5)}.
+-- Each step's loss (out.loss averaged over the micro-steps and mesh.dp)
+-- and the norm acc:clip_grad_norm returns equal the reference's, and after
+-- training every weight this rank's stages hold. Returns acc, the
+-- pipelined model and the model it was cut from.
+function pipeline_check.train(check, ref, o)
+  local accumulation, dp, pp = o.accumulation or 1, o.dp or 1, o.pp or 2
+  local tol = o.tolerances or { loss = 1e-5, norm = 1e-5, weights = 1e-5 }
+  local what = string.format("%s (v %d) at pp %d x dp %d, accumulation %d%s", o.schedule, o.virtual_stages or 1, pp,
+                             dp, accumulation, o.mixed_precision and (", " .. o.mixed_precision) or "")
+  local acc = accel.Accelerator{ gradient_accumulation_steps = accumulation, mixed_precision = o.mixed_precision,
+    parallelism_config = accel.ParallelismConfig{ pp_size = pp, dp_replicate_size = dp, pp_schedule = o.schedule,
+                                                  pp_microbatches = 4, pp_virtual_stages = o.virtual_stages } }
+  local mesh = acc.mesh
+  local base = pipeline_check.tiny(ref.config)
+  local model, opt = acc:prepare(base, adamw(base, ref.lr))
+  check.truthy(model ~= base, what .. ": prepare returns the pipelined model")
+  local whole = #base:parameters()
+  check.truthy(#model:parameters() > 0 and #model:parameters() < whole,
+               string.format("%s: the rank's stages hold %d of the model's %d parameters", what, #model:parameters(),
+                             whole))
+  local rows = ROWS / dp / accumulation
+  for step = 1, STEPS do
+    local batch = pipeline_check.batch(step, ref.learnable)
+    local summed, norm = 0, nil
+    for micro = 1, accumulation do
+      local x = batch:narrow(1, ((micro - 1) * dp + mesh.dp.rank) * rows + 1, rows)
+      acc:accumulate(model, function()
+        local out = model{ input_ids = x, labels = x }
+        acc:backward(out.loss)
+        local n = acc:clip_grad_norm(model:parameters(), MAX_NORM)
+        check.equal(n ~= nil, micro == accumulation, what .. ": clipping acts on the synchronised micro-step only")
+        norm = n or norm
+        opt:step()
+        opt:zero_grad()
+        local loss = out.loss:clone():view(1)
+        mesh.dp:all_reduce(loss, "mean")
+        summed = summed + loss:item()
+      end)
+    end
+    check.near(summed / accumulation, ref.losses[step], tol.loss, string.format("%s: step %d's loss on rank %d", what,
+                                                                                step, acc.process_index))
+    check.near(norm, ref.norms[step], tol.norm, string.format("%s: step %d's gradient norm", what, step))
+  end
+  -- Within tolerances (mixed precision), the weights are compared as a whole
+  -- (||W - W_ref|| / ||W_ref|| over this rank's stages): AdamW's sign-like
+  -- steps on near-zero gradients turn bf16's rounding into large
+  -- differences of single weights, in one process alone too
+  -- (tensor_parallel_check.lua).
+  local diff, norm = 0, 0
+  for _, name in ipairs(model:layer_names()) do
+    pipeline_check.each_pair(decoder_stages.module(base, name), decoder_stages.module(ref.model, name),
+      function(p, mine, theirs)
+        if o.tolerances then
+          diff = diff + (mine - theirs):pow(2):sum():item()
+          norm = norm + theirs:pow(2):sum():item()
+        else
+          check.near(mine, theirs, tol.weights, string.format("%s: %s.%s after %d steps", what, name, p, STEPS))
+        end
+      end)
+  end
+  if o.tolerances then
+    local relative = math.sqrt(diff / norm)
+    check.truthy(relative <= tol.weights, string.format("%s: the weights of rank %d's stages differ by %.3g relative "
+                                                        .. "(tolerance %g)", what, acc.process_index, relative,
+                                                        tol.weights))
+  end
+  return acc, model, base
 end
 
 return pipeline_check

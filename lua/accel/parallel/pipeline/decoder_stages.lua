@@ -17,11 +17,15 @@
 -- - The pieces are the given model's own modules (its parameters, trained
 --   in place); the model is built whole first. Building only a stage's
 --   modules of a pretrained checkpoint (init_empty_weights and the
---   big-model loader) is not done yet, nor tied embeddings across stages
---   (refused), nor sliding windows.
+--   big-model loader) is not done yet, nor sliding windows; tied
+--   embeddings only for a runtime that sums their gradients (options.tied).
 -- - loss_fn is accel.models' causal loss (the mean over the shifted
 --   labels); with equal micro-batches and no -100 labels the micro-batches'
---   mean is the batch's, as the runtime assumes.
+--   mean is the batch's, as the runtime assumes. loss_share(labels, n) is
+--   the loss_fn of a micro-batch's share of the batch's loss (the sum of
+--   its tokens' losses over n, by default the batch's count of labels that
+--   are not -100), for the runtime's loss_reduction = "sum": one process's
+--   loss whatever labels are ignored where.
 local core = require("accel.core")
 local nn = require("accel.nn")
 local args = require("accel.util.args")
@@ -69,16 +73,23 @@ function decoder_stages.module(model, name)
   args.error(string.format("%s: %q is not a layer of this %s", where, tostring(name), model.__name))
 end
 
--- {layer_names, build, loss_fn} of `model` (an accel.models causal LM of
--- the Llama family).
-function decoder_stages.of(model)
+-- {layer_names, build, loss_fn, loss_share, input_key [, tied]} of `model`
+-- (an accel.models causal LM of the Llama family). Tied embeddings are
+-- refused unless options.tied: then `tied` lists {names = {"embed_tokens",
+-- "lm_head"}, parameter = the one weight}, for a runtime that sums that
+-- weight's gradients over the stages holding it (pipelined_model.lua).
+function decoder_stages.of(model, options)
   local base = type(model) == "table" and model.model
   if not (base and base.embed_tokens and base.layers and base.rotary_emb and model.lm_head) then
     args.error(where .. ".of: expected a causal LM of the Llama family (model.embed_tokens, layers, norm, lm_head)")
   end
-  if model.config and model.config.tie_word_embeddings then
-    args.error(where .. ".of: tie_word_embeddings puts the embeddings on the first and last stages, which a "
-               .. "pipeline does not share yet")
+  local tied = model.config and model.config.tie_word_embeddings
+  if tied and not (options and options.tied) then
+    args.error(where .. ".of: tie_word_embeddings puts the embeddings on the first and last stages, which the "
+               .. "stage runtime alone does not share (the Accelerator does: docs/api/parallelism.md)")
+  end
+  if tied and not rawequal(model.lm_head.weight, base.embed_tokens.weight) then
+    args.error(where .. ".of: the config ties the embeddings but lm_head.weight is not embed_tokens.weight")
   end
   if next(base.windows or {}) then
     args.error(where .. ".of: layers attending within a sliding window are not cut into stages yet")
@@ -93,8 +104,14 @@ function decoder_stages.of(model)
     if name:match("^layers%.") then return DecoderLayerStage(m, base.rotary_emb) end
     return m
   end
-  return { layer_names = names, build = build,
-           loss_fn = function(logits, labels) return causal_lm.loss(logits, labels) end }
+  local function loss_share(labels, num_items)
+    local T = labels:size(2)
+    if not num_items then num_items = T < 2 and 1 or labels:narrow(2, 2, T - 1):ne(-100):sum():item() end
+    return function(logits, mb_labels) return causal_lm.loss(logits, mb_labels, num_items) end
+  end
+  return { layer_names = names, build = build, input_key = "input_ids", loss_share = loss_share,
+           loss_fn = function(logits, labels) return causal_lm.loss(logits, labels) end,
+           tied = tied and { { names = { "embed_tokens", "lm_head" }, parameter = base.embed_tokens.weight } } or nil }
 end
 
 return decoder_stages

@@ -136,12 +136,45 @@ end
 -- One step's state: activations, gradients and transfers by (stage, micro-batch).
 local function slot(stage, mb) return stage .. ":" .. mb end
 
+-- The actions a forward-only step runs: the schedule's forwards and their
+-- transfers, in the schedule's order (a forward depends on forwards and
+-- their transfers only, so the order stays deadlock-free).
+local FORWARD_KINDS = { F = true, SEND_F = true, RECV_F = true }
+
+local STEP_OPTIONS = { backward = true, loss_fn = args.NONE, loss_reduction = "mean", scale_loss = args.NONE,
+                       autocast = args.NONE }
+
 -- Runs the schedule on `input` (read by stage 1) and `target` (read by the
--- last stage); returns the batch's mean loss, a 0-dim float32 tensor, on
--- every rank of the group.
-function Runtime:step(input, target)
+-- last stage); returns the batch's loss, a 0-dim float32 tensor, on every
+-- rank of the group. options (all optional):
+--   backward = false   only the forwards (no gradients, under no_grad): an evaluation
+--   loss_fn            this step's, in place of new's
+--   loss_reduction     "mean": loss_fn gives a micro-batch's mean, each backward
+--                      runs on it / microbatches and the step returns the mean;
+--                      "sum": loss_fn gives the micro-batch's share of the
+--                      batch's loss (its sum over the batch's count), the
+--                      backward runs on it and the step returns the sum
+--   scale_loss(l)      what each micro-batch's backward runs on instead of l
+--                      (the Accelerator's accumulation and fp16 scaling)
+--   autocast(fn)       runs each stage's forward and the loss (mixed precision)
+function Runtime:step(input, target, options)
+  local o = args.options(where .. ":step", options, STEP_OPTIONS)
+  if o.loss_reduction ~= "mean" and o.loss_reduction ~= "sum" then
+    args.error(string.format("%s:step: loss_reduction must be \"mean\" or \"sum\", got %s", where,
+                             tostring(o.loss_reduction)))
+  end
+  if not o.backward then
+    return core.no_grad(function() return self:_run(input, target, o) end)
+  end
+  return self:_run(input, target, o)
+end
+
+function Runtime:_run(input, target, o)
   local s, m = self.schedule, self.schedule.microbatches
   local last = s.stages
+  local loss_fn = o.loss_fn or self.loss_fn
+  local share = o.loss_reduction == "sum"
+  local autocast = o.autocast or function(fn) return fn() end
   -- Cut on every rank given them, so that a batch that does not divide is
   -- refused by all pp ranks alike (not by stage 1 alone, its peers left
   -- waiting for its activations).
@@ -171,24 +204,32 @@ function Runtime:step(input, target)
           x = arrived:wait()
         else
           x = st.output[slot(stage - 1, mb)]:detach()
+          if not o.backward then st.output[slot(stage - 1, mb)] = nil end
         end
-        x:requires_grad_()
+        if o.backward then x:requires_grad_() end
       end
-      st.input[slot(stage, mb)] = x
-      local y = step.stages[stage](x)
+      if o.backward then st.input[slot(stage, mb)] = x end
+      local y, loss = autocast(function()
+        local out = step.stages[stage](x)
+        if stage == last then return out, loss_fn(out, targets[mb]) end
+        return out
+      end)
       if stage == last then
-        local loss = step.loss_fn(y, targets[mb])
         losses[mb] = loss:detach()
-        st.loss[slot(stage, mb)] = loss
+        if o.backward then st.loss[slot(stage, mb)] = loss end
       else
         st.output[slot(stage, mb)] = y
       end
     elseif k == "SEND_F" then
       st.sends[#st.sends + 1] = step.group:isend(st.output[slot(stage, mb)]:detach(), s.placement[stage + 1])
+      if not o.backward then st.output[slot(stage, mb)] = nil end
     elseif k == "B" then
       local key = slot(stage, mb)
       if stage == last then
-        (st.loss[key] / m):backward()
+        local l = st.loss[key]
+        if not share then l = l / m end
+        if o.scale_loss then l = o.scale_loss(l) end
+        l:backward()
         st.loss[key] = nil
       else
         local arrived, grad = st.recv[key], nil
@@ -213,7 +254,8 @@ function Runtime:step(input, target)
     end
   end
   for index, a in ipairs(self.actions) do
-    local ok, err = pcall(run, index, a)
+    local ok, err = true, nil
+    if o.backward or FORWARD_KINDS[a.kind] then ok, err = pcall(run, index, a) end
     if not ok then
       error(string.format("%s: pp rank %d, action %d (%s stage %d micro-batch %d): %s", where, self.rank, index,
                           a.kind, a.stage, a.microbatch, tostring(err)), 0)
@@ -224,7 +266,7 @@ function Runtime:step(input, target)
   if self.stages[last] then
     local sum = losses[1]:to("float32")
     for mb = 2, m do sum = sum + losses[mb]:to("float32") end
-    loss = sum / m
+    loss = share and sum or sum / m
   end
   self.group:broadcast(loss, s.placement[last])
   return loss

@@ -1,0 +1,125 @@
+-- Pipeline parallelism in the Accelerator (parallel_dims.lua applies it in
+-- prepare_model when the mesh's pp dim has more than one rank): the
+-- recipe's model is cut into the schedule's stages and replaced by a
+-- PipelinedModel holding this rank's (pipelined_model.lua), which prepare
+-- returns; data parallel then applies to that model alone -- its weights
+-- broadcast and its gradients averaged over the mesh's dp group, the
+-- ranks of the same stages -- through the reducer kept for after the
+-- schedule (pipeline_sync.lua), a tied weight's gradient then summed
+-- over its stages' ranks (pipelined_model.lua). Also here: the sizes and
+-- options a pipeline cannot be combined with yet, refused when the
+-- Accelerator is made, clipping over the global norm across the stages,
+-- and the refusal of what is not built under a pipeline (checkpoints).
+local core = require("accel.core")
+local args = require("accel.util.args")
+local schedules = require("accel.parallel.pipeline.schedules")
+local decoder_stages = require("accel.parallel.pipeline.decoder_stages")
+local sequential_stages = require("accel.parallel.pipeline.sequential_stages")
+local PipelinedModel = require("accel.parallel.pipeline.pipelined_model")
+local PipelineSync = require("accel.parallel.pipeline.pipeline_sync")
+local data_parallel = require("accel.parallel.data_parallel")
+
+local pipeline_parallel = {}
+
+-- The causal LMs decoder_stages.lua cuts (llama.lua's decoder).
+local DECODERS = { llama = true, mistral = true, qwen2 = true }
+
+-- Refuses, naming the sizes, what pp_size > 1 does not combine with yet;
+-- `sharding` is zero_stage's or an fsdp_plugin's settings (or nil).
+function pipeline_parallel.check(config, sharding)
+  local function refuse(what, why)
+    args.error(string.format("accel.Accelerator: pp_size = %d with %s is not implemented yet (%s; "
+                             .. "docs/api/parallelism.md): %s", config.pp_size, what, tostring(config), why))
+  end
+  local combines = "a pipeline combines with dp_replicate_size only"
+  for _, key in ipairs({ "tp_size", "cp_size", "dp_shard_size", "ep_size" }) do
+    if config[key] > 1 then refuse(string.format("%s = %d", key, config[key]), combines) end
+  end
+  if sharding then refuse(sharding.name == "FSDP" and "an fsdp_plugin (FSDP)" or "zero_stage (DeepSpeed)", combines) end
+  local s = schedules.build(config.pp_schedule, { pp = config.pp_size, microbatches = config.pp_microbatches,
+                                                  virtual_stages = config.pp_virtual_stages })
+  if s.split_backward then
+    refuse(string.format("pp_schedule = %q", config.pp_schedule), "its W actions (the weight gradient apart from "
+           .. "the input gradient) are not run yet; GPipe, 1F1B and Interleaved1F1B are")
+  end
+  return s
+end
+
+-- The layers of `model` as a pipeline's pieces.
+local function pieces_of(model)
+  if sequential_stages.is(model) then return sequential_stages.of(model) end
+  local model_type = type(model) == "table" and model.config and model.config.model_type
+  if model_type and not DECODERS[model_type] then
+    args.error(string.format("Accelerator:prepare: pp_size > 1 cuts causal LMs of the Llama family (llama, mistral, "
+                             .. "qwen2) into stages; a %s (model_type %s) is not cut yet", model.__name,
+                             tostring(model_type)))
+  end
+  if model_type then return decoder_stages.of(model, { tied = true }) end
+  args.error(string.format("Accelerator:prepare: pp_size > 1 cuts a causal LM of the Llama family or an "
+                           .. "nn.Sequential into stages; a %s is neither", tostring(model and model.__name)))
+end
+
+function pipeline_parallel.applies(dims)
+  return dims:pp() ~= nil
+end
+
+function pipeline_parallel.apply(layout, dims)
+  local config = dims.mesh.config
+  local schedule = schedules.build(config.pp_schedule, { pp = config.pp_size, microbatches = config.pp_microbatches,
+                                                         virtual_stages = config.pp_virtual_stages })
+  layout.model = PipelinedModel(pieces_of(layout.model), schedule, dims.mesh.pp)
+  layout.pipelined = true
+  data_parallel.apply(layout, dims)
+  layout.sync = PipelineSync.new(layout.sync)
+  local model = layout.model
+  layout.after_sync = function() model:sum_tied_gradients() end
+end
+
+-- torch.nn.utils.clip_grad_norm_ over the global norm of the prepared
+-- pipelined models (`layouts`), whatever parameters the recipe lists: each
+-- rank's stages' squares summed over the pp group (the dp ranks of a stage
+-- hold the same gradients once synchronised; a tied weight counted once).
+-- Returns the norm, a 0-dim tensor, on every rank.
+function pipeline_parallel.clip_grad_norm(layouts, max_norm, norm_type, pp)
+  if norm_type ~= nil and norm_type ~= 2 then
+    args.error("Accelerator:clip_grad_norm: through a pipeline only the L2 norm (norm_type 2) is supported yet")
+  end
+  local sq = core.zeros(1)
+  for _, layout in ipairs(layouts) do
+    for _, p in ipairs(layout.model:parameters()) do
+      local g = p.grad
+      if g and layout.model:counts_in_norm(p) then sq = sq + g:detach():float():pow(2):sum():view(1) end
+    end
+  end
+  sq = sq:contiguous()
+  pp:all_reduce(sq, "sum")
+  local norm = sq:sqrt():squeeze()
+  local coefficient = (max_norm / (norm + 1e-6)):clamp(nil, 1.0)
+  core.no_grad(function()
+    for _, layout in ipairs(layouts) do
+      for _, p in ipairs(layout.model:parameters()) do
+        if p.grad then p.grad:mul_(coefficient:to(p.grad.dtype)) end
+      end
+    end
+  end)
+  return norm
+end
+
+-- Why each Accelerator method refused under a pipeline is not built there.
+local NOT_BUILT = {
+  save_state = "checkpoints of a pipeline (each rank's stages, loadable on another mesh) are not built",
+  load_state = "checkpoints of a pipeline (each rank's stages, loadable on another mesh) are not built",
+  save_model = "the full weights are not gathered from the stages' ranks",
+  load_model = "full weights are not cut into the stages' ranks",
+  get_state_dict = "the full weights are not gathered from the stages' ranks",
+  join_uneven_inputs = "a rank out of batches cannot stand in for its stage in the schedule",
+}
+
+-- What is not built under a pipeline, refused by `action` on every rank alike.
+function pipeline_parallel.refuse(dims, action)
+  args.error(string.format("Accelerator:%s under pp_size = %d is not implemented yet: %s (%s; "
+                           .. "docs/api/parallelism.md)", action, dims.mesh.pp.size, NOT_BUILT[action],
+                           tostring(dims.mesh.config)))
+end
+
+return pipeline_parallel

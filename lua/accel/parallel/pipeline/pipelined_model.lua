@@ -1,0 +1,173 @@
+-- What acc:prepare returns for a model under pp_size > 1
+-- (pipeline_parallel.lua): a module holding this pp rank's stages (cut from
+-- the recipe's model by stage_runtime.build_stages), called as the model
+-- was, with the labels, since the last stage computes the loss:
+--   local out = model{ input_ids = x, labels = x }   -- a causal LM (decoder_stages.lua)
+--   local out = model{ input = x, labels = y }        -- an nn.Sequential (sequential_stages.lua)
+-- In training (model.training, gradients on) the call defers the work:
+-- out.loss stands for the loss (pipelined_loss.lua) and acc:backward(out.loss)
+-- runs the schedule over pp_microbatches slices of the batch, after which
+-- out.loss holds the batch's loss on every pp rank. In evaluation
+-- (model:eval(), or under accel.no_grad) reading out.loss runs the
+-- schedule's forwards alone. out holds the loss only: the logits stay in
+-- the last stage's micro-batches.
+--
+-- Decisions:
+-- - Every pp rank is given the whole batch (the pp ranks of a mesh see the
+--   same batches, the loader shards over dp); stage 1 reads the input, the
+--   last stage the labels.
+-- - A causal LM's loss is token-weighted: each micro-batch's is its share
+--   of the batch's (the sum of its tokens' losses over the batch's count of
+--   labels that are not -100, or num_items_in_batch when given), so labels
+--   ignored unevenly over the micro-batches still give one process's loss.
+--   A Sequential's loss_fn gives a micro-batch's mean (equal slices).
+-- - The schedule's runtime is made at the first call, once prepare has put
+--   the stages on their device (their inputs arrive there).
+-- - Tied embeddings (pieces.tied): the one weight sits in the first stage's
+--   embed_tokens and the last stage's lm_head, on two ranks, each holding
+--   its copy (every rank built the whole model). Once a step's gradients
+--   are synchronised, sum_tied_gradients sums its gradient over the pp
+--   group (the ranks without it add zeros), so both copies take one
+--   process's gradient and step alike; the global norm counts it on the
+--   first of its ranks only (counts_in_norm).
+local core = require("accel.core")
+local args = require("accel.util.args")
+local Module = require("accel.nn.module")
+local stage_runtime = require("accel.parallel.pipeline.stage_runtime")
+local stage_cut = require("accel.parallel.pipeline.stage_cut")
+local pipelined_loss = require("accel.parallel.pipeline.pipelined_loss")
+
+local PipelinedModel = Module:extend("PipelinedModel")
+
+local where = "accel.parallel.pipeline"
+
+-- pieces: {layer_names, build, loss_fn, input_key [, loss_share]}; schedule
+-- and pp (the mesh's pp dim) from pipeline_parallel.lua.
+function PipelinedModel:init(pieces, schedule, pp)
+  local stages = stage_runtime.build_stages{ layer_names = pieces.layer_names, build = pieces.build,
+                                             schedule = schedule, pp_rank = pp.rank }
+  local held = {}
+  for stage = 1, schedule.stages do
+    if stages[stage] then
+      self["stage_" .. stage] = stages[stage]
+      held[#held + 1] = stage
+    end
+  end
+  -- Not pieces.build, which reaches the whole model: once prepare returns,
+  -- the other stages' modules are the recipe's to drop.
+  local kept = { loss_fn = pieces.loss_fn, loss_share = pieces.loss_share, input_key = pieces.input_key }
+  rawset(self, "pipeline", { pieces = kept, schedule = schedule, pp = pp, stages = stages, held = held, tied = {} })
+  -- Where each tied weight's layers are: the pp ranks of their stages.
+  local rank_of = {}
+  for stage, names in ipairs(stage_cut.split(pieces.layer_names, { stages = schedule.stages })) do
+    for _, name in ipairs(names) do rank_of[name] = schedule.placement[stage] end
+  end
+  for _, group in ipairs(pieces.tied or {}) do
+    local first, here = math.huge, false
+    for _, name in ipairs(group.names) do
+      first = math.min(first, rank_of[name])
+      here = here or rank_of[name] == pp.rank
+    end
+    table.insert(self.pipeline.tied, { parameter = group.parameter, here = here, counted = first == pp.rank })
+  end
+end
+
+-- Sums each tied weight's gradient over the pp group (call on every pp
+-- rank, once per synchronised step).
+function PipelinedModel:sum_tied_gradients()
+  local p = self.pipeline
+  for _, tied in ipairs(p.tied) do
+    local w = tied.parameter
+    local g = tied.here and w.grad
+    local sum = g and g:detach():clone() or core.zeros(w:size(), { dtype = w.dtype, device = w.device })
+    p.pp:all_reduce(sum, "sum")
+    if tied.here then
+      if g then core.no_grad(function() g:copy_(sum) end) else w.grad = sum end
+    end
+  end
+end
+
+-- Whether the global norm counts parameter `w` on this rank (a tied
+-- weight's gradient only on the first of its ranks).
+function PipelinedModel:counts_in_norm(w)
+  for _, tied in ipairs(self.pipeline.tied) do
+    if rawequal(tied.parameter, w) then return tied.counted end
+  end
+  return true
+end
+
+-- The layer names this rank's stages hold, in order ({"layers.1", "norm", ...}).
+function PipelinedModel:layer_names()
+  local out = {}
+  for _, stage in ipairs(self.pipeline.held) do
+    for _, name in ipairs(self.pipeline.stages[stage].pipeline_layer_names) do out[#out + 1] = name end
+  end
+  return out
+end
+
+-- The stages' forwards and the loss run under fn (the Accelerator's autocast).
+function PipelinedModel:_set_autocast(fn)
+  self.pipeline.autocast = fn
+end
+
+local function runtime(self)
+  local p = self.pipeline
+  if not p.runtime then
+    p.runtime = stage_runtime.new{ group = p.pp.group, schedule = p.schedule, stages = p.stages,
+                                   loss_fn = p.pieces.loss_fn }
+  end
+  return p.runtime
+end
+
+-- Runs the schedule on the batch; returns its loss on every pp rank.
+local function run(self, x, labels, num_items, backward, scale_loss)
+  local p = self.pipeline
+  local options = { backward = backward, scale_loss = scale_loss, autocast = p.autocast }
+  if p.pieces.loss_share then
+    options.loss_fn, options.loss_reduction = p.pieces.loss_share(labels, num_items), "sum"
+  end
+  return runtime(self):step(x, labels, options)
+end
+
+local function refuse_field(key)
+  args.error(string.format("%s: a pipelined model's output holds only loss (its %s stay in the last stage's "
+                           .. "micro-batches)", where, tostring(key)))
+end
+
+function PipelinedModel:forward(inputs, ...)
+  local p = self.pipeline
+  local key = p.pieces.input_key
+  if type(inputs) ~= "table" or core.is_tensor(inputs) or select("#", ...) > 0 then
+    args.error(string.format("%s: a pipelined model is called with one table {%s = ..., labels = ...}", where, key))
+  end
+  for k in pairs(inputs) do
+    if k ~= key and k ~= "labels" and not (k == "num_items_in_batch" and p.pieces.loss_share) then
+      args.error(string.format("%s: a pipelined model takes %s and labels%s, not %s (its stages pass one tensor "
+                               .. "between them)", where, key, p.pieces.loss_share and " (and num_items_in_batch)" or "",
+                               tostring(k)))
+    end
+  end
+  local x, labels, num_items = inputs[key], inputs.labels, inputs.num_items_in_batch
+  if x == nil or labels == nil then
+    args.error(string.format("%s: a pipelined model needs %s and labels: the last stage computes the loss", where, key))
+  end
+  if p.waiting and pipelined_loss.is_pending(p.waiting) then
+    args.error(string.format("%s: the previous batch's out.loss was never given to acc:backward: in training a "
+                             .. "pipelined model runs each batch's forwards and backwards together, in "
+                             .. "acc:backward(out.loss); for a loss without gradients call model:eval() or run "
+                             .. "under accel.no_grad", where))
+  end
+  if self.training and core.is_grad_enabled() then
+    local loss = pipelined_loss.defer(function(scale_loss) return run(self, x, labels, num_items, true, scale_loss) end)
+    p.waiting = loss
+    return setmetatable({ loss = loss }, { __index = function(_, k) refuse_field(k) end })
+  end
+  return setmetatable({}, { __index = function(t, k)
+    if k ~= "loss" then refuse_field(k) end
+    local loss = run(self, x, labels, num_items, false)
+    rawset(t, "loss", loss)
+    return loss
+  end })
+end
+
+return PipelinedModel
