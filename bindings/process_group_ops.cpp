@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "bindings/distributed_ops.h"
 #include "bindings/lua_support.h"
@@ -46,7 +47,11 @@ struct GroupHandle {
 };
 
 // A send or receive in flight (torch.distributed's Work): wait() completes
-// it and returns the tensor sent or received.
+// it and hands over the tensor sent or received; the Work then holds
+// neither the tensor nor the transfer, so their memory goes with the
+// caller's last reference, not with the collection of the Work (a
+// pipeline's stages let go of each activation as soon as its transfer is
+// done). A second wait() returns nothing.
 struct WorkHandle {
   std::shared_ptr<PendingOp> send;
   at::Tensor sent;
@@ -64,11 +69,17 @@ std::vector<Binding> work_methods() {
         WorkHandle& work = check_handle<WorkHandle>(L, 1, kWork);
         if (work.receive) {
           at::Tensor t = work.receive->wait();
+          work.receive.reset();
           t.unsafeGetTensorImpl()->bump_version();
-          return t;
+          push_tensor(L, std::move(t));
+        } else if (work.send) {
+          work.send->wait();
+          work.send.reset();
+          push_tensor(L, std::exchange(work.sent, at::Tensor()));
+        } else {
+          lua_pushnil(L);
         }
-        work.send->wait();
-        return work.sent;
+        return Pushed{1};
       }),
   };
 }

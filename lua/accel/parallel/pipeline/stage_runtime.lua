@@ -29,10 +29,21 @@
 --   or the interleaved schedules' neighbours) pass it locally the same way.
 -- - A stage's inputs and gradients arrive on the device of its parameters
 --   (the CPU for a stage without any).
+-- - The tensors the runtime passes between stages (a stage's input and
+--   output, the gradients, what it sends) are its own: it releases each
+--   (core.release_tensor) once its backward or transfer is done rather
+--   than leave its memory to the collector, so a rank's memory follows its
+--   schedule's activations in flight; a stage module must not keep its
+--   output for later.
 -- - Receives are posted at their RECV action and waited by the F or B
---   that needs them; sends complete in the background and are all waited
---   at the end of the step, as schedule_check assumes (a send never waits
---   for its receive). A transfer that fails or outlives the group's
+--   that needs them; sends complete in the background, as schedule_check
+--   assumes (a send never waits for its receive). A send's tensor is let
+--   go as soon as the schedule shows its receiver took it: after the first
+--   receive from that rank which the receiver sent after the action that
+--   waited for it (release_points, below), so that a rank holds the
+--   activations its schedule keeps in flight (1F1B: at most pp - rank
+--   micro-batches) rather than every one it sent; the rest are waited at
+--   the end of the step. A transfer that fails or outlives the group's
 --   timeout raises naming the peer and the group; step adds the action.
 -- - W actions (the zero-bubble schedules' split weight gradient) are
 --   refused: the input gradient alone is not computed apart yet.
@@ -82,6 +93,53 @@ function stage_runtime.build_stages(options)
   return stages
 end
 
+-- For each of `rank`'s actions, the sends it lets go once its receive has
+-- completed: {[action index] = {send action index, ...}} (above). A send's
+-- receiver waits for it at the F or B that needs it (RECV_F of stage s is
+-- taken by F s, RECV_B by B s); a receive from that rank of a send it made
+-- after that F or B proves the transfer done.
+local function release_points(s, rank)
+  local position = {}
+  for r, actions in ipairs(s.ranks) do
+    position[r - 1] = {}
+    for i, a in ipairs(actions) do position[r - 1][a.kind .. ":" .. a.stage .. ":" .. a.microbatch] = i end
+  end
+  local function at(r, kind, stage, mb) return position[r][kind .. ":" .. stage .. ":" .. mb] end
+  -- The rank and action index of the send action `i`'s wait receives, or nil.
+  local actions = s.ranks[rank + 1]
+  local function received_from(a)
+    if a.kind == "F" and a.stage > 1 and s.placement[a.stage - 1] ~= rank then
+      local from = s.placement[a.stage - 1]
+      return from, at(from, "SEND_F", a.stage - 1, a.microbatch)
+    elseif a.kind == "B" and a.stage < s.stages and s.placement[a.stage + 1] ~= rank then
+      local from = s.placement[a.stage + 1]
+      return from, at(from, "SEND_B", a.stage + 1, a.microbatch)
+    end
+  end
+  local releases = {}
+  for i, a in ipairs(actions) do
+    local to, taken
+    if a.kind == "SEND_F" then
+      to = s.placement[a.stage + 1]
+      taken = at(to, "F", a.stage + 1, a.microbatch)
+    elseif a.kind == "SEND_B" then
+      to = s.placement[a.stage - 1]
+      taken = at(to, "B", a.stage - 1, a.microbatch)
+    end
+    if to then
+      for j = i + 1, #actions do
+        local from, sent = received_from(actions[j])
+        if from == to and sent and taken and sent > taken then
+          releases[j] = releases[j] or {}
+          table.insert(releases[j], i)
+          break
+        end
+      end
+    end
+  end
+  return releases
+end
+
 function stage_runtime.new(options)
   local o = required_options(where .. ".new", options, { "group", "schedule", "stages", "loss_fn" })
   local s = o.schedule
@@ -108,7 +166,8 @@ function stage_runtime.new(options)
     devices[stage] = first and first.device or "cpu"
   end
   return setmetatable({ group = o.group, schedule = s, stages = o.stages, loss_fn = o.loss_fn, rank = rank,
-                        actions = s.ranks[rank + 1], devices = devices }, Runtime)
+                        actions = s.ranks[rank + 1], devices = devices, releases = release_points(s, rank) },
+                      Runtime)
 end
 
 -- The parameters of every stage this rank holds, in stage order.
@@ -221,8 +280,13 @@ function Runtime:_run(input, target, o)
         st.output[slot(stage, mb)] = y
       end
     elseif k == "SEND_F" then
-      st.sends[#st.sends + 1] = step.group:isend(st.output[slot(stage, mb)]:detach(), s.placement[stage + 1])
-      if not o.backward then st.output[slot(stage, mb)] = nil end
+      local sent = st.output[slot(stage, mb)]:detach()
+      st.sends[index] = step.group:isend(sent, s.placement[stage + 1])
+      core.release_tensor(sent)  -- the transfer holds it until it is done
+      if not o.backward then
+        core.release_tensor(st.output[slot(stage, mb)])
+        st.output[slot(stage, mb)] = nil
+      end
     elseif k == "B" then
       local key = slot(stage, mb)
       if stage == last then
@@ -240,28 +304,42 @@ function Runtime:_run(input, target, o)
           grad = st.grad_in[slot(stage + 1, mb)]
           st.grad_in[slot(stage + 1, mb)] = nil
         end
-        st.output[key]:backward(grad)
+        local y = st.output[key]
+        y:backward(grad)
         st.output[key] = nil
+        core.release_tensor(y)
+        core.release_tensor(grad)
       end
-      if stage > 1 then st.grad_in[key] = st.input[key].grad end
+      local x = st.input[key]
       st.input[key] = nil
+      if stage > 1 then
+        st.grad_in[key] = x.grad
+        core.release_tensor(x)
+      end
     elseif k == "SEND_B" then
       local key = slot(stage, mb)
-      st.sends[#st.sends + 1] = step.group:isend(st.grad_in[key], s.placement[stage - 1])
+      st.sends[index] = step.group:isend(st.grad_in[key], s.placement[stage - 1])
+      core.release_tensor(st.grad_in[key])
       st.grad_in[key] = nil
     else
       args.error(string.format("%s:step: action %d: %s actions are not run", where, index, k))
     end
   end
   for index, a in ipairs(self.actions) do
-    local ok, err = true, nil
-    if o.backward or FORWARD_KINDS[a.kind] then ok, err = pcall(run, index, a) end
+    local ok, err, ran = true, nil, o.backward or FORWARD_KINDS[a.kind]
+    if ran then ok, err = pcall(run, index, a) end
     if not ok then
       error(string.format("%s: pp rank %d, action %d (%s stage %d micro-batch %d): %s", where, self.rank, index,
                           a.kind, a.stage, a.microbatch, tostring(err)), 0)
     end
+    for _, sent in ipairs(ran and self.releases[index] or {}) do
+      if st.sends[sent] then
+        core.release_tensor(st.sends[sent]:wait())
+        st.sends[sent] = nil
+      end
+    end
   end
-  for _, w in ipairs(st.sends) do w:wait() end
+  for _, w in pairs(st.sends) do core.release_tensor(w:wait()) end
   local loss = core.tensor(0, { dtype = "float32" })
   if self.stages[last] then
     local sum = losses[1]:to("float32")
