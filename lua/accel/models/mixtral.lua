@@ -60,7 +60,10 @@ function SparseMoeBlock:init(s, cfg)
   rawset(self, "jitter", config.get(cfg, "router_jitter_noise", "number", 0))
 end
 
-function SparseMoeBlock:forward(h)
+-- The router's choice for `h` [B, T, H]: the tokens x [B*T, H], each one's
+-- top_k weights (summing to 1) and chosen experts (1-based numbers, [B*T,
+-- top_k]). Also the split experts' forward's (accel.parallel.expert_parallel).
+function SparseMoeBlock:route(h)
   local B, T, H = h:size(1), h:size(2), h:size(3)
   if self.training and self.jitter > 0 then
     h = h * core.empty_like(h):uniform_(1 - self.jitter, 1 + self.jitter)
@@ -71,8 +74,13 @@ function SparseMoeBlock:forward(h)
   local sink = rawget(self, "router_sink")
   if sink then sink[#sink + 1] = logits end
   local probs = F.softmax(logits:float(), -1)
-  local top, chosen = probs:topk(self.top_k, -1)  -- chosen: 1-based expert numbers
-  top = top / top:sum(-1, true)
+  local top, chosen = probs:topk(self.top_k, -1)
+  return x, top / top:sum(-1, true), chosen
+end
+
+function SparseMoeBlock:forward(h)
+  local B, T, H = h:size(1), h:size(2), h:size(3)
+  local x, top, chosen = self:route(h)
   local out = core.zeros_like(x)
   for e, expert in ipairs(self.experts) do
     local picked = chosen:eq(e)

@@ -4,7 +4,8 @@
 -- rank r keeps experts r * E/ep to (r + 1) * E/ep - 1 (their names stay the
 -- whole model's, experts.4.w1.weight on rank 1 of 2 with 8), and each
 -- block's forward
---   1. routes its tokens as one process does (the router is replicated),
+--   1. routes its tokens as one process does (the block's route: the
+--      router is replicated),
 --   2. sends each (token, choice) row to the rank holding its expert, in
 --      expert order (ProcessGroup:all_to_all, engine/parallel/expert_exchange.h:
 --      the counts first, per expert, then the rows),
@@ -22,21 +23,11 @@
 local core = require("accel.core")
 local args = require("accel.util.args")
 local nn = require("accel.nn")
-local F = core.functional
 
 -- The forward of a block whose experts are split (above): `h` [B, T, H].
 local function expert_parallel_forward(self, h)
   local B, T, H = h:size(1), h:size(2), h:size(3)
-  if self.training and self.jitter > 0 then
-    h = h * core.empty_like(h):uniform_(1 - self.jitter, 1 + self.jitter)
-  end
-  local x = h:reshape(B * T, H)
-  local logits = self.gate(x)
-  local sink = rawget(self, "router_sink")
-  if sink then sink[#sink + 1] = logits end
-  local probs = F.softmax(logits:float(), -1)
-  local top, chosen = probs:topk(self.top_k, -1)  -- chosen: 1-based expert numbers
-  top = top / top:sum(-1, true)
+  local x, top, chosen = self:route(h)
   local ep, experts = self.ep, self.num_experts
   local per_rank = math.floor(experts / ep.size)
   -- One row per (token, choice), ordered by expert, then token: each rank's
@@ -75,7 +66,7 @@ local function expert_parallel_forward(self, h)
 end
 
 local function is_moe_block(m)
-  return rawget(m, "top_k") ~= nil and m.gate ~= nil and m.experts ~= nil and rawget(m, "ep") == nil
+  return type(m.route) == "function" and m.experts ~= nil and rawget(m, "ep") == nil
 end
 
 return function(model, mesh)
@@ -106,8 +97,8 @@ return function(model, mesh)
     end
   end
   if split == 0 then
-    args.error("accel.parallel.expert_parallel: the model has no mixture-of-experts block (a module with a gate, "
-               .. "experts and top_k, as Mixtral's block_sparse_moe)")
+    args.error("accel.parallel.expert_parallel: the model has no mixture-of-experts block (a module with experts "
+               .. "and a route method, as Mixtral's block_sparse_moe)")
   end
   return model
 end

@@ -2,6 +2,7 @@
 -- tp (and along which dim) and which are whole on every tp rank, for the
 -- gradient norm over the whole model and for gathering full weights.
 local core = require("accel.core")
+local clip_to_norm = require("accel.parallel.clip_to_norm")
 local tp_slice = require("accel.parallel.tp_slice")
 
 local tp_parameters = {}
@@ -45,16 +46,7 @@ end
 -- torch.nn.utils.clip_grad_norm_ over the global norm: every gradient scaled
 -- by max_norm / (norm + 1e-6) when that is below 1. Returns the norm (a tensor).
 function tp_parameters.clip_grad_norm(models, max_norm, tp)
-  local norm = tp_parameters.grad_norm(models, tp)
-  local coefficient = (max_norm / (norm + 1e-6)):clamp(nil, 1.0)
-  core.no_grad(function()
-    for _, model in ipairs(models) do
-      for _, p in ipairs(model:parameters()) do
-        if p.grad then p.grad:mul_(coefficient:to(p.grad.dtype)) end
-      end
-    end
-  end)
-  return norm
+  return clip_to_norm(models, max_norm, tp_parameters.grad_norm(models, tp))
 end
 
 -- name -> full tensor, the split ones gathered from every tp rank: the

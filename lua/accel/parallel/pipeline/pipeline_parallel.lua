@@ -11,6 +11,7 @@
 -- Accelerator is made, clipping over the global norm across the stages,
 -- and the refusal of what is not built under a pipeline (checkpoints).
 local core = require("accel.core")
+local clip_to_norm = require("accel.parallel.clip_to_norm")
 local args = require("accel.util.args")
 local schedules = require("accel.parallel.pipeline.schedules")
 local decoder_stages = require("accel.parallel.pipeline.decoder_stages")
@@ -93,16 +94,9 @@ function pipeline_parallel.clip_grad_norm(layouts, max_norm, norm_type, pp)
   end
   sq = sq:contiguous()
   pp:all_reduce(sq, "sum")
-  local norm = sq:sqrt():squeeze()
-  local coefficient = (max_norm / (norm + 1e-6)):clamp(nil, 1.0)
-  core.no_grad(function()
-    for _, layout in ipairs(layouts) do
-      for _, p in ipairs(layout.model:parameters()) do
-        if p.grad then p.grad:mul_(coefficient:to(p.grad.dtype)) end
-      end
-    end
-  end)
-  return norm
+  local models = {}
+  for _, layout in ipairs(layouts) do models[#models + 1] = layout.model end
+  return clip_to_norm(models, max_norm, sq:sqrt():squeeze())
 end
 
 -- Why each Accelerator method refused under a pipeline is not built there.
