@@ -5,8 +5,9 @@
 -- causal LM's of the rows):
 --
 --   accel-run pipeline_checkpoint.lua --nproc N -- save DIR MESH
---     MESH: 0 (one process, no mesh), pp=2 or pp=2,dp=2 (pp_size x
---     dp_replicate_size, 2 micro-batches, 1F1B). 10 updates, their losses
+--     MESH: 0 (one process, no mesh) or sizes pp=P[,dp=D][,v=V]: pp_size P x
+--     dp_replicate_size D, one micro-batch a row, 1F1B, or with V > 1
+--     Interleaved1F1B of V virtual stages (another cut). 10 updates, their losses
 --     and final weights one process's within 1e-5, save_state(DIR/checkpoint)
 --     after the 5th; then DIR/after (save_model of the final weights: the
 --     whole model's names) and DIR/losses.lua
@@ -28,7 +29,9 @@ local function sizes()
   local o = {}
   if spec == "0" then return o end
   for key, size in spec:gmatch("([%w_]+)=(%d+)") do
-    if key ~= "pp" and key ~= "dp" then error("pipeline_checkpoint.lua: unknown size " .. key .. " (pp, dp)") end
+    if key ~= "pp" and key ~= "dp" and key ~= "v" then
+      error("pipeline_checkpoint.lua: unknown size " .. key .. " (pp, dp, v)")
+    end
     o[key] = tonumber(size)
   end
   return o
@@ -40,7 +43,8 @@ local function setup(seed)
   local options = {}
   if o.pp then
     options.parallelism_config = accel.ParallelismConfig{ pp_size = o.pp, dp_replicate_size = o.dp,
-                                                          pp_schedule = "1F1B", pp_microbatches = 2 }
+      pp_schedule = o.v and o.v > 1 and "Interleaved1F1B" or "1F1B", pp_virtual_stages = o.v,
+      pp_microbatches = ROWS / (o.dp or 1) }
   end
   local acc = accel.Accelerator(options)
   local model = mc.build(seed)

@@ -164,6 +164,11 @@ local function check_layout(saved, path, c, world_size)
     if #stage.layers ~= #c.models then
       error(string.format("%s lists the layers of %d model(s) for %d", at, #stage.layers, #c.models), 0)
     end
+    for i, names in ipairs(stage.layers) do
+      if type(names) ~= "table" or field_checks.list_problem(names) then
+        error(string.format("%s: 'layers[%d]' must be a list of layer names", at, i), 0)
+      end
+    end
   end
   return saved
 end
@@ -332,19 +337,26 @@ function pipeline_checkpoint.read(c, s, listed, folder, files)
     now = tp_slices.sizes(c.split.mesh)
     now.pp = c.split.mesh.pp.size
   end
+  -- The same mesh, each rank's stages holding the layers they held (else
+  -- the accumulated gradients, by this rank's names, are dropped).
   s.same_mesh = false
-  if saved and now and pipeline_checkpoint.applies(c) then
-    s.same_mesh = describe(saved.mesh) == describe(now)
-    local mine = saved.pipeline.stages[c.split.mesh.pp.rank + 1]
-    for i, model in ipairs(c.models) do
-      if not mine or table.concat(mine.layers[i], " ") ~= table.concat(model:layer_names(), " ") then
-        s.same_mesh = false
+  local same_cut = saved ~= nil and now ~= nil and pipeline_checkpoint.applies(c)
+    and #saved.pipeline.stages == c.split.mesh.pp.size
+  if same_cut then
+    for k, stage in ipairs(saved.pipeline.stages) do
+      for i, model in ipairs(c.models) do
+        local names = model.pipeline.layers_by_rank[k] or {}
+        if table.concat(stage.layers[i], " ") ~= table.concat(names, " ") then same_cut = false end
       end
     end
   end
+  s.same_mesh = same_cut and describe(saved.mesh) == describe(now)
   s.sliced = pipeline_checkpoint.applies(c)
   s.mesh_description = { saved = saved and describe(saved.mesh) or "one process (no pipeline)",
                          now = now and describe(now) or "no mesh" }
+  if saved and now and not same_cut and describe(saved.mesh) == describe(now) then
+    s.mesh_description.saved = s.mesh_description.saved .. " (another stage cut)"
+  end
   return true
 end
 

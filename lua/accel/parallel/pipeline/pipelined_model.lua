@@ -91,11 +91,18 @@ function PipelinedModel:init(pieces, schedule, pp, whole)
   local kept = { loss_fn = pieces.loss_fn, loss_share = pieces.loss_share, input_key = pieces.input_key }
   rawset(self, "pipeline", { pieces = kept, schedule = schedule, pp = pp, stages = stages, held = held, tied = {} })
   self.pipeline.names = whole_names(self, whole)
-  -- Where each tied weight's layers are: the pp ranks of their stages.
-  local rank_of = {}
+  -- Where each tied weight's layers are: the pp ranks of their stages,
+  -- and each pp rank's layers, in layer_names' order (a checkpoint's cut).
+  local rank_of, by_rank = {}, {}
   for stage, names in ipairs(stage_cut.split(pieces.layer_names, { stages = schedule.stages })) do
-    for _, name in ipairs(names) do rank_of[name] = schedule.placement[stage] end
+    local r = schedule.placement[stage]
+    by_rank[r + 1] = by_rank[r + 1] or {}
+    for _, name in ipairs(names) do
+      rank_of[name] = r
+      table.insert(by_rank[r + 1], name)
+    end
   end
+  self.pipeline.layers_by_rank = by_rank
   for _, group in ipairs(pieces.tied or {}) do
     local first, here = math.huge, false
     for _, name in ipairs(group.names) do
