@@ -12,7 +12,8 @@
 -- own stages; an optimizer made after prepare (of the stages' parameters
 -- only) resumes alike. get_state_dict gives one process's state dict on
 -- every rank (names and values), save_model writes it as one process
--- would, load_model gives each rank its stages' of it. A SHARDED_STATE_DICT
+-- would, load_model gives each rank its stages' of it. An nn.Sequential
+-- resumes alike, under its own names. A SHARDED_STATE_DICT
 -- checkpoint of a mesh without a pipeline (tp 2) is refused naming it, and
 -- join_uneven_inputs still is.
 local here = arg[0]:match("(.*/)")
@@ -21,6 +22,7 @@ local pipeline_check = dofile(here .. "helpers/pipeline_check.lua")
 local mc = dofile(here .. "helpers/mesh_checkpoint_check.lua")
 local core = require("accel.core")
 local ck = core.formats
+local sorted_keys = require("accel.util.sorted_keys")
 
 local root = os.getenv("ACCEL_TEST_TMPDIR") or "/tmp"
 local acc0 = accel.Accelerator{}
@@ -144,6 +146,47 @@ for _, after in ipairs({ false, true }) do
     mc.same_state(check, again.acc:get_state_dict(again.model), full, TOL,
                   string.format("%s: the weights resumed from %s", what, resume[1]))
   end
+end
+
+-- An nn.Sequential (its children's names, "1.weight" ...): 3 steps, saved,
+-- a fresh one from other weights loads it, and both train 2 more alike;
+-- get_state_dict holds the Sequential's own names, as one process's.
+do
+  local function sequential(seed)
+    accel.set_seed(seed)
+    local m = accel.nn.Sequential(accel.nn.Linear(4, 8), accel.nn.Tanh(), accel.nn.Linear(8, 4), accel.nn.Linear(4, 2))
+    m.loss_fn = function(output, labels) return accel.nn.functional.mse_loss(output, labels) end
+    return m
+  end
+  local function seq_run(seed)
+    local acc = accel.Accelerator{
+      parallelism_config = accel.ParallelismConfig{ pp_size = 2, pp_schedule = "1F1B", pp_microbatches = 4 } }
+    local m = sequential(seed)
+    local model, opt = acc:prepare(m, adamw(m:parameters()))
+    return { acc = acc, model = model, opt = opt }
+  end
+  local function seq_train(run, first, last)
+    for step = first, last do
+      accel.set_seed(200 + step)
+      local x, y = accel.randn({ 8, 4 }), accel.randn({ 8, 2 })
+      run.acc:backward(run.model{ input = x, labels = y }.loss)
+      run.opt:step()
+      run.opt:zero_grad()
+    end
+  end
+  local straight = seq_run(1)
+  seq_train(straight, 1, 3)
+  straight.acc:save_state(work .. "/sequential")
+  seq_train(straight, 4, 5)
+  local resumed = seq_run(9)
+  resumed.acc:load_state(work .. "/sequential")
+  seq_train(resumed, 4, 5)
+  local expected = straight.acc:get_state_dict(straight.model)
+  mc.same_state(check, resumed.acc:get_state_dict(resumed.model), expected, TOL, "a Sequential resumed at PP 2")
+  local names = {}
+  for name in pairs(sequential(1):state_dict()) do names[name] = true end
+  for name in pairs(expected) do check.truthy(names[name], "a Sequential's get_state_dict names " .. name .. " as its own") end
+  check.equal(#sorted_keys(expected), #sorted_keys(names), "a Sequential's get_state_dict holds every tensor")
 end
 
 -- A mesh's SHARDED_STATE_DICT checkpoint without a pipeline is refused.
