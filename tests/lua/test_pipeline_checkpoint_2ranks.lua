@@ -13,7 +13,8 @@
 -- only) resumes alike. get_state_dict gives one process's state dict on
 -- every rank (names and values), save_model writes it as one process
 -- would, load_model gives each rank its stages' of it. An nn.Sequential
--- resumes alike, under its own names. A SHARDED_STATE_DICT
+-- resumes alike, under its own names. Data parallel's checkpoint loads at
+-- PP 2, one of an optimizer of some parameters only is refused. A SHARDED_STATE_DICT
 -- checkpoint of a mesh without a pipeline (tp 2) is refused naming it, and
 -- join_uneven_inputs still is.
 local here = arg[0]:match("(.*/)")
@@ -200,6 +201,31 @@ end
 local pp = setup(1)
 check.raises(function() pp.acc:load_state(work .. "/tp2") end, "a tp 2 SHARDED_STATE_DICT checkpoint under PP 2",
              "tp2", "SHARDED_STATE_DICT on a mesh without a pipeline")
+-- Data parallel's checkpoint (no mesh, 2 ranks: the files one process
+-- writes) loads at PP 2 with its weights; one whose optimizer steps fewer
+-- parameters than the model has is refused, naming the file and counts.
+do
+  local ddp = accel.Accelerator{}
+  local m = build(5)
+  local ddp_model, ddp_opt = ddp:prepare(m, adamw(m:parameters()))
+  local x = pipeline_check.batch(1):narrow(1, rank * 8 + 1, 8)
+  ddp:backward(ddp_model{ input_ids = x, labels = x }.loss)
+  ddp_opt:step()
+  ddp:save_state(work .. "/ddp")
+  local loaded = setup(9)
+  loaded.acc:load_state(work .. "/ddp")
+  mc.same_state(check, loaded.acc:get_state_dict(loaded.model), ddp_model:state_dict(), 0,
+                "data parallel's checkpoint loaded at PP 2")
+  local partial = accel.Accelerator{}
+  local pm = build(5)
+  local params = pm:parameters()
+  table.remove(params, 1)
+  partial:prepare(pm, adamw(params))
+  partial:save_state(work .. "/partial")
+  check.raises(function() setup(9).acc:load_state(work .. "/partial") end, "an optimizer of some parameters only",
+               "optimizer.safetensors' steps " .. #params .. " parameter(s) but the model has " .. (#params + 1))
+end
+
 -- What stays unbuilt under a pipeline is refused naming it.
 check.raises(function() pp.acc:join_uneven_inputs({ pp.model }, function() end) end, "join_uneven_inputs",
              "join_uneven_inputs under pp_size = 2 is not implemented yet")

@@ -140,7 +140,7 @@ local SIZES = { "pp", "dp_replicate", "dp_shard", "cp", "tp" }
 
 local function describe(sizes)
   local parts = {}
-  for _, dim in ipairs(SIZES) do parts[#parts + 1] = dim .. " " .. (sizes[dim] or 1) end
+  for _, dim in ipairs(SIZES) do parts[#parts + 1] = dim .. " " .. tostring(sizes[dim] or 1) end
   return table.concat(parts, " x ")
 end
 
@@ -202,10 +202,11 @@ end
 local function whole_sources(files, folder, parameters)
   return {
     model = function(i, wanted)
-      local out = {}
-      for key, t in pairs(files.tensors(layout.names.model(i))) do
-        if wanted == nil or wanted[key] then out[key] = t end
+      local out, reader = {}, files.open(layout.names.model(i))
+      for _, key in ipairs(reader:names()) do
+        if wanted == nil or wanted[key] then out[key] = reader:load(key) end
       end
+      reader:close()
       return out
     end,
     optimizer = function(j)
@@ -238,10 +239,14 @@ end
 -- each of its parameters found among `models` that the checkpoint holds.
 local function optimizer_state(opt, models, named, path)
   local current, out, names = opt:state_dict(), {}, index_names(opt, models)
-  local saved_groups = {}
+  local saved_groups, count = {}, 0
   for key in pairs(named) do
     local g = key:match("^param_groups%.(%d+)%.")
-    if g then saved_groups[tonumber(g)] = true end
+    if g and not saved_groups[tonumber(g)] then saved_groups[tonumber(g)], count = true, count + 1 end
+  end
+  if count ~= opt:num_param_groups() then
+    error(string.format("'%s' holds %d parameter group(s) but the optimizer has %d", path, count,
+                        opt:num_param_groups()), 0)
   end
   for key, t in pairs(current) do
     local g = key:match("^param_groups%.(%d+)%.")
@@ -286,9 +291,10 @@ end
 -- nothing). Fills s.models, s.optimizers, s.model_files, s.same_mesh,
 -- s.sliced (a pipeline's state is its own already) and s.mesh_description.
 function pipeline_checkpoint.read(c, s, listed, folder, files)
-  local saved
+  local saved, other = nil, "no mesh"
   if listed[layout.names.mesh] then
     local value = files.value(layout.names.mesh)
+    if type(value) == "table" and type(value.mesh) == "table" then other = describe(value.mesh) end
     if type(value) == "table" and value.pipeline ~= nil then
       saved = check_layout(value, folder .. "/" .. layout.names.mesh, c, s.manifest.world_size)
     elseif pipeline_checkpoint.applies(c) and not (type(value) == "table" and value.state_dict_type == "FULL_STATE_DICT") then
@@ -352,7 +358,7 @@ function pipeline_checkpoint.read(c, s, listed, folder, files)
   end
   s.same_mesh = same_cut and describe(saved.mesh) == describe(now)
   s.sliced = pipeline_checkpoint.applies(c)
-  s.mesh_description = { saved = saved and describe(saved.mesh) or "one process (no pipeline)",
+  s.mesh_description = { saved = saved and describe(saved.mesh) or other,
                          now = now and describe(now) or "no mesh" }
   if saved and now and not same_cut and describe(saved.mesh) == describe(now) then
     s.mesh_description.saved = s.mesh_description.saved .. " (another stage cut)"
