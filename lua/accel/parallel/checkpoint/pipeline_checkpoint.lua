@@ -39,7 +39,7 @@ end
 local function named_tensors(models)
   local out = {}
   for _, model in ipairs(models) do
-    local names = model.pipeline and model.pipeline.names.stage
+    local names = rawget(model, "pipeline") and model.pipeline.names.stage
     for key, t in pairs(model:state_dict()) do out[#out + 1] = { names and names[key] or key, t } end
   end
   return out
