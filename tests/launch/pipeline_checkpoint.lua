@@ -7,7 +7,8 @@
 --   accel-run pipeline_checkpoint.lua --nproc N -- save DIR MESH
 --     MESH: 0 (one process, no mesh) or sizes pp=P[,dp=D][,v=V]: pp_size P x
 --     dp_replicate_size D, one micro-batch a row, 1F1B, or with V > 1
---     Interleaved1F1B of V virtual stages (another cut). 10 updates, their losses
+--     Interleaved1F1B of V virtual stages (another cut); or tp=2 (no
+--     pipeline: tensor_parallel over a mesh of tp 2). 10 updates, their losses
 --     and final weights one process's within 1e-5, save_state(DIR/checkpoint)
 --     after the 5th; then DIR/after (save_model of the final weights: the
 --     whole model's names) and DIR/losses.lua
@@ -29,8 +30,8 @@ local function sizes()
   local o = {}
   if spec == "0" then return o end
   for key, size in spec:gmatch("([%w_]+)=(%d+)") do
-    if key ~= "pp" and key ~= "dp" and key ~= "v" then
-      error("pipeline_checkpoint.lua: unknown size " .. key .. " (pp, dp, v)")
+    if key ~= "pp" and key ~= "dp" and key ~= "v" and key ~= "tp" then
+      error("pipeline_checkpoint.lua: unknown size " .. key .. " (pp, dp, v, tp)")
     end
     o[key] = tonumber(size)
   end
@@ -46,8 +47,10 @@ local function setup(seed)
       pp_schedule = o.v and o.v > 1 and "Interleaved1F1B" or "1F1B", pp_virtual_stages = o.v,
       pp_microbatches = ROWS / (o.dp or 1) }
   end
+  if o.tp then options.parallelism_config = accel.ParallelismConfig{ tp_size = o.tp } end
   local acc = accel.Accelerator(options)
   local model = mc.build(seed)
+  if o.tp then model = accel.parallel.tensor_parallel(model, acc.mesh) end
   local opt = accel.optim.AdamW(model:parameters(), { lr = 1e-2, weight_decay = 0.01 })
   local sched = accel.optim.lr_scheduler.cosine(opt, { warmup = 2, total = mc.STEPS })
   local loader = accel.data.DataLoader(accel.data.TensorDataset(mc.data()), { batch_size = ROWS / (o.dp or 1),

@@ -4,8 +4,9 @@
 # stages under the whole model's names; a fresh run from other weights
 # resumes it exactly on PP 2 (1e-7), and within 1e-5 of the uninterrupted
 # run on one process, on another stage cut (Interleaved1F1B, 2 virtual
-# stages a rank) and at PP 4 (4 ranks). One process's checkpoint resumes at
-# PP 2 within 1e-5; PP 2 x DP 2 (4 ranks, the first replica's ranks write)
+# stages a rank), at PP 4 (4 ranks) and under TP 2 (tensor_parallel, no
+# pipeline). One process's checkpoint, and TP 2's (FULL_STATE_DICT), resume
+# at PP 2 within 1e-5; PP 2 x DP 2 (4 ranks, the first replica's ranks write)
 # resumes exactly on PP 2 x DP 2 and within 1e-5 on PP 2 and on one
 # process. Every saving run's losses and final weights (save_model) are one
 # process's within 1e-5, so each resumed run is held to one process's too.
@@ -32,6 +33,10 @@ expect "loading on one process says so" contains "$out" "was saved on pp 2 x dp_
 resume pp2 2 pp=2,v=2 1e-5
 expect "loading on another stage cut says so" contains "$out" "(another stage cut)"
 resume pp2 4 pp=4 1e-5
+resume pp2 2 tp=2 1e-5
+
+save tp2 2 tp=2
+resume tp2 2 pp=2 1e-5
 
 save one 1 0
 resume one 2 pp=2 1e-5
