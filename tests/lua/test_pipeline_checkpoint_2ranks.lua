@@ -12,7 +12,8 @@
 -- own stages; an optimizer made after prepare (of the stages' parameters
 -- only) resumes alike. get_state_dict gives one process's state dict on
 -- every rank (names and values), save_model writes it as one process
--- would, load_model gives each rank its stages' of it. An nn.Sequential
+-- would, load_model gives each rank its stages' of it; an asynchronous
+-- save's checkpoint loads alike. An nn.Sequential
 -- resumes alike, under its own names. Data parallel's checkpoint loads at
 -- PP 2, one of an optimizer of some parameters only is refused. A SHARDED_STATE_DICT
 -- checkpoint of a mesh without a pipeline (tp 2) is refused naming it, and
@@ -136,6 +137,13 @@ for _, after in ipairs({ false, true }) do
     local fresh = setup(9, after)
     fresh.acc:load_model(fresh.model, dir .. "/weights")
     mc.same_state(check, fresh.acc:get_state_dict(fresh.model), full, 0, what .. ": load_model gives the stages theirs")
+    -- An asynchronous save writes the same checkpoint.
+    run.acc:save_state(dir .. "/async", { async = true })
+    run.acc:wait_for_checkpoint()
+    local from_async = setup(9, after)
+    from_async.acc:load_state(dir .. "/async")
+    mc.same_state(check, from_async.acc:get_state_dict(from_async.model), full, 0,
+                  what .. ": the asynchronous save's checkpoint loaded")
   end
   for _, resume in ipairs({ { "mid", 6 }, { "step4", 9 } }) do
     local again = setup(9, after)
