@@ -16,7 +16,8 @@
 -- save's checkpoint loads alike. An nn.Sequential
 -- resumes alike, under its own names. Data parallel's checkpoint loads at
 -- PP 2, one of an optimizer of some parameters only is refused. A SHARDED_STATE_DICT
--- checkpoint of a mesh without a pipeline (tp 2) is refused naming it, and
+-- checkpoint of a mesh without a pipeline (tp 2) is refused naming it, so
+-- are forged layouts and files, and
 -- join_uneven_inputs still is.
 local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "helpers/check.lua")
@@ -232,6 +233,69 @@ do
   partial:save_state(work .. "/partial")
   check.raises(function() setup(9).acc:load_state(work .. "/partial") end, "an optimizer of some parameters only",
                "optimizer.safetensors' steps " .. #params .. " parameter(s) but the model has " .. (#params + 1))
+end
+
+-- A pipeline's layout and files are data anyone could have written: rank 0
+-- forges one file at a time (its size and checksum put in the manifest) and
+-- every rank's load is refused naming the file and the field or tensor,
+-- before anything changes.
+do
+  local read = dofile(here .. "helpers/read_file.lua")
+  local serialize = require("accel.serialize")
+  local folder = work .. "/before/step4"
+  local function forged(name, content, try)
+    acc0:wait_for_everyone()
+    local saved = {}
+    if rank == 0 then
+      local manifest = ck.read_manifest(folder)
+      saved["manifest.json"], saved[name] = read(folder .. "/manifest.json"), read(folder .. "/" .. name)
+      local path = folder .. "/" .. name
+      local digest = type(content) == "string" and ck.write_text(path, content) or ck.write_safetensors(path, content)
+      for _, f in ipairs(manifest.files) do
+        if f.name == name then f.size, f.crc32c = digest.size, digest.crc32c end
+      end
+      ck.write_manifest(folder, manifest)
+    end
+    acc0:wait_for_everyone()
+    try()
+    acc0:wait_for_everyone()
+    if rank == 0 then
+      for file, bytes in pairs(saved) do
+        local f = assert(io.open(folder .. "/" .. file, "wb"))
+        f:write(bytes)
+        f:close()
+      end
+    end
+    acc0:wait_for_everyone()
+  end
+  local target = setup(9)
+  local function refused(name, content, what, ...)
+    local words = { ... }
+    forged(name, content, function()
+      local weight = target.model:parameters()[1]:clone()
+      check.raises(function() target.acc:load_state(folder) end, what, name, unpack(words))
+      check.near(target.model:parameters()[1], weight, 0, what .. ": nothing was loaded")
+    end)
+  end
+  local function layout_with(change)
+    local value = serialize.load(read(folder .. "/mesh_layout.lua"), "mesh_layout.lua")
+    change(value)
+    return serialize.dump(value)
+  end
+  refused("mesh_layout.lua", layout_with(function(l) l.pipeline.stages[2] = nil end), "one writer for pp 2",
+          "must list the 2 pp ranks' writers")
+  refused("mesh_layout.lua", layout_with(function(l) l.world_size = 4 end), "another world size",
+          "says world_size 4 but the checkpoint was saved on 2")
+  refused("mesh_layout.lua", layout_with(function(l) l.pipeline.stages[2].rank = 5 end), "a writer that wrote nothing",
+          "'rank' 5 is none of the 2 rank(s) saved on")
+  refused("mesh_layout.lua", layout_with(function(l) l.pipeline.stages[1].layers = { "embed_tokens" } end),
+          "layers not a list per model", "'layers[1]' must be a list of layer names")
+  refused("mesh_layout.lua", layout_with(function(l) l.mesh.pp = "two" end), "a size not a number", "(mesh)", "pp")
+  local rank1 = ck.read_safetensors(folder .. "/model_rank_1.safetensors")
+  rank1["model.norm.weight"] = nil
+  local pairs_out = {}
+  for _, key in ipairs(sorted_keys(rank1)) do pairs_out[#pairs_out + 1] = { key, rank1[key] } end
+  refused("model_rank_1.safetensors", pairs_out, "a stage's tensor missing", "missing keys: model.norm.weight")
 end
 
 -- What stays unbuilt under a pipeline is refused naming it.

@@ -161,6 +161,9 @@ local function check_layout(saved, path, c, world_size)
   for k, stage in ipairs(stages) do
     local at = string.format("%s (pipeline.stages[%d])", where, k)
     field_checks.check(stage, { { "rank", "count" }, { "layers", "table" } }, at)
+    if stage.rank >= world_size then
+      error(string.format("%s: 'rank' %d is none of the %d rank(s) saved on", at, stage.rank, world_size), 0)
+    end
     if #stage.layers ~= #c.models then
       error(string.format("%s lists the layers of %d model(s) for %d", at, #stage.layers, #c.models), 0)
     end
@@ -194,6 +197,12 @@ local function pipeline_sources(saved, files)
     model = function(i, wanted) return union(function(r) return layout.names.model_slices(i, r) end, wanted) end,
     optimizer = function(j) return union(function(r) return layout.names.optimizer_slices(j, r) end) end,
     model_file = function(i) return layout.names.model_slices(i, stages[1].rank) end,
+    -- The files a model's tensors are looked for in, for errors.
+    model_files = function(i)
+      local names = {}
+      for k, stage in ipairs(stages) do names[k] = layout.names.model_slices(i, stage.rank) end
+      return table.concat(names, ", ")
+    end,
   }
 end
 
@@ -231,6 +240,7 @@ local function whole_sources(files, folder, parameters)
       return out
     end,
     model_file = function(i) return layout.names.model(i) end,
+    model_files = function(i) return layout.names.model(i) end,
   }
 end
 
@@ -274,15 +284,19 @@ local function optimizer_state(opt, models, named, path)
   return out
 end
 
--- This pipelined model's state dict from the whole names' `tensors`.
-local function stage_state(model, tensors, path)
+-- This pipelined model's state dict from the whole names' `tensors`, read
+-- from `files` (named in errors) of `folder`.
+local function stage_state(model, tensors, folder, files)
   local out, missing = {}, {}
   for _, key in ipairs(sorted_keys(model.pipeline.names.stage)) do
     local name = model.pipeline.names.stage[key]
     out[key] = tensors[name]
     if not out[key] then missing[#missing + 1] = name end
   end
-  if #missing > 0 then error(string.format("'%s' does not fit: missing keys: %s", path, table.concat(missing, ", ")), 0) end
+  if #missing > 0 then
+    error(string.format("'%s' does not fit: missing keys: %s (none of %s holds them)", folder,
+                        table.concat(missing, ", "), files), 0)
+  end
   return out
 end
 
@@ -320,12 +334,11 @@ function pipeline_checkpoint.read(c, s, listed, folder, files)
     return c.models[1].pipeline.names.parameters
   end)
   for i, model in ipairs(c.models) do
-    local path = folder .. "/" .. sources.model_file(i)
     s.model_files[i] = sources.model_file(i)
     if pipeline_checkpoint.applies(c) then
       local wanted = {}
       for _, name in pairs(model.pipeline.names.stage) do wanted[name] = true end
-      s.models[i] = stage_state(model, sources.model(i, wanted), path)
+      s.models[i] = stage_state(model, sources.model(i, wanted), folder, sources.model_files(i))
     else
       if c.split:sharded(model) then
         error(string.format("'%s' is a pipeline's checkpoint: it loads on one process, on data parallel, or on a "
