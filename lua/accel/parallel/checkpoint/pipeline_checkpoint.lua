@@ -127,6 +127,7 @@ function pipeline_checkpoint.layout_file(c, lua_file, full)
   for _, r in ipairs(full.ranks) do
     if r.writes then stages[r.pp + 1] = { rank = r.rank, layers = r.layers } end
   end
+  -- No tensor is cut within (tp_slices.layout's lists of splits, empty).
   local models, optimizers = {}, {}
   for i in ipairs(c.models) do models[i] = {} end
   for j in ipairs(c.optimizers) do optimizers[j] = {} end
