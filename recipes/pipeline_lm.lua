@@ -6,13 +6,15 @@
 -- schedule over micro-batches of the batch, activations going forward
 -- between the ranks and their gradients back. At the end an evaluation
 -- (model:eval()) runs the schedule's forwards alone on the text's first
--- rows.
+-- rows, then it saves a checkpoint (OUT/checkpoint, acc:save_state: each
+-- pp rank's stages under the whole model's names, loadable on another
+-- stage cut or on one process) and the full model (OUT/model, save_model).
 --   accel-run recipes/pipeline_lm.lua --nproc 2 [-- key=value ...]
 -- Keys (defaults): steps=40 layers=4 hidden=64 heads=4 kv_heads=2
 -- intermediate=128 seq=32 batch=8 (rows a step, over all data-parallel
 -- ranks) schedule=1F1B microbatches=4 lr=3e-3 every=10 (steps between
 -- reports) text=/usr/share/common-licenses/GPL-3 (any text file, read
--- character by character). The mesh is pp 2 unless the launch gives sizes
+-- character by character) out=runs/pipeline_lm. The mesh is pp 2 unless the launch gives sizes
 -- (--parallelism-config-pp-size 2 --parallelism-config-dp-replicate-size 2
 -- --nproc 4 makes PP 2 x DP 2, for one).
 local optim, data = accel.optim, accel.data
@@ -21,7 +23,8 @@ local args = require("accel.args")
 local o = args.key_values("pipeline_lm.lua", arg, {
   steps = 40, layers = 4, hidden = 64, heads = 4, kv_heads = 2, intermediate = 128, seq = 32, batch = 8,
   schedule = "1F1B", microbatches = 4, lr = 3e-3, every = 10, text = "/usr/share/common-licenses/GPL-3",
-}, { lr = "number", text = "string", schedule = "string" })
+  out = "runs/pipeline_lm",
+}, { lr = "number", text = "string", schedule = "string", out = "string" })
 
 local acc = accel.Accelerator{
   parallelism_config = accel.ParallelismConfig.from_launch()
@@ -76,4 +79,7 @@ end
 model:eval()
 acc:print(string.format("evaluation loss %.3f (the text's first %d rows)",
                         model{ input_ids = first_rows, labels = first_rows }.loss:item(), o.batch))
+acc:save_state(o.out .. "/checkpoint")
+acc:save_model(model, o.out .. "/model")
+acc:print(string.format("checkpoint saved in %s/checkpoint, full model in %s/model", o.out, o.out))
 acc:end_training()

@@ -19,6 +19,8 @@ local ParallelDims = require("accel.parallel.parallel_dims")
 local ModelLayout = require("accel.parallel.model_layout")
 local SplitCheckpoint = require("accel.parallel.checkpoint.split_checkpoint")
 local dist = core.dist
+-- Loaded for a pipeline only (the heap: lua/accel/init.lua).
+local function pipeline_weights() return require("accel.parallel.pipeline.pipeline_weights") end
 local args_error = require("accel.util.args").error
 
 local Accelerator = {}
@@ -275,7 +277,7 @@ end
 -- The model's parameters and buffers by name, full (gathered at ZeRO stage
 -- 3, and over tp) and copied: Accelerate's get_state_dict. Call it on every rank.
 function Accelerator:get_state_dict(model)
-  self._parallel:refuse_under_pipeline("get_state_dict")
+  if rawget(model, "pipeline") then return pipeline_weights().full_state_dict(model, self._world) end
   return layout_of(self, model):full_state_dict()
 end
 
@@ -333,7 +335,6 @@ end
 -- Writes everything needed to resume exactly into `dir` (or, with
 -- automatic checkpoint naming, the next project checkpoint); returns the folder.
 function Accelerator:save_state(dir, options)
-  self._parallel:refuse_under_pipeline("save_state")
   if dir == nil then self:_check_project_folder("Accelerator:save_state") end
   if options ~= nil then return require("accel.live.async_save").save_state(self, dir, options) end  -- {async = true}
   return checkpointing.save_state(self:_checkpoint_contents(), dir)
@@ -342,7 +343,6 @@ end
 -- Restores what save_state wrote; without `dir`, the newest complete
 -- automatic checkpoint. Returns the folder loaded.
 function Accelerator:load_state(dir)
-  self._parallel:refuse_under_pipeline("load_state")
   if dir == nil then self:_check_project_folder("Accelerator:load_state") end
   return checkpointing.load_state(self:_checkpoint_contents(), dir)
 end
@@ -365,7 +365,11 @@ end
 -- Weights for other tools: {safe_serialization = true, max_shard_size = "2GB"}.
 -- Full weights also when sharded or split: call it on every rank.
 function Accelerator:save_model(model, dir, options)
-  self._parallel:refuse_under_pipeline("save_model")
+  if rawget(model, "pipeline") then
+    -- The whole model's weights by its names, as one process writes them.
+    local full = pipeline_weights().full_state_dict(model, self._world)
+    return checkpointing.save_model(self.state, model, dir, options, full, pipeline_weights().ordered(model, full))
+  end
   return layout_of(self, model):with_full_weights(function(full)
     return checkpointing.save_model(self.state, model, dir, options, full)
   end)
@@ -373,7 +377,11 @@ end
 
 -- Full weights, each rank keeping its tp slice and its shards.
 function Accelerator:load_model(model, dir, options)
-  self._parallel:refuse_under_pipeline("load_model")
+  if rawget(model, "pipeline") then
+    return checkpointing.load_model(model, dir, options, function(weights, path)
+      return pipeline_weights().stage_state(model, weights, path)
+    end)
+  end
   layout_of(self, model):load_full_weights(function(fit)
     checkpointing.load_model(model, dir, options, fit)
   end)

@@ -74,16 +74,20 @@ end
 -- Weights for other tools ----------------------------------------------------
 
 -- `state`: the PartialState; its main process writes; `full`: the full
--- weights by name where the model holds slices (under a mesh).
-function checkpointing.save_model(state, model, dir, options, full)
+-- weights by name where the model holds slices (under a mesh);
+-- `ordered`: the {name, tensor} pairs to write, where the model's own
+-- names are not the ones written (a pipeline's stages).
+function checkpointing.save_model(state, model, dir, options, full, ordered)
   local o = args.options("Accelerator:save_model", options,
                          { safe_serialization = true, max_shard_size = "2GB" })
   if type(dir) ~= "string" then args.error("Accelerator:save_model: the folder must be a string, got a " .. type(dir)) end
   local files
   if state.is_main_process then
-    local ordered = layout.ordered_state(model)
-    if full then
-      for _, pair in ipairs(ordered) do pair[2] = full[pair[1]] end
+    if not ordered then
+      ordered = layout.ordered_state(model)
+      if full then
+        for _, pair in ipairs(ordered) do pair[2] = full[pair[1]] end
+      end
     end
     files = ck.save_weights(dir, ordered, o)
   end

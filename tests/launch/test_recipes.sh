@@ -35,12 +35,14 @@ expect "parallel_lm saves a checkpoint and the full model" \
 
 # A small Llama through a pipeline of 2 stages (1F1B, 4 micro-batches) on 2
 # ranks: the loss falls and the evaluation runs the forwards alone.
-run_accel "$source_root/recipes/pipeline_lm.lua" --nproc 2 --threads 1 -- steps=40 every=10
+run_accel "$source_root/recipes/pipeline_lm.lua" --nproc 2 --threads 1 -- steps=40 every=10 out="$work/pipeline_lm"
 expect "pipeline_lm on 2 ranks exits 0" [ "$status" -eq 0 ]
 expect "pipeline_lm runs on the mesh pp 2" contains "$out" "mesh pp 2 x dp 1, 1F1B over 4 micro-batches"
 losses=$(awk '/^step / { print $4 }' <<<"$out")
 expect "pipeline_lm's loss falls" awk -v first="$(head -n 1 <<<"$losses")" -v last="$(tail -n 1 <<<"$losses")" \
   'BEGIN { exit !(first > 0 && last < first - 0.5) }'
 expect "pipeline_lm evaluates through the pipeline" grep -q "^evaluation loss [0-9.]" "$work/out"
+expect "pipeline_lm saves each pp rank's stages and the full model" \
+  [ -f "$work/pipeline_lm/checkpoint/model_rank_1.safetensors" -a -f "$work/pipeline_lm/model/model.safetensors" ]
 
 finish

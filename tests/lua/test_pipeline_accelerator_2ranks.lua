@@ -134,11 +134,6 @@ local odd = x:narrow(1, 1, 6)
 out = model{ input_ids = odd, labels = odd }
 check.raises(function() acc:backward(out.loss) end, "uneven micro-batches",
              "rows do not cut into pp_microbatches = 4 equal micro-batches")
-for _, action in ipairs({ "save_state", "load_state" }) do
-  check.raises(function() acc[action](acc, "/tmp/never") end, action, action .. " under pp_size = 2 is not implemented yet")
-end
-check.raises(function() acc:save_model(model, "/tmp/never") end, "save_model", "save_model under pp_size = 2")
-check.raises(function() acc:get_state_dict(model) end, "get_state_dict", "get_state_dict under pp_size = 2")
 
 local function pp2(options)
   local o = { pp_size = 2, pp_microbatches = 4 }

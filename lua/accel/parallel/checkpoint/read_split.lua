@@ -12,6 +12,7 @@ local layout = require("accel.checkpointing.layout")
 local flat_shards = require("accel.parallel.checkpoint.flat_shards")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
 local reshard = require("accel.parallel.checkpoint.reshard")
+local pipeline_checkpoint = require("accel.parallel.checkpoint.pipeline_checkpoint")
 
 local read_split = {}
 
@@ -88,7 +89,9 @@ end
 -- state such as accumulated gradients still fits.
 function read_split.fit(c, s, folder)
   local saved = s.mesh_layout
-  s.same_mesh = (saved == nil and c.split.mesh == nil) or (saved ~= nil and tp_slices.same_mesh(saved, c.split.mesh))
+  if s.same_mesh == nil then  -- a pipeline's read set it
+    s.same_mesh = (saved == nil and c.split.mesh == nil) or (saved ~= nil and tp_slices.same_mesh(saved, c.split.mesh))
+  end
   if not c.split:tp() or s.sliced then return end
   local splits = c.split:mesh_splits(c.models, c.optimizers)
   for i in pairs(s.models) do
@@ -140,6 +143,8 @@ end
 -- tensors, open}: a value file, a tensor file read whole, and a tensor file
 -- opened to be mapped, each verified against the manifest.
 function read_split.read(c, s, listed, folder, files)
+  -- A pipeline in force, or a pipeline's checkpoint (pipeline_checkpoint.lua).
+  if pipeline_checkpoint.read(c, s, listed, folder, files) then return end
   read_mesh_slices(c, s, listed, folder, files.value, files.tensors, files.open)
   read_flat_shards(c, s, listed, folder, files.value, files.tensors)
 end
@@ -154,6 +159,7 @@ end
 -- (s.same_mesh false): "<saved> ... <now>" described, or nil.
 function read_split.mesh_change(c, s)
   if s.same_mesh then return nil end
+  if s.mesh_description then return s.mesh_description.saved, s.mesh_description.now end
   local saved = s.mesh_layout and tp_slices.describe(s.mesh_layout.mesh) or "no mesh"
   local now = c.split.mesh and tp_slices.describe(tp_slices.sizes(c.split.mesh)) or "no mesh"
   return saved, now

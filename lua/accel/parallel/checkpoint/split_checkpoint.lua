@@ -5,7 +5,8 @@
 -- are, and whether each rank writes its own slices (SHARDED_STATE_DICT).
 -- Made from the ParallelDims and the prepared models' layouts
 -- (parallel_dims.lua, model_layout.lua); write_split.lua and
--- read_split.lua cut, save, load and reshard by it.
+-- read_split.lua cut, save, load and reshard by it (a pipeline's by
+-- pipeline_checkpoint.lua).
 local flat_shards = require("accel.parallel.checkpoint.flat_shards")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
 
@@ -14,13 +15,18 @@ SplitCheckpoint.__index = SplitCheckpoint
 
 -- `layouts`: the ModelLayouts in preparation order.
 function SplitCheckpoint.new(dims, layouts)
-  local by_model = {}
-  for _, layout in ipairs(layouts) do by_model[layout.model] = layout end
+  local by_model, pipelined = {}, false
+  for _, layout in ipairs(layouts) do
+    by_model[layout.model] = layout
+    pipelined = pipelined or layout.pipelined == true
+  end
   return setmetatable({
     dims = dims,
     mesh = dims.mesh,  -- nil without a parallelism_config
     -- Each rank writes its own slices (SHARDED_STATE_DICT).
     per_rank = dims.state_dict_type == "SHARDED_STATE_DICT",
+    -- The models are a pipeline's stages (pipeline_checkpoint.lua).
+    pipelined = pipelined,
     _layouts = by_model,
   }, SplitCheckpoint)
 end

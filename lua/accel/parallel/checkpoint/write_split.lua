@@ -7,6 +7,7 @@
 local layout = require("accel.checkpointing.layout")
 local flat_shards = require("accel.parallel.checkpoint.flat_shards")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
+local pipeline_checkpoint = require("accel.parallel.checkpoint.pipeline_checkpoint")
 
 local write_split = {}
 
@@ -50,6 +51,7 @@ end
 -- state}, optimizers = {[j] = state}, splits = under a mesh}; a model or
 -- optimizer absent from it is written as it is.
 function write_split.full_states(c)
+  if pipeline_checkpoint.applies(c) then return pipeline_checkpoint.full_states(c) end
   local out = { models = {}, optimizers = {} }
   if c.split.mesh then return full_mesh_states(c, out) end
   if c.split.per_rank then return out end
@@ -67,6 +69,7 @@ end
 -- true}, optimizers = {[j] = true}, flats = {[i] = flat layout}}, which
 -- the main process then does not write whole.
 function write_split.rank_files(c, rank, tensors_file)
+  if pipeline_checkpoint.applies(c) then return pipeline_checkpoint.rank_files(c, rank, tensors_file) end
   local written = { models = {}, optimizers = {}, flats = {} }
   for i, m in pairs(per_rank_models(c)) do
     tensors_file(layout.names.model_slices(i, rank), flat_shards.model_tensors(m.sharded, m.model))
@@ -97,6 +100,7 @@ end
 -- written first; `full` is what full_states gathered.
 function write_split.mesh_layout(c, lua_file, full)
   if not c.split.mesh then return end
+  if pipeline_checkpoint.applies(c) then return pipeline_checkpoint.layout_file(c, lua_file, full) end
   lua_file(layout.names.mesh, tp_slices.layout(c.split.mesh, full.splits, c.state.num_processes,
                                                c.split.per_rank and "SHARDED_STATE_DICT" or "FULL_STATE_DICT"))
 end

@@ -9,7 +9,7 @@
 -- over its stages' ranks (pipelined_model.lua). Also here: the sizes and
 -- options a pipeline cannot be combined with yet, refused when the
 -- Accelerator is made, clipping over the global norm across the stages,
--- and the refusal of what is not built under a pipeline (checkpoints).
+-- and the refusal of what is not built under a pipeline (join_uneven_inputs).
 local core = require("accel.core")
 local clip_to_norm = require("accel.parallel.clip_to_norm")
 local args = require("accel.util.args")
@@ -68,7 +68,7 @@ function pipeline_parallel.apply(layout, dims)
   local config = dims.mesh.config
   local schedule = schedules.build(config.pp_schedule, { pp = config.pp_size, microbatches = config.pp_microbatches,
                                                          virtual_stages = config.pp_virtual_stages })
-  layout.model = PipelinedModel(pieces_of(layout.model), schedule, dims.mesh.pp)
+  layout.model = PipelinedModel(pieces_of(layout.model), schedule, dims.mesh.pp, layout.model)
   layout.pipelined = true
   data_parallel.apply(layout, dims)
   layout.sync = PipelineSync.new(layout.sync)
@@ -101,11 +101,6 @@ end
 
 -- Why each Accelerator method refused under a pipeline is not built there.
 local NOT_BUILT = {
-  save_state = "checkpoints of a pipeline (each rank's stages, loadable on another mesh) are not built",
-  load_state = "checkpoints of a pipeline (each rank's stages, loadable on another mesh) are not built",
-  save_model = "the full weights are not gathered from the stages' ranks",
-  load_model = "full weights are not cut into the stages' ranks",
-  get_state_dict = "the full weights are not gathered from the stages' ranks",
   join_uneven_inputs = "a rank out of batches cannot stand in for its stage in the schedule",
 }
 

@@ -30,6 +30,12 @@
 --   group (the ranks without it add zeros), so both copies take one
 --   process's gradient and step alike; the global norm counts it on the
 --   first of its ranks only (counts_in_norm).
+-- - Checkpoints speak the whole model's names (parallel/checkpoint/
+--   pipeline_checkpoint.lua): at init each of this rank's tensors is found
+--   by identity among the whole model's state dict and its name kept
+--   (whole_names), with the whole model's names in the order save_model
+--   writes them and its parameters' names in parameters() order (strings
+--   only: the other stages' modules are not kept).
 local core = require("accel.core")
 local args = require("accel.util.args")
 local Module = require("accel.nn.module")
@@ -41,9 +47,36 @@ local PipelinedModel = Module:extend("PipelinedModel")
 
 local where = "accel.parallel.pipeline"
 
+-- The whole model's names: {stage = this model's state-dict key -> the
+-- whole model's, order = the whole model's state-dict names as save_model
+-- orders them, parameters = its parameters' names in parameters() order}.
+local function whole_names(self, whole)
+  local state, by_shape = whole:state_dict(), {}
+  for name, t in pairs(state) do
+    local shape = table.concat(t:size(), "x")
+    by_shape[shape] = by_shape[shape] or {}
+    table.insert(by_shape[shape], { name, t })
+  end
+  local out = { stage = {}, order = {}, parameters = {} }
+  for key, t in pairs(self:state_dict()) do
+    for _, entry in ipairs(by_shape[table.concat(t:size(), "x")] or {}) do
+      if t:is_set_to(entry[2]) then out.stage[key] = entry[1] end
+    end
+    if not out.stage[key] then
+      args.error(string.format("%s: the stages' tensor %q is none of the model's (its state dict)", where, key))
+    end
+  end
+  for _, pair in ipairs(require("accel.util.named_tensors")(whole)) do
+    if state[pair[1]] then out.order[#out.order + 1] = pair[1] end
+  end
+  for name in whole:named_parameters() do out.parameters[#out.parameters + 1] = name end
+  return out
+end
+
 -- pieces: {layer_names, build, loss_fn, input_key [, loss_share]}; schedule
--- and pp (the mesh's pp dim) from pipeline_parallel.lua.
-function PipelinedModel:init(pieces, schedule, pp)
+-- and pp (the mesh's pp dim) from pipeline_parallel.lua; `whole`: the
+-- model cut (its names only are kept).
+function PipelinedModel:init(pieces, schedule, pp, whole)
   local stages = stage_runtime.build_stages{ layer_names = pieces.layer_names, build = pieces.build,
                                              schedule = schedule, pp_rank = pp.rank }
   local held = {}
@@ -57,11 +90,19 @@ function PipelinedModel:init(pieces, schedule, pp)
   -- the other stages' modules are the recipe's to drop.
   local kept = { loss_fn = pieces.loss_fn, loss_share = pieces.loss_share, input_key = pieces.input_key }
   rawset(self, "pipeline", { pieces = kept, schedule = schedule, pp = pp, stages = stages, held = held, tied = {} })
-  -- Where each tied weight's layers are: the pp ranks of their stages.
-  local rank_of = {}
+  self.pipeline.names = whole_names(self, whole)
+  -- Where each tied weight's layers are: the pp ranks of their stages,
+  -- and each pp rank's layers, in layer_names' order (a checkpoint's cut).
+  local rank_of, by_rank = {}, {}
   for stage, names in ipairs(stage_cut.split(pieces.layer_names, { stages = schedule.stages })) do
-    for _, name in ipairs(names) do rank_of[name] = schedule.placement[stage] end
+    local r = schedule.placement[stage]
+    by_rank[r + 1] = by_rank[r + 1] or {}
+    for _, name in ipairs(names) do
+      rank_of[name] = r
+      table.insert(by_rank[r + 1], name)
+    end
   end
+  self.pipeline.layers_by_rank = by_rank
   for _, group in ipairs(pieces.tied or {}) do
     local first, here = math.huge, false
     for _, name in ipairs(group.names) do

@@ -1,0 +1,383 @@
+-- Checkpoints of a pipeline (pp_size > 1; parallel/pipeline/): a split
+-- checkpoint whose split is by whole tensors over the pp ranks. The ranks
+-- of the first data-parallel replica (mesh.dp rank 0) each write their
+-- stages' tensors, under the whole model's names, as model_rank_<r> (one
+-- per prepared model), and their optimizers' state keyed by those names,
+-- as optimizer_rank_<r>:
+--   param_groups.<g>.<hyperparameter>   as the engine's state dict has it
+--   state.<parameter name>.<slot>       e.g. state.model.layers.3.mlp.up_proj.weight.exp_avg
+-- (a tied weight is written by each of its stages' ranks, alike). The main
+-- process's mesh_layout.lua lists the mesh, each writer's rank and the
+-- layers its stages hold. The rest (loaders, RNG, schedulers, counters,
+-- accumulated gradients) is written as without a pipeline
+-- (checkpointing/save.lua).
+-- Since every name is whole, a load finds each tensor it needs in whichever
+-- writer's file holds it: a pipeline checkpoint loads on any stage cut and
+-- on one process (no pipeline), and a pipeline loads a checkpoint of one
+-- process (or a FULL_STATE_DICT one of a mesh: model.safetensors whole),
+-- whose optimizer's indices are taken as the whole model's parameters()
+-- order (the optimizer made on model:parameters(), as usual).
+local gathering = require("accel.gathering")
+local layout = require("accel.checkpointing.layout")
+local field_checks = require("accel.util.field_checks")
+local sorted_keys = require("accel.util.sorted_keys")
+local tp_slices = require("accel.parallel.checkpoint.tp_slices")
+
+local pipeline_checkpoint = {}
+
+-- The parameters of an optimizer in the order of its state's indices.
+local function optimizer_params(opt)
+  local out = {}
+  for g = 1, opt:num_param_groups() do
+    for _, p in ipairs(opt:params(g)) do out[#out + 1] = p end
+  end
+  return out
+end
+
+-- {whole name, tensor} of the parameters and buffers of `models`: a
+-- pipelined model's under the whole model's names, another's as they are.
+local function named_tensors(models)
+  local out = {}
+  for _, model in ipairs(models) do
+    local names = rawget(model, "pipeline") and model.pipeline.names.stage
+    for key, t in pairs(model:state_dict()) do out[#out + 1] = { names and names[key] or key, t } end
+  end
+  return out
+end
+
+-- Index (from 0) -> the whole name of the parameter of `opt` found by
+-- identity among `models`' tensors; nil for one that is none of theirs.
+local function index_names(opt, models)
+  local by_shape, names = {}, {}
+  for _, entry in ipairs(named_tensors(models)) do
+    local shape = table.concat(entry[2]:size(), "x")
+    by_shape[shape] = by_shape[shape] or {}
+    table.insert(by_shape[shape], entry)
+  end
+  for k, p in ipairs(optimizer_params(opt)) do
+    for _, entry in ipairs(by_shape[table.concat(p:size(), "x")] or {}) do
+      if p:is_set_to(entry[2]) then names[k - 1] = entry[1] end
+    end
+  end
+  return names
+end
+
+-- Optimizer `opt`'s state keyed by its parameters' whole names.
+local function named_optimizer_state(opt, models, j)
+  local names, out = index_names(opt, models), {}
+  for key, t in pairs(opt:state_dict()) do
+    local index, slot = key:match("^state%.(%d+)%.(.+)$")
+    if index then
+      local name = names[tonumber(index)]
+      if not name then
+        error(string.format("optimizer %d steps a parameter (index %s) that is none of the prepared models': a "
+                            .. "pipeline's checkpoint names each optimizer state by its parameter", j, index), 0)
+      end
+      out["state." .. name .. "." .. slot] = t
+    elseif not key:match("^param_groups%.%d+%.params$") then
+      out[key] = t
+    end
+  end
+  return out
+end
+
+-- Whether the Accelerator's models are a pipeline's stages.
+function pipeline_checkpoint.applies(c)
+  return c.split.pipelined == true
+end
+
+-- Saving -----------------------------------------------------------------
+
+-- Whether this rank writes its stages (the first dp replica's ranks).
+local function writes(c)
+  return c.split.mesh.dp.rank == 0
+end
+
+-- Gathered on every rank before any writes (a collective): each rank's
+-- {rank, pp rank, writes, layers}.
+function pipeline_checkpoint.full_states(c)
+  local mine = { rank = c.state.process_index, pp = c.split.mesh.pp.rank, writes = writes(c), layers = {} }
+  for i, model in ipairs(c.models) do mine.layers[i] = model:layer_names() end
+  return { models = {}, optimizers = {}, ranks = gathering.gather_object(c.state._world, mine) }
+end
+
+-- This rank's files (a writer's): its stages' tensors and optimizer state
+-- by whole names; returns what save.lua then does not write whole.
+function pipeline_checkpoint.rank_files(c, rank, tensors_file)
+  local written = { models = {}, optimizers = {}, flats = {} }
+  for i in ipairs(c.models) do written.models[i] = true end
+  for j in ipairs(c.optimizers) do written.optimizers[j] = true end
+  if not writes(c) then return written end
+  for i, model in ipairs(c.models) do
+    local state = {}
+    for _, entry in ipairs(named_tensors({ model })) do state[entry[1]] = entry[2] end
+    tensors_file(layout.names.model_slices(i, rank), layout.sorted_pairs(state))
+  end
+  for j, opt in ipairs(c.optimizers) do
+    tensors_file(layout.names.optimizer_slices(j, rank), layout.sorted_pairs(named_optimizer_state(opt, c.models, j)))
+  end
+  return written
+end
+
+-- The main process's mesh_layout.lua.
+function pipeline_checkpoint.layout_file(c, lua_file, full)
+  local sizes = tp_slices.sizes(c.split.mesh)
+  sizes.pp = c.split.mesh.pp.size
+  local stages = {}
+  for _, r in ipairs(full.ranks) do
+    if r.writes then stages[r.pp + 1] = { rank = r.rank, layers = r.layers } end
+  end
+  -- No tensor is cut within (tp_slices.layout's lists of splits, empty).
+  local models, optimizers = {}, {}
+  for i in ipairs(c.models) do models[i] = {} end
+  for j in ipairs(c.optimizers) do optimizers[j] = {} end
+  lua_file(layout.names.mesh, { mesh = sizes, world_size = c.state.num_processes, state_dict_type = "SHARDED_STATE_DICT",
+                                models = models, optimizers = optimizers, pipeline = { stages = stages } })
+end
+
+-- Loading ----------------------------------------------------------------
+
+local SIZES = { "pp", "dp_replicate", "dp_shard", "cp", "tp" }
+
+local function describe(sizes)
+  local parts = {}
+  for _, dim in ipairs(SIZES) do parts[#parts + 1] = dim .. " " .. tostring(sizes[dim] or 1) end
+  return table.concat(parts, " x ")
+end
+
+-- A pipeline's layout read, checked: {mesh, world_size, pipeline = {stages
+-- = {[pp rank + 1] = {rank, layers = {[i] = names}}}}}.
+local function check_layout(saved, path, c, world_size)
+  local where = "'" .. path .. "'"
+  field_checks.check(saved, { { "mesh", "table" }, { "world_size", "positive count" }, { "pipeline", "table" } }, where)
+  if saved.world_size ~= world_size then
+    error(string.format("%s says world_size %d but the checkpoint was saved on %d process(es)", where,
+                        saved.world_size, world_size), 0)
+  end
+  for _, dim in ipairs(SIZES) do field_checks.check(saved.mesh, { { dim, "positive count" } }, where .. " (mesh)") end
+  local stages = saved.pipeline.stages
+  if type(stages) ~= "table" or #stages ~= saved.mesh.pp then
+    error(string.format("%s: 'pipeline.stages' must list the %d pp ranks' writers", where, saved.mesh.pp), 0)
+  end
+  for k, stage in ipairs(stages) do
+    local at = string.format("%s (pipeline.stages[%d])", where, k)
+    field_checks.check(stage, { { "rank", "count" }, { "layers", "table" } }, at)
+    if stage.rank >= world_size then
+      error(string.format("%s: 'rank' %d is none of the %d rank(s) saved on", at, stage.rank, world_size), 0)
+    end
+    if #stage.layers ~= #c.models then
+      error(string.format("%s lists the layers of %d model(s) for %d", at, #stage.layers, #c.models), 0)
+    end
+    for i, names in ipairs(stage.layers) do
+      if type(names) ~= "table" or field_checks.list_problem(names) then
+        error(string.format("%s: 'layers[%d]' must be a list of layer names", at, i), 0)
+      end
+    end
+  end
+  return saved
+end
+
+-- The saved model states as sources: model(i) -> {name -> tensor} of the
+-- names `wanted` holds (all when nil); optimizer(j) -> its state keyed by
+-- whole names (named_optimizer_state's keys). `files` as read_split's.
+local function pipeline_sources(saved, files)
+  local stages = saved.pipeline.stages
+  local function union(name_of, wanted)
+    local out = {}
+    for _, stage in ipairs(stages) do
+      local name = name_of(stage.rank)
+      local reader = files.open(name)
+      for _, key in ipairs(reader:names()) do
+        if out[key] == nil and (wanted == nil or wanted[key]) then out[key] = reader:load(key) end
+      end
+      reader:close()
+    end
+    return out
+  end
+  return {
+    model = function(i, wanted) return union(function(r) return layout.names.model_slices(i, r) end, wanted) end,
+    optimizer = function(j) return union(function(r) return layout.names.optimizer_slices(j, r) end) end,
+    model_file = function(i) return layout.names.model_slices(i, stages[1].rank) end,
+    -- The files a model's tensors are looked for in, for errors.
+    model_files = function(i)
+      local names = {}
+      for k, stage in ipairs(stages) do names[k] = layout.names.model_slices(i, stage.rank) end
+      return table.concat(names, ", ")
+    end,
+  }
+end
+
+-- A one-process (or FULL_STATE_DICT) checkpoint as sources: its optimizer's
+-- indices named by the whole model's parameters() order (`parameters`).
+local function whole_sources(files, folder, parameters)
+  return {
+    model = function(i, wanted)
+      local out, reader = {}, files.open(layout.names.model(i))
+      for _, key in ipairs(reader:names()) do
+        if wanted == nil or wanted[key] then out[key] = reader:load(key) end
+      end
+      reader:close()
+      return out
+    end,
+    optimizer = function(j)
+      local state, out, count = files.tensors(layout.names.optimizer(j)), {}, 0
+      for key, t in pairs(state) do
+        if key:match("^param_groups%.%d+%.params$") then count = count + t:numel() end
+      end
+      local names = parameters(j)
+      if count ~= #names then
+        error(string.format("'%s/%s' steps %d parameter(s) but the model has %d: a pipeline loads the optimizer "
+                            .. "state of one process made on model:parameters() (in that order)", folder,
+                            layout.names.optimizer(j), count, #names), 0)
+      end
+      for key, t in pairs(state) do
+        local index, slot = key:match("^state%.(%d+)%.(.+)$")
+        if index then
+          out["state." .. names[tonumber(index) + 1] .. "." .. slot] = t
+        elseif not key:match("^param_groups%.%d+%.params$") then
+          out[key] = t
+        end
+      end
+      return out
+    end,
+    model_file = function(i) return layout.names.model(i) end,
+    model_files = function(i) return layout.names.model(i) end,
+  }
+end
+
+-- Optimizer `opt`'s state dict from `named` (its state by whole names):
+-- its own groups' parameters, the saved hyperparameters, and the state of
+-- each of its parameters found among `models` that the checkpoint holds.
+local function optimizer_state(opt, models, named, path)
+  local current, out, names = opt:state_dict(), {}, index_names(opt, models)
+  local saved_groups, count = {}, 0
+  for key in pairs(named) do
+    local g = key:match("^param_groups%.(%d+)%.")
+    if g and not saved_groups[tonumber(g)] then saved_groups[tonumber(g)], count = true, count + 1 end
+  end
+  if count ~= opt:num_param_groups() then
+    error(string.format("'%s' holds %d parameter group(s) but the optimizer has %d", path, count,
+                        opt:num_param_groups()), 0)
+  end
+  for key, t in pairs(current) do
+    local g = key:match("^param_groups%.(%d+)%.")
+    if g and not saved_groups[tonumber(g)] then
+      error(string.format("'%s' holds no parameter group %d, which the optimizer has", path, tonumber(g) + 1), 0)
+    end
+    if key:match("^param_groups%.%d+%.params$") then
+      out[key] = t
+    elseif g then
+      out[key] = named[key] or error(string.format("'%s' lacks '%s'", path, key), 0)
+    end
+  end
+  local slots = {}
+  for key in pairs(named) do
+    local rest = key:match("^state%.(.+)$")
+    if rest then
+      local name, slot = rest:match("^(.+)%.([^%.]+)$")
+      slots[name] = slots[name] or {}
+      slots[name][#slots[name] + 1] = slot
+    end
+  end
+  for index, name in pairs(names) do
+    for _, slot in ipairs(slots[name] or {}) do out["state." .. index .. "." .. slot] = named["state." .. name .. "." .. slot] end
+  end
+  return out
+end
+
+-- This pipelined model's state dict from the whole names' `tensors`, read
+-- from `files` (named in errors) of `folder`.
+local function stage_state(model, tensors, folder, files)
+  local out, missing = {}, {}
+  for _, key in ipairs(sorted_keys(model.pipeline.names.stage)) do
+    local name = model.pipeline.names.stage[key]
+    out[key] = tensors[name]
+    if not out[key] then missing[#missing + 1] = name end
+  end
+  if #missing > 0 then
+    error(string.format("'%s' does not fit: missing keys: %s (none of %s holds them)", folder,
+                        table.concat(missing, ", "), files), 0)
+  end
+  return out
+end
+
+-- Reads what this rank keeps when the models in force are a pipeline's or
+-- the checkpoint is one; returns whether it did (read_split.lua then reads
+-- nothing). Fills s.models, s.optimizers, s.model_files, s.same_mesh,
+-- s.sliced (a pipeline's state is its own already) and s.mesh_description.
+function pipeline_checkpoint.read(c, s, listed, folder, files)
+  local saved, other = nil, "no mesh"
+  if listed[layout.names.mesh] then
+    local value = files.value(layout.names.mesh)
+    if type(value) == "table" and type(value.mesh) == "table" then other = describe(value.mesh) end
+    if type(value) == "table" and value.pipeline ~= nil then
+      saved = check_layout(value, folder .. "/" .. layout.names.mesh, c, s.manifest.world_size)
+    elseif pipeline_checkpoint.applies(c) and not (type(value) == "table" and value.state_dict_type == "FULL_STATE_DICT") then
+      error(string.format("'%s' was saved SHARDED_STATE_DICT on a mesh without a pipeline: pp_size > 1 loads a "
+                          .. "pipeline's checkpoint, one process's, or a FULL_STATE_DICT one", folder), 0)
+    end
+  end
+  if not saved and not pipeline_checkpoint.applies(c) then return false end
+  if pipeline_checkpoint.applies(c) then
+    for i in ipairs(c.models) do
+      if listed[layout.names.sharding(i)] then
+        error(string.format("'%s' holds flat shards (ZeRO / FSDP): pp_size > 1 loads a pipeline's checkpoint, one "
+                            .. "process's, or a FULL_STATE_DICT one", folder), 0)
+      end
+    end
+  end
+  -- A one-process optimizer's indices: the parameters() order of the whole
+  -- model whose stages it steps here.
+  local sources = saved and pipeline_sources(saved, files) or whole_sources(files, folder, function(j)
+    for _, model in ipairs(c.models) do
+      if next(index_names(c.optimizers[j], { model })) ~= nil then return model.pipeline.names.parameters end
+    end
+    return c.models[1].pipeline.names.parameters
+  end)
+  for i, model in ipairs(c.models) do
+    s.model_files[i] = sources.model_file(i)
+    if pipeline_checkpoint.applies(c) then
+      local wanted = {}
+      for _, name in pairs(model.pipeline.names.stage) do wanted[name] = true end
+      s.models[i] = stage_state(model, sources.model(i, wanted), folder, sources.model_files(i))
+    else
+      if c.split:sharded(model) then
+        error(string.format("'%s' is a pipeline's checkpoint: it loads on one process, on data parallel, or on a "
+                            .. "pipeline, not on a sharded model (ZeRO / FSDP) yet", folder), 0)
+      end
+      s.models[i] = sources.model(i)
+    end
+  end
+  for j, opt in ipairs(c.optimizers) do
+    local name = saved and layout.names.optimizer_slices(j, saved.pipeline.stages[1].rank) or layout.names.optimizer(j)
+    s.optimizers[j] = optimizer_state(opt, c.models, sources.optimizer(j), folder .. "/" .. name)
+  end
+  local now = nil
+  if c.split.mesh then
+    now = tp_slices.sizes(c.split.mesh)
+    now.pp = c.split.mesh.pp.size
+  end
+  -- The same mesh, each rank's stages holding the layers they held (else
+  -- the accumulated gradients, by this rank's names, are dropped).
+  s.same_mesh = false
+  local same_cut = saved ~= nil and now ~= nil and pipeline_checkpoint.applies(c)
+    and #saved.pipeline.stages == c.split.mesh.pp.size
+  if same_cut then
+    for k, stage in ipairs(saved.pipeline.stages) do
+      for i, model in ipairs(c.models) do
+        local names = model.pipeline.layers_by_rank[k] or {}
+        if table.concat(stage.layers[i], " ") ~= table.concat(names, " ") then same_cut = false end
+      end
+    end
+  end
+  s.same_mesh = same_cut and describe(saved.mesh) == describe(now)
+  s.sliced = pipeline_checkpoint.applies(c)
+  s.mesh_description = { saved = saved and describe(saved.mesh) or other,
+                         now = now and describe(now) or "no mesh" }
+  if saved and now and not same_cut and describe(saved.mesh) == describe(now) then
+    s.mesh_description.saved = s.mesh_description.saved .. " (another stage cut)"
+  end
+  return true
+end
+
+return pipeline_checkpoint
