@@ -335,6 +335,7 @@ end
 -- Writes everything needed to resume exactly into `dir` (or, with
 -- automatic checkpoint naming, the next project checkpoint); returns the folder.
 function Accelerator:save_state(dir, options)
+  self._parallel:refuse_under_experts("save_state")
   if dir == nil then self:_check_project_folder("Accelerator:save_state") end
   if options ~= nil then return require("accel.live.async_save").save_state(self, dir, options) end  -- {async = true}
   return checkpointing.save_state(self:_checkpoint_contents(), dir)
@@ -343,6 +344,7 @@ end
 -- Restores what save_state wrote; without `dir`, the newest complete
 -- automatic checkpoint. Returns the folder loaded.
 function Accelerator:load_state(dir)
+  self._parallel:refuse_under_experts("load_state")
   if dir == nil then self:_check_project_folder("Accelerator:load_state") end
   return checkpointing.load_state(self:_checkpoint_contents(), dir)
 end
@@ -370,8 +372,8 @@ function Accelerator:save_model(model, dir, options)
     local full = pipeline_weights().full_state_dict(model, self._world)
     return checkpointing.save_model(self.state, model, dir, options, full, pipeline_weights().ordered(model, full))
   end
-  return layout_of(self, model):with_full_weights(function(full)
-    return checkpointing.save_model(self.state, model, dir, options, full)
+  return layout_of(self, model):with_full_weights(function(full, ordered)
+    return checkpointing.save_model(self.state, model, dir, options, full, ordered)
   end)
 end
 

@@ -8,6 +8,7 @@
 -- every world size (alone, it only divides by the items counted).
 local core = require("accel.core")
 local args = require("accel.util.args")
+local expert_parameters = require("accel.parallel.expert_parameters")
 
 local dist = core.dist
 
@@ -36,11 +37,12 @@ function data_parallel.refuse_meta_weights(model)
 end
 
 -- Every rank of `group` (a mesh dim, or nil for the world) takes the
--- first rank's parameters and buffers.
+-- first rank's parameters and buffers; experts split over ep are each
+-- rank's own (expert_parameters.lua).
 function data_parallel.broadcast_weights(model, group)
   local broadcast = group and function(t) group:broadcast(t, 0) end or function(t) dist.broadcast(t, 0) end
   core.no_grad(function()
-    for _, p in ipairs(model:parameters()) do broadcast(p) end
+    for _, p in ipairs(expert_parameters.without(model, model:parameters())) do broadcast(p) end
     for _, b in ipairs(model:buffers()) do broadcast(b) end
   end)
 end
@@ -57,7 +59,9 @@ function data_parallel.apply(layout, dims)
   local replicas = dims.mesh and dims.mesh.dp_cp
   if replicas then
     if replicas.size > 1 then data_parallel.broadcast_weights(model, replicas) end
-    layout.sync = replicas.group:GradientReducer(model:parameters(), dims.bucket_bytes)
+    -- Split experts synchronise apart (expert_sync.lua).
+    local params = expert_parameters.without(model, model:parameters())
+    layout.sync = replicas.group:GradientReducer(params, dims.bucket_bytes)
   else
     if dims.num_processes > 1 then data_parallel.broadcast_weights(model) end
     layout.sync = dist.GradientReducer(model:parameters(), dims.bucket_bytes)

@@ -19,12 +19,15 @@
 --   layout.pipelined      true when `model` is this rank's stages of a
 --                         pipeline (pipeline/pipeline_parallel.lua), which
 --                         replaced the recipe's model
+--   layout.expert_sync    the synchronisation of experts split over ep
+--                         (expert_sync.lua), which is also layout.sync, or nil
 --   layout.after_sync     nil, or what runs once the gradients are
 --                         synchronised on a step that synchronises (a
 --                         pipeline's tied weights summed over their stages)
 local tp_parameters = require("accel.parallel.tp_parameters")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
 local four_bit_storage = require("accel.parallel.fsdp.four_bit_storage")
+local expert_parameters = require("accel.parallel.expert_parameters")
 
 local ModelLayout = {}
 ModelLayout.__index = ModelLayout
@@ -43,6 +46,7 @@ end
 -- sharded model, tp slices, or a pipeline's stages), so that an fp16
 -- overflow in one rank's must skip the step on all.
 function ModelLayout:splits_gradients()
+  if self.expert_sync then return true end
   if self.sharded then return self:reduces_every_backward() and self.dims.num_processes > 1 end
   return self.dims:tp() ~= nil or self.pipelined == true
 end
@@ -95,22 +99,24 @@ function ModelLayout:full_state_dict()
     local out = {}
     local state = tp and tp_parameters.full_state_dict(self.model, tp) or self.model:state_dict()
     for name, t in pairs(state) do out[name] = tp and t:detach():clone() or t:clone() end
-    return out
+    return self.expert_sync and expert_parameters.gather(self.model, out) or out
   end)
 end
 
--- save_model's weights: fn(full) with the model's full parameters in
--- place; `full` is the full weights by name under a mesh (gathered over
--- dp_shard, then over tp), nil where the model's own are whole.
+-- save_model's weights: fn(full, ordered) with the model's full parameters
+-- in place; `full` is the full weights by name under a mesh (gathered over
+-- dp_shard, then over tp, and the experts over ep), nil where the model's
+-- own are whole; `ordered` the order they are written in when the model's
+-- own names are not all of them (split experts), else nil.
 function ModelLayout:with_full_weights(fn)
   local mesh = self.dims.mesh
   if mesh then
     local full = self:with_full_parameters(function()
       local out = {}
       for name, t in pairs(tp_parameters.full_state_dict(self.model, mesh.tp)) do out[name] = t:detach():clone() end
-      return out
+      return self.expert_sync and expert_parameters.gather(self.model, out) or out
     end)
-    return fn(full)
+    return fn(full, self.expert_sync and expert_parameters.ordered(self.model, full) or nil)
   end
   return self:with_full_parameters(function() return fn(nil) end)
 end
@@ -121,6 +127,8 @@ end
 function ModelLayout:load_full_weights(fn)
   local mesh = self.dims.mesh
   local fit = mesh and function(weights, path)
+    -- The experts this rank holds of the full weights' (expert_parameters.lua).
+    if self.expert_sync then weights = expert_parameters.local_part(self.model, weights) end
     return tp_slices.slice("model", weights, tp_slices.splits({ self.model }, {}).models[1], mesh.tp, path)
   end
   self:with_full_parameters(function() fn(fit) end, true)
@@ -130,21 +138,33 @@ end
 -- optimizer `optimizer`: this layout when it steps the model's shards
 -- (their gradient slices taken before the step, the updated shards
 -- gathered into every rank's parameters after it), else nil.
+-- Split experts (expert_sync.lua) add their check that their gradients
+-- synchronised to every optimizer's step.
 function ModelLayout:optimizer_hooks(optimizer)
-  if self.sharded and self.optimizer == optimizer then return self end
+  if (self.sharded and self.optimizer == optimizer) or self.expert_sync then return self end
 end
 
-function ModelLayout:before_step() self.sharded:before_step() end
-function ModelLayout:after_step() self.sharded:after_step() end
-function ModelLayout:zero_grad(set_to_none) self.sharded:zero_grad(set_to_none) end
+function ModelLayout:before_step()
+  if self.expert_sync then self.expert_sync:check_synchronised() end
+  if self.sharded then self.sharded:before_step() end
+end
+function ModelLayout:after_step()
+  if self.sharded then self.sharded:after_step() end
+end
+function ModelLayout:zero_grad(set_to_none)
+  if self.expert_sync then self.expert_sync:zero_grad() end
+  if self.sharded then self.sharded:zero_grad(set_to_none) end
+end
 
 -- The optimizer's state in its layout before sharding, as plain data
 -- parallel saves it (a collective), and the reverse.
 function ModelLayout:optimizer_state_dict(optimizer)
+  self.dims:refuse_under_experts("the optimizer's state_dict")
   return self.sharded:full_optimizer_state(optimizer)
 end
 
 function ModelLayout:load_optimizer_state_dict(optimizer, state)
+  self.dims:refuse_under_experts("the optimizer's load_state_dict")
   return self.sharded:load_full_optimizer_state(optimizer, state)
 end
 

@@ -17,6 +17,7 @@ local ModelLayout = require("accel.parallel.model_layout")
 local sharding_settings = require("accel.parallel.fsdp.sharding_settings")
 local mesh_sharding = require("accel.parallel.fsdp.mesh_sharding")
 local tp_parameters = require("accel.parallel.tp_parameters")
+local expert_parameters = require("accel.parallel.expert_parameters")
 
 local ParallelDims = {}
 ParallelDims.__index = ParallelDims
@@ -26,12 +27,15 @@ ParallelDims.__index = ParallelDims
 -- and sets what its ModelLayout holds (model_layout.lua). Pipeline
 -- parallelism replaces the model by this rank's stages and applies data
 -- parallel to them itself; it is loaded only for a pipeline (the heap:
--- lua/accel/init.lua). Expert parallelism would be one more line.
+-- lua/accel/init.lua). Expert parallelism comes last: it wraps the
+-- synchronisation data parallel or FSDP made for the other parameters.
 local PARALLELISMS = {
   { applies = function(dims) return dims:pp() ~= nil end,
     apply = function(...) return require("accel.parallel.pipeline.pipeline_parallel").apply(...) end },
   require("accel.parallel.data_parallel"),
   require("accel.parallel.fsdp.fully_shard"),
+  { applies = function(dims) return dims:ep() ~= nil end,
+    apply = function(...) return require("accel.parallel.expert_sync").apply(...) end },
 }
 
 -- options: zero_stage, fsdp_plugin, deepspeed_plugin, parallelism_config (each nil when not
@@ -59,9 +63,10 @@ function ParallelDims.new(options)
       require("accel.parallel.pipeline.pipeline_parallel").check(config, sharding)
     end
     dims.mesh = DeviceMesh.new(config)  -- the engine checks the sizes against the world
-    if config.ep_size > 1 then
-      args.error(string.format("accel.Accelerator: the mesh has an ep dim, but training with experts split over ep "
-                               .. "is not implemented yet (%s; docs/api/parallelism.md)", tostring(config)))
+    if config.ep_size > 1 and config.tp_size > 1 then
+      args.error(string.format("accel.Accelerator: ep_size = %d with tp_size = %d is not implemented yet (%s; "
+                               .. "docs/api/parallelism.md): experts split over ep combine with dp_shard, cp and "
+                               .. "dp_replicate", config.ep_size, config.tp_size, tostring(config)))
     end
     if sharding and sharding.name ~= "FSDP" then
       args.error(string.format("accel.Accelerator: zero_stage (DeepSpeed) together with a parallelism_config is not "
@@ -103,6 +108,21 @@ end
 -- it is not built yet.
 function ParallelDims:refuse_under_pipeline(action)
   if self:pp() then require("accel.parallel.pipeline.pipeline_parallel").refuse(self, action) end
+end
+
+-- The ep dim of the mesh, or nil without expert parallelism.
+function ParallelDims:ep()
+  local ep = self.mesh and self.mesh.ep
+  return ep and ep.size > 1 and ep or nil
+end
+
+-- Refuses `action` under ep, where it is not built yet: the optimizer's
+-- state and checkpoints hold each rank's experts under their own indices.
+function ParallelDims:refuse_under_experts(action)
+  if not self:ep() then return end
+  args.error(string.format("Accelerator: %s under ep_size = %d is not implemented yet (%s; docs/api/parallelism.md); "
+                           .. "get_state_dict, save_model and load_model are", action, self.mesh.ep.size,
+                           tostring(self.mesh.config)))
 end
 
 -- The tp dim of the mesh, or nil without tensor parallelism.
@@ -151,12 +171,39 @@ local function slice_holder(layouts)
   return found
 end
 
+-- Under ep: the norm over the experts (expert_sync.lua) and the other
+-- parameters, those the sharded model's slices (its norm scaling nothing,
+-- the clipping scaling its slices) or the replicated gradients (which
+-- clipping scales with the experts').
+local function expert_clip_grad_norm(layouts, max_norm, norm_type, sharded)
+  local function dense_norm()
+    if sharded then
+      return sharded:clip_grad_norm(math.huge, 2), function(coefficient)
+        core.no_grad(function()
+          for _, shard in ipairs(sharded:shards()) do
+            if shard.grad then shard.grad:mul_(coefficient:to(shard.grad.dtype)) end
+          end
+        end)
+      end
+    end
+    local sq = core.zeros(1, { dtype = "float64" })
+    for _, layout in ipairs(layouts) do
+      for _, p in ipairs(expert_parameters.without(layout.model, layout.model:parameters())) do
+        if p.grad then sq = sq + p.grad:detach():double():pow(2):sum():view(1) end
+      end
+    end
+    return sq:sqrt():squeeze(), function() end
+  end
+  return require("accel.parallel.expert_sync").clip_grad_norm(layouts, max_norm, norm_type, dense_norm)
+end
+
 -- Clipping of the prepared models' gradients (`layouts`) to the global
 -- norm; returns the norm. Under tensor parallelism the norm is the
 -- prepared models' (whatever `params` lists): split gradients' squares are
 -- summed over the tp group (tp_parameters.lua).
 function ParallelDims:clip_grad_norm(layouts, params, max_norm, norm_type)
   local sharded = slice_holder(layouts)
+  if self:ep() then return expert_clip_grad_norm(layouts, max_norm, norm_type, sharded) end
   if sharded then return sharded:clip_grad_norm(max_norm, norm_type) end
   local pp = self:pp()
   if pp then

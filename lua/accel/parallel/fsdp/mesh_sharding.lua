@@ -24,6 +24,7 @@ local FullyShardedDataParallelPlugin = require("accel.parallel.fsdp.fsdp_plugin"
 local shard_model = require("accel.parallel.fsdp.shard_model")
 local tp_parameters = require("accel.parallel.tp_parameters")
 local data_parallel = require("accel.parallel.data_parallel")
+local expert_parameters = require("accel.parallel.expert_parameters")
 
 local mesh_sharding = {}
 
@@ -67,9 +68,11 @@ function mesh_sharding.shard_model(mesh, model, optimizer, settings, bucket_byte
   for _, entry in ipairs(tp_parameters.list(model)) do
     if entry[3] then split[#split + 1] = entry[2] end
   end
+  -- Experts split over ep stay out of the flat buffers: each rank holds
+  -- other experts (expert_sync.lua synchronises them).
   return shard_model(model, optimizer, settings, bucket_bytes, device, {
     shard = mesh.dp_shard_cp.group, replicate = mesh.dp_replicate.group, tp = mesh.tp.group, tp_split = split,
-  })
+  }, expert_parameters.set(model))
 end
 
 return mesh_sharding

@@ -56,12 +56,23 @@ end
 -- {shard = group, replicate = group, tp = group, tp_split = {p, ...}}: the
 -- shards span the shard group's ranks (whose first rank's values every
 -- member takes), not the world (MeshGroups in engine/parallel/sharded_model.h).
-return function(model, optimizer, settings, bucket_bytes, device, mesh_groups)
+-- `excluded` (a set of parameters, or nil) stays out of the flat buffers:
+-- the optimizer steps those parameters themselves.
+return function(model, optimizer, settings, bucket_bytes, device, mesh_groups, excluded)
   local units
   if settings.stage == 3 then
     units = wrap_policy.units(model, settings.policy)
   else
     units = { { module = model, params = model:parameters() } }
+  end
+  if excluded and next(excluded) then
+    for _, unit in ipairs(units) do
+      local kept = {}
+      for _, p in ipairs(unit.params) do
+        if not excluded[p] then kept[#kept + 1] = p end
+      end
+      unit.params = kept
+    end
   end
   local name_of = {}
   for name, p in model:named_parameters() do name_of[p] = name end

@@ -1,0 +1,121 @@
+-- The experts a model holds after accel.parallel.expert_parallel split them
+-- over ep (expert_parallel.lua), for what the Accelerator does around them:
+-- data parallel and FSDP leave them out (every ep rank holds other experts,
+-- so neither a broadcast from the first rank nor a flat buffer over the
+-- shard group fits them; expert_sync.lua synchronises their gradients), and
+-- the full weights gather them from their ep ranks.
+local core = require("accel.core")
+local named_tensors = require("accel.util.named_tensors")
+
+local expert_parameters = {}
+
+-- The mixture-of-experts blocks expert_parallel split, with their names:
+-- {{name, block}, ...}, model order.
+function expert_parameters.blocks(model)
+  local out = {}
+  for _, pair in ipairs(model:named_modules()) do
+    if rawget(pair[2], "ep") ~= nil and rawget(pair[2], "num_experts") ~= nil then out[#out + 1] = pair end
+  end
+  return out
+end
+
+-- The split experts' parameters as a set (tensor -> true), and how many.
+function expert_parameters.set(model)
+  local set, n = {}, 0
+  for _, pair in ipairs(expert_parameters.blocks(model)) do
+    for _, p in ipairs(pair[2].experts:parameters()) do
+      if not set[p] then set[p], n = true, n + 1 end
+    end
+  end
+  return set, n
+end
+
+-- `list` without the split experts' parameters (all of it for an unsplit model).
+function expert_parameters.without(model, list)
+  local set, n = expert_parameters.set(model)
+  if n == 0 then return list end
+  local out = {}
+  for _, p in ipairs(list) do
+    if not set[p] then out[#out + 1] = p end
+  end
+  return out
+end
+
+-- Every expert of every split block, by the whole model's name, added to
+-- `state` (name -> tensor, this rank's already in it): each rank's experts
+-- broadcast over ep from the rank holding them. A collective over ep.
+function expert_parameters.gather(model, state)
+  for _, pair in ipairs(expert_parameters.blocks(model)) do
+    local prefix, block = pair[1], pair[2]
+    local ep = block.ep
+    local per_rank = #block.experts
+    -- Every rank's experts have the shapes and dtypes of this rank's: the
+    -- same architecture, split evenly.
+    -- In the same order on every rank: the module's, not a hash table's.
+    local shapes = {}
+    for name, p in block.experts[1]:named_parameters() do shapes[#shapes + 1] = { name, p } end
+    for owner = 0, ep.size - 1 do
+      for j = 0, per_rank - 1 do
+        local index = owner * per_rank + j  -- named from 0, as the unsplit model's
+        for _, pair in ipairs(shapes) do
+          local name, like = pair[1], pair[2]
+          local key = string.format("%s.experts.%d.%s", prefix, index, name)
+          local t = owner == ep.rank and state[key]:detach():clone() or core.empty_like(like)
+          ep:broadcast(t, owner)
+          state[key] = t
+        end
+      end
+    end
+  end
+  return state
+end
+
+-- The whole model's {name, tensor} in the order one process's save_model
+-- writes them, from `full` (gathered): each split block's experts, all of
+-- them in index order, where its first expert's tensors were.
+function expert_parameters.ordered(model, full)
+  local blocks = {}
+  for _, pair in ipairs(expert_parameters.blocks(model)) do
+    blocks[#blocks + 1] = { prefix = pair[1] .. ".experts.", block = pair[2] }
+  end
+  local out, written = {}, {}
+  for _, pair in ipairs(named_tensors(model)) do
+    local name, of = pair[1], nil
+    for _, b in ipairs(blocks) do
+      if name:sub(1, #b.prefix) == b.prefix then of = b end
+    end
+    if not of then
+      out[#out + 1] = { name, full[name] }
+    elseif not written[of] then
+      written[of] = true
+      for index = 0, of.block.num_experts - 1 do
+        for field in of.block.experts[1]:named_parameters() do
+          local key = of.prefix .. index .. "." .. field
+          out[#out + 1] = { key, full[key] }
+        end
+      end
+    end
+  end
+  return out
+end
+
+-- The names in `weights` (full, the whole model's) of experts this rank
+-- does not hold, dropped: what loading full weights into the split model takes.
+function expert_parameters.local_part(model, weights)
+  local out = {}
+  for k, v in pairs(weights) do out[k] = v end
+  for _, pair in ipairs(expert_parameters.blocks(model)) do
+    local prefix, block = pair[1], pair[2]
+    -- Experts are named from 0, as the unsplit model's (expert_parallel.lua).
+    local first = block.ep.rank * #block.experts
+    local last = first + #block.experts - 1
+    local pattern = "^" .. prefix:gsub("%p", "%%%0") .. "%.experts%.(%d+)%."
+    for k in pairs(weights) do
+      local index = k:match(pattern)
+      if index and (tonumber(index) < first or tonumber(index) > last) then out[k] = nil end
+    end
+  end
+  return out
+end
+
+return expert_parameters
