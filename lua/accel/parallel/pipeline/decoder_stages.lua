@@ -48,18 +48,15 @@ function DecoderLayerStage:forward(h)
   return self.layer(h, cos, sin, masks, nil)
 end
 
+local layout = causal_lm_pieces.layout{ where = where, base = "model", first = { "embed_tokens" }, blocks = "layers",
+                                        last = { "norm" } }
+
 -- The module behind a layer name of `model`.
-function decoder_stages.module(model, name)
-  local base = model.model
-  if name == "embed_tokens" or name == "norm" then return base[name] end
-  if name == "lm_head" then return model.lm_head end
-  local i = tonumber(name:match("^layers%.(%d+)$"))
-  if i and base.layers[i + 1] then return base.layers[i + 1] end
-  args.error(string.format("%s: %q is not a layer of this %s", where, tostring(name), model.__name))
-end
+decoder_stages.module = layout.module
 
 -- {layer_names, build, loss_fn, loss_share, input_key [, tied]} of `model`
--- (an accel.models causal LM of the Llama family; causal_lm_pieces.lua).
+-- (an accel.models causal LM of the Llama family; causal_lm_pieces.lua's
+-- pieces, options.tied there).
 function decoder_stages.of(model, options)
   local base = type(model) == "table" and model.model
   if not (base and base.embed_tokens and base.layers and base.rotary_emb and model.lm_head) then
@@ -68,18 +65,7 @@ function decoder_stages.of(model, options)
   if next(base.windows or {}) then
     args.error(where .. ".of: layers attending within a sliding window are not cut into stages yet")
   end
-  local names = { "embed_tokens" }
-  for i = 1, #base.layers do names[#names + 1] = "layers." .. (i - 1) end
-  names[#names + 1] = "norm"
-  names[#names + 1] = "lm_head"
-  local function build(name)
-    local m = decoder_stages.module(model, name)
-    if name == "embed_tokens" then return causal_lm_pieces.TokenEmbedding(m, base.__name, base.source) end
-    if name:match("^layers%.") then return DecoderLayerStage(m, base.rotary_emb) end
-    return m
-  end
-  return causal_lm_pieces.of(model, { where = where, names = names, build = build, embedding = base.embed_tokens,
-                                      options = options })
+  return layout.pieces(model, { block = function(layer) return DecoderLayerStage(layer, base.rotary_emb) end }, options)
 end
 
 return decoder_stages

@@ -57,36 +57,21 @@ function BlockStage:forward(h)
   return self.block(h, mask, nil)
 end
 
+local layout = causal_lm_pieces.layout{ where = where, base = "transformer", first = { "wte", "wpe" }, blocks = "h",
+                                        last = { "ln_f" } }
+
 -- The module behind a layer name of `model`.
-function gpt2_stages.module(model, name)
-  local base = model.transformer
-  if name == "wte" or name == "wpe" or name == "ln_f" then return base[name] end
-  if name == "lm_head" then return model.lm_head end
-  local i = tonumber(name:match("^h%.(%d+)$"))
-  if i and base.h[i + 1] then return base.h[i + 1] end
-  args.error(string.format("%s: %q is not a layer of this %s", where, tostring(name), model.__name))
-end
+gpt2_stages.module = layout.module
 
 -- {layer_names, build, loss_fn, loss_share, input_key [, tied]} of `model`
--- (a GPT2LMHeadModel; causal_lm_pieces.lua, options.tied there).
+-- (a GPT2LMHeadModel; causal_lm_pieces.lua's pieces, options.tied there).
 function gpt2_stages.of(model, options)
   local base = type(model) == "table" and model.transformer
   if not (base and base.wte and base.wpe and base.h and base.ln_f and model.lm_head) then
     args.error(where .. ".of: expected a GPT2LMHeadModel (transformer.wte, wpe, h, ln_f, and lm_head)")
   end
-  local names = { "wte", "wpe" }
-  for i = 1, #base.h do names[#names + 1] = "h." .. (i - 1) end
-  names[#names + 1] = "ln_f"
-  names[#names + 1] = "lm_head"
-  local function build(name)
-    local m = gpt2_stages.module(model, name)
-    if name == "wte" then return causal_lm_pieces.TokenEmbedding(m, base.__name, base.source) end
-    if name == "wpe" then return PositionStage(m, base.drop, base.__name, base.source) end
-    if name:match("^h%.") then return BlockStage(m) end
-    return m
-  end
-  return causal_lm_pieces.of(model, { where = where, names = names, build = build, embedding = base.wte,
-                                      options = options })
+  return layout.pieces(model, { wpe = function(wpe) return PositionStage(wpe, base.drop, base.__name, base.source) end,
+                                block = BlockStage }, options)
 end
 
 return gpt2_stages

@@ -15,6 +15,8 @@
 --   or per stage (Megatron's) trains, but is not one process's. Without it
 --   (output_router_logits = false, the default) the loss and gradients
 --   are one process's.
+-- - router_jitter_noise, as dropout, draws from each rank's generator: a
+--   run with it is not one process's draw for draw.
 local args = require("accel.util.args")
 local config = require("accel.models.config")
 local decoder_stages = require("accel.parallel.pipeline.decoder_stages")
