@@ -7,11 +7,12 @@
 -- stages per rank), 10 AdamW steps with clipping (which acts): one
 -- process's losses (on both ranks), gradient norms and weights within 1e-5
 -- (float32). GPT-2's tied weight sits in stage 1's wte (rank 0) and the
--- last stage's lm_head (rank 1), its gradient summed over the two; a save_state
--- after its 5th step under 1F1B, loaded by a model built from other
--- weights, resumes exactly (the same losses and weights as the run that
--- went on). A Mixtral with output_router_logits (its load-balancing loss)
--- is refused naming it, so are the architectures not cut.
+-- last stage's lm_head (rank 1), its gradient summed over the two; a
+-- save_state after its 5th step under 1F1B, loaded by a model built from
+-- other weights, resumes exactly: one process's losses, and the weights of
+-- the run that went on bit for bit. A Mixtral with output_router_logits
+-- (its load-balancing loss) is refused naming it, so are the architectures
+-- not cut.
 local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "helpers/check.lua")
 local pipeline_check = dofile(here .. "helpers/pipeline_check.lua")
@@ -93,4 +94,6 @@ check.raises(function()
                                           num_attention_heads = 2, intermediate_size = 32 })
 end, "bert", "cuts the causal LMs of model_type gpt2, llama, mistral, mixtral, qwen2 into stages",
      "a BertModel (model_type bert) is not cut yet")
+acc0:wait_for_everyone()
+if rank == 0 then ck.remove_folder(work) end
 check.done("pipeline architectures")
