@@ -178,16 +178,17 @@ function GPT2Model:init(cfg, s)
   rawset(self, "source", config.source(cfg))
 end
 
--- The learned position embeddings; a position past n_positions is an error
--- naming it.
-function GPT2Model:embed_positions(positions)
-  local ok, e = pcall(self.wpe, positions)
+-- The learned position embeddings of `wpe` (a model's, or a pipeline
+-- stage's: accel.parallel.pipeline.gpt2_stages); a position past
+-- n_positions is an error naming it, the model (`where`) and its config
+-- (`source`).
+function gpt2.embed_positions(wpe, positions, where, source)
+  local ok, e = pcall(wpe, positions)
   if not ok then
     local position = tostring(e):match("id (%-?%d+) is out of range")
     if not position then error(e, 0) end
     args.error(string.format("%s: position %s is outside the learned positions (0 to %d: n_positions %d in %s)",
-                             self.__name, position, self.wpe.num_embeddings - 1, self.wpe.num_embeddings,
-                             self.source))
+                             where, position, wpe.num_embeddings - 1, wpe.num_embeddings, source))
   end
   return e
 end
@@ -205,7 +206,7 @@ function GPT2Model:forward(inputs)
   if not positions then
     positions = core.arange(past, past + T, { dtype = "int64", device = h.device }):view(1, T)
   end
-  h = self.drop(h + self:embed_positions(positions))
+  h = self.drop(h + gpt2.embed_positions(self.wpe, positions, self.__name, self.source))
   local documents = attention_mask.documents(inputs.position_ids, cache, B)
   local mask = attention_mask.causal(inputs.attention_mask, B, T, past, { dtype = h.dtype, device = h.device,
                                                                           documents = documents })

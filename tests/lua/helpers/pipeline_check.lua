@@ -1,7 +1,8 @@
 -- What the pipeline tests share (test_pipeline_runtime, test_pipeline_llama_2ranks,
--- test_pipeline_accelerator_2ranks, test_pipeline_dp_4ranks).
+-- test_pipeline_accelerator_2ranks, test_pipeline_dp_4ranks,
+-- test_pipeline_architectures_2ranks).
 local core = require("accel.core")
-local decoder_stages = require("accel.parallel.pipeline.decoder_stages")
+local model_stages = require("accel.parallel.pipeline.model_stages")
 
 local pipeline_check = {}
 
@@ -17,11 +18,13 @@ end
 pipeline_check.TINY = { model_type = "llama", vocab_size = 32, hidden_size = 16, intermediate_size = 32,
                         num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2 }
 
-function pipeline_check.tiny(overrides)
+-- The model of config `base` (TINY by default) with `overrides`, from
+-- `seed` (1 by default).
+function pipeline_check.tiny(overrides, base, seed)
   local cfg = {}
-  for k, v in pairs(pipeline_check.TINY) do cfg[k] = v end
+  for k, v in pairs(base or pipeline_check.TINY) do cfg[k] = v end
   for k, v in pairs(overrides or {}) do cfg[k] = v end
-  accel.set_seed(1)
+  accel.set_seed(seed or 1)
   return accel.models.from_config(cfg):train()
 end
 
@@ -65,11 +68,12 @@ local function autocast(precision, fn)
 end
 
 -- One process: {losses, norms, model, ...} after STEPS steps; options
--- {precision = "bf16", lr = LR, learnable = false, config = overrides of TINY}.
+-- {precision = "bf16", lr = LR, learnable = false, base = a model's config
+-- in place of TINY (its vocab_size TINY's), config = overrides of it}.
 function pipeline_check.reference(check, options)
   local o = options or {}
   local precision = o.precision
-  local model = pipeline_check.tiny(o.config)
+  local model = pipeline_check.tiny(o.config, o.base)
   local opt = adamw(model, o.lr)
   local losses, norms = {}, {}
   for step = 1, STEPS do
@@ -82,12 +86,15 @@ function pipeline_check.reference(check, options)
     opt:zero_grad()
     losses[step] = loss:item()
   end
-  return { losses = losses, norms = norms, model = model, lr = o.lr, learnable = o.learnable, config = o.config }
+  return { losses = losses, norms = norms, model = model, lr = o.lr, learnable = o.learnable, config = o.config,
+           base = o.base }
 end
 
 -- The same through Accelerator{parallelism_config = pp_size o.pp x dp_replicate
 -- o.dp}: o = {schedule, pp = 2, virtual_stages = 1, dp = 1, accumulation = 1,
--- mixed_precision, tolerances = {loss, norm, weights} (default 1e-5)}.
+-- mixed_precision, tolerances = {loss, norm, weights} (default 1e-5),
+-- save = {dir, step} (acc:save_state(dir) after that step), resume = {dir,
+-- step} (a model from another seed loads dir and trains the steps after)}.
 -- Each step's loss (out.loss averaged over the micro-steps and mesh.dp)
 -- and the norm acc:clip_grad_norm returns equal the reference's, and after
 -- training every weight this rank's stages hold. Returns acc, the
@@ -95,21 +102,24 @@ end
 function pipeline_check.train(check, ref, o)
   local accumulation, dp, pp = o.accumulation or 1, o.dp or 1, o.pp or 2
   local tol = o.tolerances or { loss = 1e-5, norm = 1e-5, weights = 1e-5 }
-  local what = string.format("%s (v %d) at pp %d x dp %d, accumulation %d%s", o.schedule, o.virtual_stages or 1, pp,
-                             dp, accumulation, o.mixed_precision and (", " .. o.mixed_precision) or "")
+  local what = string.format("%s %s (v %d) at pp %d x dp %d, accumulation %d%s%s", ref.model.config.model_type,
+                             o.schedule, o.virtual_stages or 1, pp, dp, accumulation,
+                             o.mixed_precision and (", " .. o.mixed_precision) or "",
+                             o.resume and (", resumed after step " .. o.resume.step) or "")
   local acc = accel.Accelerator{ gradient_accumulation_steps = accumulation, mixed_precision = o.mixed_precision,
     parallelism_config = accel.ParallelismConfig{ pp_size = pp, dp_replicate_size = dp, pp_schedule = o.schedule,
                                                   pp_microbatches = 4, pp_virtual_stages = o.virtual_stages } }
   local mesh = acc.mesh
-  local base = pipeline_check.tiny(ref.config)
+  local base = pipeline_check.tiny(ref.config, ref.base, o.resume and 9)
   local model, opt = acc:prepare(base, adamw(base, ref.lr))
+  if o.resume then acc:load_state(o.resume[1]) end
   check.truthy(model ~= base, what .. ": prepare returns the pipelined model")
   local whole = #base:parameters()
   check.truthy(#model:parameters() > 0 and #model:parameters() < whole,
                string.format("%s: the rank's stages hold %d of the model's %d parameters", what, #model:parameters(),
                              whole))
   local rows = ROWS / dp / accumulation
-  for step = 1, STEPS do
+  for step = o.resume and o.resume.step + 1 or 1, STEPS do
     local batch = pipeline_check.batch(step, ref.learnable)
     local summed, norm = 0, nil
     for micro = 1, accumulation do
@@ -130,6 +140,7 @@ function pipeline_check.train(check, ref, o)
     check.near(summed / accumulation, ref.losses[step], tol.loss, string.format("%s: step %d's loss on rank %d", what,
                                                                                 step, acc.process_index))
     check.near(norm, ref.norms[step], tol.norm, string.format("%s: step %d's gradient norm", what, step))
+    if o.save and o.save.step == step then acc:save_state(o.save[1]) end
   end
   -- Within tolerances (mixed precision), the weights are compared as a whole
   -- (||W - W_ref|| / ||W_ref|| over this rank's stages): AdamW's sign-like
@@ -137,8 +148,9 @@ function pipeline_check.train(check, ref, o)
   -- differences of single weights, in one process alone too
   -- (tensor_parallel_check.lua).
   local diff, norm = 0, 0
+  local cut = model_stages.cut(base)
   for _, name in ipairs(model:layer_names()) do
-    pipeline_check.each_pair(decoder_stages.module(base, name), decoder_stages.module(ref.model, name),
+    pipeline_check.each_pair(cut.module(base, name), cut.module(ref.model, name),
       function(p, mine, theirs)
         if o.tolerances then
           diff = diff + (mine - theirs):pow(2):sum():item()

@@ -14,16 +14,13 @@ local core = require("accel.core")
 local clip_to_norm = require("accel.parallel.clip_to_norm")
 local args = require("accel.util.args")
 local schedules = require("accel.parallel.pipeline.schedules")
-local decoder_stages = require("accel.parallel.pipeline.decoder_stages")
+local model_stages = require("accel.parallel.pipeline.model_stages")
 local sequential_stages = require("accel.parallel.pipeline.sequential_stages")
 local PipelinedModel = require("accel.parallel.pipeline.pipelined_model")
 local PipelineSync = require("accel.parallel.pipeline.pipeline_sync")
 local data_parallel = require("accel.parallel.data_parallel")
 
 local pipeline_parallel = {}
-
--- The causal LMs decoder_stages.lua cuts (llama.lua's decoder).
-local DECODERS = { llama = true, mistral = true, qwen2 = true }
 
 -- Refuses, naming the sizes, what pp_size > 1 does not combine with yet;
 -- `sharding` is zero_stage's or an fsdp_plugin's settings (or nil).
@@ -46,18 +43,20 @@ function pipeline_parallel.check(config, sharding)
   return s
 end
 
--- The layers of `model` as a pipeline's pieces.
+-- The layers of `model` as a pipeline's pieces: an nn.Sequential's, or a
+-- pretrained architecture's (model_stages.lua).
 local function pieces_of(model)
   if sequential_stages.is(model) then return sequential_stages.of(model) end
-  local model_type = type(model) == "table" and model.config and model.config.model_type
-  if model_type and not DECODERS[model_type] then
-    args.error(string.format("Accelerator:prepare: pp_size > 1 cuts causal LMs of the Llama family (llama, mistral, "
-                             .. "qwen2) into stages; a %s (model_type %s) is not cut yet", model.__name,
+  local model_type = model_stages.model_type(model)
+  local cut = model_stages.cut(model)
+  if model_type and not cut then
+    args.error(string.format("Accelerator:prepare: pp_size > 1 cuts the causal LMs of model_type %s into stages; "
+                             .. "a %s (model_type %s) is not cut yet", model_stages.known(), model.__name,
                              tostring(model_type)))
   end
-  if model_type then return decoder_stages.of(model, { tied = true }) end
-  args.error(string.format("Accelerator:prepare: pp_size > 1 cuts a causal LM of the Llama family or an "
-                           .. "nn.Sequential into stages; a %s is neither", tostring(model and model.__name)))
+  if cut then return cut.of(model, { tied = true }) end
+  args.error(string.format("Accelerator:prepare: pp_size > 1 cuts a causal LM (model_type %s) or an nn.Sequential "
+                           .. "into stages; a %s is neither", model_stages.known(), tostring(model and model.__name)))
 end
 
 function pipeline_parallel.applies(dims)

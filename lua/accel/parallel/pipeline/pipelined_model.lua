@@ -2,7 +2,7 @@
 -- (pipeline_parallel.lua): a module holding this pp rank's stages (cut from
 -- the recipe's model by stage_runtime.build_stages), called as the model
 -- was, with the labels, since the last stage computes the loss:
---   local out = model{ input_ids = x, labels = x }   -- a causal LM (decoder_stages.lua)
+--   local out = model{ input_ids = x, labels = x }   -- a causal LM (model_stages.lua)
 --   local out = model{ input = x, labels = y }        -- an nn.Sequential (sequential_stages.lua)
 -- In training (model.training, gradients on) the call defers the work:
 -- out.loss stands for the loss (pipelined_loss.lua) and acc:backward(out.loss)
@@ -24,12 +24,12 @@
 -- - The schedule's runtime is made at the first call, once prepare has put
 --   the stages on their device (their inputs arrive there).
 -- - Tied embeddings (pieces.tied): the one weight sits in the first stage's
---   embed_tokens and the last stage's lm_head, on two ranks, each holding
---   its copy (every rank built the whole model). Once a step's gradients
---   are synchronised, sum_tied_gradients sums its gradient over the pp
---   group (the ranks without it add zeros), so both copies take one
---   process's gradient and step alike; the global norm counts it on the
---   first of its ranks only (counts_in_norm).
+--   embeddings (embed_tokens, GPT-2's wte) and the last stage's lm_head,
+--   on two ranks, each holding its copy (every rank built the whole
+--   model). Once a step's gradients are synchronised, sum_tied_gradients
+--   sums its gradient over the pp group (the ranks without it add zeros),
+--   so both copies take one process's gradient and step alike; the global
+--   norm counts it on the first of its ranks only (counts_in_norm).
 -- - Checkpoints speak the whole model's names (parallel/checkpoint/
 --   pipeline_checkpoint.lua): at init each of this rank's tensors is found
 --   by identity among the whole model's state dict and its name kept
