@@ -277,8 +277,14 @@ end
 -- The model's parameters and buffers by name, full (gathered at ZeRO stage
 -- 3, and over tp) and copied: Accelerate's get_state_dict. Call it on every rank.
 function Accelerator:get_state_dict(model)
-  if rawget(model, "pipeline") then return pipeline_weights().full_state_dict(model, self._world) end
+  if rawget(model, "pipeline") then return self:_pipeline_state_dict(model) end
   return layout_of(self, model):full_state_dict()
+end
+
+-- A pipelined model's whole weights on every rank, its stages gathered
+-- first under FSDP on each stage.
+function Accelerator:_pipeline_state_dict(model)
+  return self:_with_full_parameters(model, function() return pipeline_weights().full_state_dict(model, self._world) end)
 end
 
 function Accelerator:unwrap_model(model, options)
@@ -335,6 +341,7 @@ end
 -- Writes everything needed to resume exactly into `dir` (or, with
 -- automatic checkpoint naming, the next project checkpoint); returns the folder.
 function Accelerator:save_state(dir, options)
+  self._parallel:refuse_under_pipeline("save_state")
   if dir == nil then self:_check_project_folder("Accelerator:save_state") end
   if options ~= nil then return require("accel.live.async_save").save_state(self, dir, options) end  -- {async = true}
   return checkpointing.save_state(self:_checkpoint_contents(), dir)
@@ -343,6 +350,7 @@ end
 -- Restores what save_state wrote; without `dir`, the newest complete
 -- automatic checkpoint. Returns the folder loaded.
 function Accelerator:load_state(dir)
+  self._parallel:refuse_under_pipeline("load_state")
   if dir == nil then self:_check_project_folder("Accelerator:load_state") end
   return checkpointing.load_state(self:_checkpoint_contents(), dir)
 end
@@ -367,7 +375,7 @@ end
 function Accelerator:save_model(model, dir, options)
   if rawget(model, "pipeline") then
     -- The whole model's weights by its names, as one process writes them.
-    local full = pipeline_weights().full_state_dict(model, self._world)
+    local full = self:_pipeline_state_dict(model)
     return checkpointing.save_model(self.state, model, dir, options, full, pipeline_weights().ordered(model, full))
   end
   return layout_of(self, model):with_full_weights(function(full)
@@ -378,9 +386,12 @@ end
 -- Full weights, each rank keeping its tp slice and its shards.
 function Accelerator:load_model(model, dir, options)
   if rawget(model, "pipeline") then
-    return checkpointing.load_model(model, dir, options, function(weights, path)
-      return pipeline_weights().stage_state(model, weights, path)
-    end)
+    -- Under FSDP on each stage the shards take what was written.
+    return self:_with_full_parameters(model, function()
+      return checkpointing.load_model(model, dir, options, function(weights, path)
+        return pipeline_weights().stage_state(model, weights, path)
+      end)
+    end, true)
   end
   layout_of(self, model):load_full_weights(function(fit)
     checkpointing.load_model(model, dir, options, fit)

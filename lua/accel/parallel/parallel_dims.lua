@@ -100,7 +100,7 @@ function ParallelDims:pp()
 end
 
 -- Refuses `action` (an Accelerator method's name) under a pipeline, where
--- it is not built yet.
+-- it is not built yet (or not with FSDP on each stage).
 function ParallelDims:refuse_under_pipeline(action)
   if self:pp() then require("accel.parallel.pipeline.pipeline_parallel").refuse(self, action) end
 end
@@ -156,12 +156,13 @@ end
 -- prepared models' (whatever `params` lists): split gradients' squares are
 -- summed over the tp group (tp_parameters.lua).
 function ParallelDims:clip_grad_norm(layouts, params, max_norm, norm_type)
-  local sharded = slice_holder(layouts)
-  if sharded then return sharded:clip_grad_norm(max_norm, norm_type) end
+  -- A pipeline's norm spans its stages, FSDP's slices of each among them.
   local pp = self:pp()
   if pp then
     return require("accel.parallel.pipeline.pipeline_parallel").clip_grad_norm(layouts, max_norm, norm_type, pp)
   end
+  local sharded = slice_holder(layouts)
+  if sharded then return sharded:clip_grad_norm(max_norm, norm_type) end
   local tp = self:tp()
   if tp then
     if norm_type ~= nil and norm_type ~= 2 then

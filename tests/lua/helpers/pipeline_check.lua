@@ -1,5 +1,5 @@
 -- What the pipeline tests share (test_pipeline_runtime, test_pipeline_llama_2ranks,
--- test_pipeline_accelerator_2ranks, test_pipeline_dp_4ranks).
+-- test_pipeline_accelerator_2ranks, test_pipeline_dp_4ranks, test_pipeline_fsdp_4ranks).
 local core = require("accel.core")
 local decoder_stages = require("accel.parallel.pipeline.decoder_stages")
 
@@ -86,20 +86,28 @@ function pipeline_check.reference(check, options)
 end
 
 -- The same through Accelerator{parallelism_config = pp_size o.pp x dp_replicate
--- o.dp}: o = {schedule, pp = 2, virtual_stages = 1, dp = 1, accumulation = 1,
--- mixed_precision, tolerances = {loss, norm, weights} (default 1e-5)}.
--- Each step's loss (out.loss averaged over the micro-steps and mesh.dp)
--- and the norm acc:clip_grad_norm returns equal the reference's, and after
--- training every weight this rank's stages hold. Returns acc, the
--- pipelined model and the model it was cut from.
+-- o.dp x dp_shard o.dp_shard}: o = {schedule, pp = 2, virtual_stages = 1,
+-- dp = 1, dp_shard = 1 (> 1: FSDP on each stage), fsdp_plugin,
+-- accumulation = 1, mixed_precision, tolerances = {loss, norm, weights}
+-- (default 1e-5)}. Each step's loss (out.loss averaged over the
+-- micro-steps and mesh.dp) and the norm acc:clip_grad_norm returns equal
+-- the reference's, and after training every weight this rank's stages
+-- hold (under FSDP: every weight of the whole model, acc:get_state_dict,
+-- the stages gathered). Returns acc, the pipelined model and the model it
+-- was cut from.
 function pipeline_check.train(check, ref, o)
-  local accumulation, dp, pp = o.accumulation or 1, o.dp or 1, o.pp or 2
+  local accumulation, replicas, shards, pp = o.accumulation or 1, o.dp or 1, o.dp_shard or 1, o.pp or 2
+  local dp = replicas * shards
   local tol = o.tolerances or { loss = 1e-5, norm = 1e-5, weights = 1e-5 }
-  local what = string.format("%s (v %d) at pp %d x dp %d, accumulation %d%s", o.schedule, o.virtual_stages or 1, pp,
-                             dp, accumulation, o.mixed_precision and (", " .. o.mixed_precision) or "")
+  local what = string.format("%s (v %d) at pp %d x dp %d%s, accumulation %d%s%s", o.schedule, o.virtual_stages or 1,
+                             pp, replicas, shards > 1 and (" x dp_shard " .. shards) or "", accumulation,
+                             o.mixed_precision and (", " .. o.mixed_precision) or "",
+                             ref.config and ref.config.tie_word_embeddings and ", tied" or "")
   local acc = accel.Accelerator{ gradient_accumulation_steps = accumulation, mixed_precision = o.mixed_precision,
-    parallelism_config = accel.ParallelismConfig{ pp_size = pp, dp_replicate_size = dp, pp_schedule = o.schedule,
-                                                  pp_microbatches = 4, pp_virtual_stages = o.virtual_stages } }
+    fsdp_plugin = o.fsdp_plugin,
+    parallelism_config = accel.ParallelismConfig{ pp_size = pp, dp_replicate_size = replicas, dp_shard_size = shards,
+                                                  pp_schedule = o.schedule, pp_microbatches = 4,
+                                                  pp_virtual_stages = o.virtual_stages } }
   local mesh = acc.mesh
   local base = pipeline_check.tiny(ref.config)
   local model, opt = acc:prepare(base, adamw(base, ref.lr))
@@ -136,6 +144,14 @@ function pipeline_check.train(check, ref, o)
   -- steps on near-zero gradients turn bf16's rounding into large
   -- differences of single weights, in one process alone too
   -- (tensor_parallel_check.lua).
+  if shards > 1 then
+    -- The shards hold the weights: gathered, by the whole model's names.
+    local full, theirs = acc:get_state_dict(model), ref.model:state_dict()
+    for name, t in pairs(theirs) do
+      check.near(full[name], t, tol.weights, string.format("%s: %s after %d steps", what, name, STEPS))
+    end
+    return acc, model, base
+  end
   local diff, norm = 0, 0
   for _, name in ipairs(model:layer_names()) do
     pipeline_check.each_pair(decoder_stages.module(base, name), decoder_stages.module(ref.model, name),
