@@ -140,13 +140,14 @@ local function pp2(options)
   for k, v in pairs(options or {}) do o[k] = v end
   return accel.ParallelismConfig(o)
 end
-for _, key in ipairs({ "tp_size", "cp_size", "dp_shard_size" }) do
+for _, key in ipairs({ "tp_size", "cp_size" }) do
   check.raises(function() accel.Accelerator{ parallelism_config = pp2{ [key] = 2 } } end, key,
                "pp_size = 2 with " .. key .. " = 2 is not implemented yet")
 end
 check.raises(function()
   accel.Accelerator{ parallelism_config = pp2(), fsdp_plugin = accel.FullyShardedDataParallelPlugin{} }
-end, "fsdp_plugin", "pp_size = 2 with an fsdp_plugin (FSDP)")
+end, "fsdp_plugin over a dp_shard of 1", "pp_size = 2 with an fsdp_plugin and dp_shard_size = 1",
+  "give dp_shard_size > 1 for FSDP on each stage")
 check.raises(function() accel.Accelerator{ parallelism_config = pp2(), zero_stage = 2 } end, "zero_stage",
              "pp_size = 2 with zero_stage (DeepSpeed)")
 check.raises(function() accel.Accelerator{ parallelism_config = pp2{ pp_schedule = "InterleavedZeroBubble" } } end,
