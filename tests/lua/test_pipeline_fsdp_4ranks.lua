@@ -13,8 +13,9 @@
 -- holds half its stages' weights and optimizer state, its parameters
 -- empty between steps; an fp16 overflow in one rank's slice skips the step
 -- on all four; save_model writes one process's model, which load_model
--- reads back into the shards; what is not built is refused naming the
--- sizes.
+-- reads back into the shards; save_state's checkpoints (a pipeline's: the
+-- whole model's names) resume alike, mid-accumulation too, and load
+-- across PP x FSDP and PP x DP; what is not built is refused naming it.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local pipeline_check = dofile(arg[0]:match("(.*/)") .. "helpers/pipeline_check.lua")
 
@@ -122,14 +123,87 @@ fresh_acc:load_model(fresh, folder)
 local loaded = fresh_acc:get_state_dict(fresh)
 for name, t in pairs(saved) do check.near(loaded[name], t, 0, "load_model under PP x FSDP: " .. name) end
 check.truthy(fresh_acc._models[1].sharded:shards()[1]:numel() > 0, "load_model: the shards hold the weights")
+
+-- Checkpoints: tied embeddings trained 6 steps of 2 micro-steps, saved
+-- mid-accumulation (after step 3's first micro-step: the summed slices are
+-- saved too) and at step 4; a fresh Accelerator on a model from other
+-- weights loads each and trains on to the uninterrupted run's losses and
+-- weights. The files are a pipeline's (the whole model's names, each pp
+-- rank's stages), so step 4's loads at PP 2 x DP 2, and a PP 2 x DP 2
+-- checkpoint loads at PP 2 x FSDP 2, both training on alike.
+do
+  local STEPS, ACCUMULATION, ROWS, TOL = 6, 2, pipeline_check.ROWS, 1e-6
+  local function setup(seed, sizes)
+    local run = { acc = accel.Accelerator{ gradient_accumulation_steps = ACCUMULATION,
+      parallelism_config = accel.ParallelismConfig{ pp_size = 2, dp_shard_size = sizes.dp_shard or 1,
+                                                    dp_replicate_size = sizes.dp or 1, pp_microbatches = 4 } } }
+    local base = pipeline_check.tiny({ tie_word_embeddings = true })
+    if seed ~= 1 then
+      accel.set_seed(seed)
+      base = accel.models.from_config(base.config):train()
+    end
+    run.model, run.opt = run.acc:prepare(base, accel.optim.AdamW(base:parameters(), { lr = 1e-2, weight_decay = 0.01 }))
+    return run
+  end
+  -- Micro-steps from number `first`, hooks[k] after the k-th; returns the
+  -- synchronised micro-steps' losses (averaged over dp).
+  local function train(run, first, hooks)
+    local losses, k, mesh = {}, 0, run.acc.mesh
+    local rows = ROWS / mesh.dp.size / ACCUMULATION
+    for step = 1, STEPS do
+      local batch = pipeline_check.batch(step)
+      for micro = 1, ACCUMULATION do
+        k = k + 1
+        if k >= first then
+          local x = batch:narrow(1, ((micro - 1) * mesh.dp.size + mesh.dp.rank) * rows + 1, rows)
+          run.acc:accumulate(run.model, function()
+            local out = run.model{ input_ids = x, labels = x }
+            run.acc:backward(out.loss)
+            run.acc:clip_grad_norm(run.model:parameters(), 0.5)
+            run.opt:step()
+            run.opt:zero_grad()
+            if micro == ACCUMULATION then
+              local loss = out.loss:clone():view(1)
+              mesh.dp:all_reduce(loss, "mean")
+              losses[#losses + 1] = loss:item()
+            end
+          end)
+          if hooks and hooks[k] then hooks[k]() end
+        end
+      end
+    end
+    return losses
+  end
+  local fsdp, ddp = { dp_shard = 2 }, { dp = 2 }
+  local function same_state(actual, expected, tol, what)
+    for name, t in pairs(expected) do check.near(actual[name], t, tol, what .. ": " .. name) end
+  end
+  for _, saving in ipairs({ fsdp, ddp }) do
+    local named = saving == fsdp and "PP 2 x FSDP 2" or "PP 2 x DP 2"
+    local run = setup(1, saving)
+    local dir = folder .. "/" .. (saving == fsdp and "fsdp" or "ddp")
+    local losses = train(run, 1, { [5] = function() run.acc:save_state(dir .. "/mid") end,
+                                   [8] = function() run.acc:save_state(dir .. "/step4") end })
+    local final = run.acc:get_state_dict(run.model)
+    local resumes = saving == fsdp and { { "mid", 6, fsdp }, { "step4", 9, fsdp }, { "step4", 9, ddp } }
+      or { { "step4", 9, fsdp } }
+    for _, resume in ipairs(resumes) do
+      local what = string.format("%s's checkpoint at %s loaded at %s", named, resume[1],
+                                 resume[3] == fsdp and "PP 2 x FSDP 2" or "PP 2 x DP 2")
+      local again = setup(9, resume[3])
+      again.acc:load_state(dir .. "/" .. resume[1])
+      local rest = train(again, resume[2])
+      -- Another mesh sums the gradients in another order.
+      local tol = resume[3] == saving and TOL or 1e-5
+      check.near(rest, { unpack(losses, #losses - #rest + 1) }, tol, what .. ": the losses")
+      same_state(again.acc:get_state_dict(again.model), final, tol, what .. ": the weights")
+    end
+  end
+end
 acc:wait_for_everyone()
 if rank == 0 then os.execute("rm -rf '" .. folder .. "'") end
 
 -- Refused, naming the sizes.
-check.raises(function() acc:save_state(folder) end, "save_state under PP x FSDP",
-             "Accelerator:save_state under pp_size = 2 with dp_shard_size = 2 (FSDP on each stage) is not implemented")
-check.raises(function() acc:load_state(folder) end, "load_state under PP x FSDP",
-             "Accelerator:load_state under pp_size = 2 with dp_shard_size = 2 (FSDP on each stage) is not implemented")
 check.raises(function()
   accel.Accelerator{ parallelism_config = accel.ParallelismConfig{ pp_size = 2, dp_replicate_size = 2 },
                      fsdp_plugin = by_layer }

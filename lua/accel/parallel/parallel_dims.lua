@@ -100,7 +100,7 @@ function ParallelDims:pp()
 end
 
 -- Refuses `action` (an Accelerator method's name) under a pipeline, where
--- it is not built yet (or not with FSDP on each stage).
+-- it is not built yet.
 function ParallelDims:refuse_under_pipeline(action)
   if self:pp() then require("accel.parallel.pipeline.pipeline_parallel").refuse(self, action) end
 end

@@ -13,7 +13,7 @@
 -- here: the sizes and options a pipeline cannot be combined with yet,
 -- refused when the Accelerator is made, clipping over the global norm
 -- across the stages, and the refusal of what is not built under a
--- pipeline (join_uneven_inputs; checkpoints under FSDP).
+-- pipeline (join_uneven_inputs).
 local core = require("accel.core")
 local clip_to_norm = require("accel.parallel.clip_to_norm")
 local args = require("accel.util.args")
@@ -119,31 +119,16 @@ function pipeline_parallel.clip_grad_norm(layouts, max_norm, norm_type, pp)
   return clip_to_norm(holders, max_norm, sq:sqrt():squeeze())
 end
 
--- Why each Accelerator method refused under a pipeline is not built there,
--- and under a pipeline with FSDP on each stage.
+-- Why each Accelerator method refused under a pipeline is not built there.
 local NOT_BUILT = {
   join_uneven_inputs = "a rank out of batches cannot stand in for its stage in the schedule",
 }
-local NOT_BUILT_SHARDED = {
-  save_state = "a pipeline's checkpoint writes each stage's whole tensors and their optimizer state by name, "
-    .. "and FSDP holds them in flat shards over dp_shard",
-  load_state = "a pipeline's checkpoint is read into each stage's whole tensors and their optimizer state by name, "
-    .. "and FSDP holds them in flat shards over dp_shard",
-}
 
--- What is not built under a pipeline, refused by `action` on every rank
--- alike; nothing for an action that is.
+-- What is not built under a pipeline, refused by `action` on every rank alike.
 function pipeline_parallel.refuse(dims, action)
-  local why = NOT_BUILT[action]
-  local config = dims.mesh.config
-  local sizes = string.format("pp_size = %d", config.pp_size)
-  if not why and dims.sharding then
-    why = NOT_BUILT_SHARDED[action]
-    sizes = string.format("%s with dp_shard_size = %d (FSDP on each stage)", sizes, config.dp_shard_size)
-  end
-  if not why then return end
-  args.error(string.format("Accelerator:%s under %s is not implemented yet: %s (%s; docs/api/parallelism.md)", action,
-                           sizes, why, tostring(config)))
+  args.error(string.format("Accelerator:%s under pp_size = %d is not implemented yet: %s (%s; "
+                           .. "docs/api/parallelism.md)", action, dims.mesh.pp.size, NOT_BUILT[action],
+                           tostring(dims.mesh.config)))
 end
 
 return pipeline_parallel
