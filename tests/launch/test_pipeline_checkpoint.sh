@@ -43,19 +43,19 @@ resume tp2 2 pp=2 1e-5
 save one 1 0
 resume one 2 pp=2 1e-5
 
-save pp2_dp2 4 pp=2,dp=2
-expect "pp2_dp2: the first replica's ranks (0 and 2) write the stages" \
-  [ -f "$work/pp2_dp2/checkpoint/model_rank_2.safetensors" -a ! -f "$work/pp2_dp2/checkpoint/model_rank_1.safetensors" ]
-resume pp2_dp2 4 pp=2,dp=2 1e-7
-resume pp2_dp2 2 pp=2 1e-5
-resume pp2_dp2 1 0 1e-5
-
-save pp2_fsdp2 4 pp=2,shard=2
-expect "pp2_fsdp2: the first dp_shard rank of each stage (0 and 2) writes its stages" \
-  [ -f "$work/pp2_fsdp2/checkpoint/model_rank_2.safetensors" -a ! -f "$work/pp2_fsdp2/checkpoint/model_rank_1.safetensors" ]
-resume pp2_fsdp2 4 pp=2,shard=2 1e-7
-resume pp2_fsdp2 2 pp=2 1e-5
-resume pp2_fsdp2 1 0 1e-5
+# Saved on 4 ranks (PP 2 x DP 2 or PP 2 x FSDP 2), where the first
+# data-parallel rank of each stage (ranks 0 and 2) writes it; resumed on 4,
+# on PP 2 and on one process.
+on_four_ranks() {  # on_four_ranks NAME MESH
+  save "$1" 4 "$2"
+  expect "$1: the first data-parallel rank of each stage (0 and 2) writes its stages" \
+    [ -f "$work/$1/checkpoint/model_rank_2.safetensors" -a ! -f "$work/$1/checkpoint/model_rank_1.safetensors" ]
+  resume "$1" 4 "$2" 1e-7
+  resume "$1" 2 pp=2 1e-5
+  resume "$1" 1 0 1e-5
+}
+on_four_ranks pp2_dp2 pp=2,dp=2
+on_four_ranks pp2_fsdp2 pp=2,shard=2
 resume pp2 4 pp=2,shard=2 1e-5
 
 finish

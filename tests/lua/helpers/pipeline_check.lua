@@ -173,4 +173,58 @@ function pipeline_check.train(check, ref, o)
   return acc, model, base
 end
 
+-- An fp16 overflow on one rank alone: two steps of `acc` (mixed_precision
+-- fp16) on rows `ids`; at the second, rank `overflowing`'s `holder` (a
+-- tensor whose .grad this rank's stages hold: a parameter, or a shard
+-- under FSDP) takes an inf; every rank skips that step (its holder does
+-- not move) and halves the loss scale.
+function pipeline_check.overflow_skips(check, acc, model, opt, holder, ids, overflowing, what)
+  local rank = acc.process_index
+  for step = 1, 2 do
+    acc:backward(model{ input_ids = ids, labels = ids }.loss)
+    if step == 2 and rank == overflowing then holder.grad:view(-1)[1] = math.huge end
+    local before = holder:clone()
+    acc:clip_grad_norm(model:parameters(), 1.0)
+    opt:step()
+    opt:zero_grad()
+    local moved = (holder - before):abs():max():item() > 0
+    check.equal(opt.step_was_skipped, step == 2, string.format("%s: step %d skipped on rank %d", what, step, rank))
+    check.equal(moved, step == 1, string.format("%s: rank %d's stage moved at step %d", what, rank, step))
+    check.equal(acc:loss_scale(), step == 2 and 32768 or 65536, string.format("%s: the scale after step %d", what, step))
+  end
+end
+
+-- Micro-steps of a checkpoint test's run {acc, model, opt}: `steps` steps
+-- of `accumulation` micro-steps on batch(step), each cut over mesh.dp and
+-- the micro-steps, from micro-step number `first`, clipping to `max_norm`;
+-- hooks[k] runs after the k-th. Returns the synchronised micro-steps'
+-- losses (averaged over dp).
+function pipeline_check.micro_steps(run, o, first, hooks)
+  local losses, k, mesh = {}, 0, run.acc.mesh
+  local rows = ROWS / mesh.dp.size / o.accumulation
+  for step = 1, o.steps do
+    local batch = pipeline_check.batch(step)
+    for micro = 1, o.accumulation do
+      k = k + 1
+      if k >= first then
+        local x = batch:narrow(1, ((micro - 1) * mesh.dp.size + mesh.dp.rank) * rows + 1, rows)
+        run.acc:accumulate(run.model, function()
+          local out = run.model{ input_ids = x, labels = x }
+          run.acc:backward(out.loss)
+          run.acc:clip_grad_norm(run.model:parameters(), o.max_norm)
+          run.opt:step()
+          run.opt:zero_grad()
+          if micro == o.accumulation then
+            local loss = out.loss:clone():view(1)
+            mesh.dp:all_reduce(loss, "mean")
+            losses[#losses + 1] = loss:item()
+          end
+        end)
+        if hooks and hooks[k] then hooks[k]() end
+      end
+    end
+  end
+  return losses
+end
+
 return pipeline_check

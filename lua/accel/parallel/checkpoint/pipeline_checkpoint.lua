@@ -126,13 +126,7 @@ function pipeline_checkpoint.full_states(c)
   local mine = { rank = c.state.process_index, pp = c.split.mesh.pp.rank, writes = writes(c), layers = {} }
   for i, model in ipairs(c.models) do mine.layers[i] = model:layer_names() end
   local full = { models = {}, optimizers = {}, ranks = gathering.gather_object(c.state._world, mine) }
-  for i, model in ipairs(c.models) do
-    if c.split:sharded(model) then full.models[i] = c.split:full_model_state(model) end
-  end
-  for j, opt in ipairs(c.optimizers) do
-    if opt:_gathers_state() then full.optimizers[j] = opt:state_dict() end
-  end
-  return full
+  return c.split:gather_sharded(c.models, c.optimizers, full)
 end
 
 -- This rank's files (a writer's): its stages' tensors and optimizer state

@@ -55,13 +55,7 @@ function write_split.full_states(c)
   local out = { models = {}, optimizers = {} }
   if c.split.mesh then return full_mesh_states(c, out) end
   if c.split.per_rank then return out end
-  for i, model in ipairs(c.models) do
-    if c.split:sharded(model) then out.models[i] = c.split:full_model_state(model) end
-  end
-  for i, opt in ipairs(c.optimizers) do
-    if opt:_gathers_state() then out.optimizers[i] = opt:state_dict() end
-  end
-  return out
+  return c.split:gather_sharded(c.models, c.optimizers, out)
 end
 
 -- Writes this rank's own slices (SHARDED_STATE_DICT; a pipeline's
