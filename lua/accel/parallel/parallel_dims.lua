@@ -25,7 +25,8 @@ ParallelDims.__index = ParallelDims
 -- {applies = function(dims) -> bool, apply = function(layout, dims, optimizer)},
 -- and sets what its ModelLayout holds (model_layout.lua). Pipeline
 -- parallelism replaces the model by this rank's stages and applies data
--- parallel to them itself; it is loaded only for a pipeline (the heap:
+-- parallel to them itself, or under dp_shard_size > 1 leaves them to
+-- fully_shard (FSDP on each stage); it is loaded only for a pipeline (the heap:
 -- lua/accel/init.lua). Expert parallelism would be one more line.
 local PARALLELISMS = {
   { applies = function(dims) return dims:pp() ~= nil end,
