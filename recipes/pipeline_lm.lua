@@ -1,6 +1,7 @@
 -- A Llama-architecture model trained through a pipeline of 2 stages on 2
--- ranks: prepare cuts it into stages (the embeddings and the first layers
--- on rank 0, the rest, the norm and the head on rank 1), the loop is the
+-- ranks (on 4, PP 2 x FSDP 2: each stage sharded over the pair of ranks
+-- holding it): prepare cuts it into stages (the embeddings and the first
+-- layers on pp rank 0, the rest, the norm and the head on pp rank 1), the loop is the
 -- one a single process runs -- model{input_ids, labels}, acc:backward,
 -- clipping, the optimizer's step -- and acc:backward(out.loss) runs the
 -- schedule over micro-batches of the batch, activations going forward
@@ -9,12 +10,13 @@
 -- rows, then it saves a checkpoint (OUT/checkpoint, acc:save_state: each
 -- pp rank's stages under the whole model's names, loadable on another
 -- stage cut or on one process) and the full model (OUT/model, save_model).
---   accel-run recipes/pipeline_lm.lua --nproc 2 [-- key=value ...]
+--   accel-run recipes/pipeline_lm.lua --nproc 2 [-- key=value ...]   (or --nproc 4)
 -- Keys (defaults): steps=40 layers=4 hidden=64 heads=4 kv_heads=2
 -- intermediate=128 seq=32 batch=8 (rows a step, over all data-parallel
 -- ranks) schedule=1F1B microbatches=4 lr=3e-3 every=10 (steps between
 -- reports) text=/usr/share/common-licenses/GPL-3 (any text file, read
--- character by character) out=runs/pipeline_lm. The mesh is pp 2 unless the launch gives sizes
+-- character by character) out=runs/pipeline_lm. The mesh is pp 2 (pp 2 x
+-- dp_shard 2 on 4 processes) unless the launch gives sizes
 -- (--parallelism-config-pp-size 2 --parallelism-config-dp-replicate-size 2
 -- --nproc 4 makes PP 2 x DP 2, for one).
 local optim, data = accel.optim, accel.data
@@ -28,7 +30,8 @@ local o = args.key_values("pipeline_lm.lua", arg, {
 
 local acc = accel.Accelerator{
   parallelism_config = accel.ParallelismConfig.from_launch()
-    or accel.ParallelismConfig{ pp_size = 2, pp_schedule = o.schedule, pp_microbatches = o.microbatches },
+    or accel.ParallelismConfig{ pp_size = 2, dp_shard_size = accel.PartialState().num_processes == 4 and 2 or 1,
+                                pp_schedule = o.schedule, pp_microbatches = o.microbatches },
 }
 local mesh = acc.mesh
 accel.set_seed(0)
@@ -51,9 +54,11 @@ local model = accel.models.from_config{
 local count = model:num_parameters()
 local opt = optim.AdamW(model:parameters(), { lr = o.lr, weight_decay = 0.01 })
 model, opt = acc:prepare(model, opt)
-acc:print(string.format("%d characters, vocabulary of %d, %.2fM parameters; mesh pp %d x dp %d, %s over %d "
+acc:print(string.format("%d characters, vocabulary of %d, %.2fM parameters; mesh pp %d x dp %d%s, %s over %d "
                         .. "micro-batches; this rank's stages hold %s", text.ids:numel(), text.vocab.vocab_size,
-                        count / 1e6, mesh.pp.size, mesh.dp.size, mesh.config.pp_schedule,
+                        count / 1e6, mesh.pp.size, mesh.dp.size,
+                        mesh.dp_shard.size > 1 and string.format(" (FSDP over dp_shard %d)", mesh.dp_shard.size) or "",
+                        mesh.config.pp_schedule,
                         mesh.config.pp_microbatches, table.concat(model:layer_names(), ", ")))
 
 local step, summed, seen = 0, 0, 0

@@ -277,8 +277,14 @@ end
 -- The model's parameters and buffers by name, full (gathered at ZeRO stage
 -- 3, and over tp) and copied: Accelerate's get_state_dict. Call it on every rank.
 function Accelerator:get_state_dict(model)
-  if rawget(model, "pipeline") then return pipeline_weights().full_state_dict(model, self._world) end
+  if rawget(model, "pipeline") then return self:_pipeline_state_dict(model) end
   return layout_of(self, model):full_state_dict()
+end
+
+-- A pipelined model's whole weights on every rank, its stages gathered
+-- first under FSDP on each stage.
+function Accelerator:_pipeline_state_dict(model)
+  return self:_with_full_parameters(model, function() return pipeline_weights().full_state_dict(model, self._world) end)
 end
 
 function Accelerator:unwrap_model(model, options)
@@ -369,7 +375,7 @@ end
 function Accelerator:save_model(model, dir, options)
   if rawget(model, "pipeline") then
     -- The whole model's weights by its names, as one process writes them.
-    local full = pipeline_weights().full_state_dict(model, self._world)
+    local full = self:_pipeline_state_dict(model)
     return checkpointing.save_model(self.state, model, dir, options, full, pipeline_weights().ordered(model, full))
   end
   return layout_of(self, model):with_full_weights(function(full, ordered)
@@ -380,9 +386,12 @@ end
 -- Full weights, each rank keeping its tp slice and its shards.
 function Accelerator:load_model(model, dir, options)
   if rawget(model, "pipeline") then
-    return checkpointing.load_model(model, dir, options, function(weights, path)
-      return pipeline_weights().stage_state(model, weights, path)
-    end)
+    -- Under FSDP on each stage the shards take what was written.
+    return self:_with_full_parameters(model, function()
+      return checkpointing.load_model(model, dir, options, function(weights, path)
+        return pipeline_weights().stage_state(model, weights, path)
+      end)
+    end, true)
   end
   layout_of(self, model):load_full_weights(function(fit)
     checkpointing.load_model(model, dir, options, fit)

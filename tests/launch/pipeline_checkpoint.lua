@@ -5,8 +5,9 @@
 -- causal LM's of the rows):
 --
 --   accel-run pipeline_checkpoint.lua --nproc N -- save DIR MESH
---     MESH: 0 (one process, no mesh) or sizes pp=P[,dp=D][,v=V]: pp_size P x
---     dp_replicate_size D, one micro-batch a row, 1F1B, or with V > 1
+--     MESH: 0 (one process, no mesh) or sizes pp=P[,dp=D][,shard=S][,v=V]:
+--     pp_size P x dp_replicate_size D x dp_shard_size S (FSDP on each
+--     stage), one micro-batch a row, 1F1B, or with V > 1
 --     Interleaved1F1B of V virtual stages (another cut); or tp=2 (no
 --     pipeline: tensor_parallel over a mesh of tp 2). 10 updates, their losses
 --     and final weights one process's within 1e-5, save_state(DIR/checkpoint)
@@ -30,8 +31,8 @@ local function sizes()
   local o = {}
   if spec == "0" then return o end
   for key, size in spec:gmatch("([%w_]+)=(%d+)") do
-    if key ~= "pp" and key ~= "dp" and key ~= "v" and key ~= "tp" then
-      error("pipeline_checkpoint.lua: unknown size " .. key .. " (pp, dp, v, tp)")
+    if key ~= "pp" and key ~= "dp" and key ~= "shard" and key ~= "v" and key ~= "tp" then
+      error("pipeline_checkpoint.lua: unknown size " .. key .. " (pp, dp, shard, v, tp)")
     end
     o[key] = tonumber(size)
   end
@@ -42,10 +43,11 @@ end
 local function setup(seed)
   local o = sizes()
   local options = {}
+  local dp = (o.dp or 1) * (o.shard or 1)
   if o.pp then
     options.parallelism_config = accel.ParallelismConfig{ pp_size = o.pp, dp_replicate_size = o.dp,
-      pp_schedule = o.v and o.v > 1 and "Interleaved1F1B" or "1F1B", pp_virtual_stages = o.v,
-      pp_microbatches = ROWS / (o.dp or 1) }
+      dp_shard_size = o.shard, pp_schedule = o.v and o.v > 1 and "Interleaved1F1B" or "1F1B",
+      pp_virtual_stages = o.v, pp_microbatches = ROWS / dp }
   end
   if o.tp then options.parallelism_config = accel.ParallelismConfig{ tp_size = o.tp } end
   local acc = accel.Accelerator(options)
@@ -53,7 +55,7 @@ local function setup(seed)
   if o.tp then model = accel.parallel.tensor_parallel(model, acc.mesh) end
   local opt = accel.optim.AdamW(model:parameters(), { lr = 1e-2, weight_decay = 0.01 })
   local sched = accel.optim.lr_scheduler.cosine(opt, { warmup = 2, total = mc.STEPS })
-  local loader = accel.data.DataLoader(accel.data.TensorDataset(mc.data()), { batch_size = ROWS / (o.dp or 1),
+  local loader = accel.data.DataLoader(accel.data.TensorDataset(mc.data()), { batch_size = ROWS / dp,
                                                                               shuffle = true })
   model, opt, loader, sched = acc:prepare(model, opt, loader, sched)
   return { acc = acc, model = model, opt = opt, sched = sched, loader = loader }

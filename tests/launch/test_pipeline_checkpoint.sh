@@ -8,7 +8,9 @@
 # pipeline). One process's checkpoint, and TP 2's (FULL_STATE_DICT), resume
 # at PP 2 within 1e-5; PP 2 x DP 2 (4 ranks, the first replica's ranks write)
 # resumes exactly on PP 2 x DP 2 and within 1e-5 on PP 2 and on one
-# process. Every saving run's losses and final weights (save_model) are one
+# process; PP 2 x FSDP 2 (each stage sharded over its dp_shard pair, whose
+# first rank writes it whole) alike, and PP 2's resumes under PP 2 x FSDP 2
+# within 1e-5. Every saving run's losses and final weights (save_model) are one
 # process's within 1e-5, so each resumed run is held to one process's too.
 source "$(dirname "$0")/lib.sh"
 recipe="$source_root/tests/launch/pipeline_checkpoint.lua"
@@ -41,11 +43,19 @@ resume tp2 2 pp=2 1e-5
 save one 1 0
 resume one 2 pp=2 1e-5
 
-save pp2_dp2 4 pp=2,dp=2
-expect "pp2_dp2: the first replica's ranks (0 and 2) write the stages" \
-  [ -f "$work/pp2_dp2/checkpoint/model_rank_2.safetensors" -a ! -f "$work/pp2_dp2/checkpoint/model_rank_1.safetensors" ]
-resume pp2_dp2 4 pp=2,dp=2 1e-7
-resume pp2_dp2 2 pp=2 1e-5
-resume pp2_dp2 1 0 1e-5
+# Saved on 4 ranks (PP 2 x DP 2 or PP 2 x FSDP 2), where the first
+# data-parallel rank of each stage (ranks 0 and 2) writes it; resumed on 4,
+# on PP 2 and on one process.
+on_four_ranks() {  # on_four_ranks NAME MESH
+  save "$1" 4 "$2"
+  expect "$1: the first data-parallel rank of each stage (0 and 2) writes its stages" \
+    [ -f "$work/$1/checkpoint/model_rank_2.safetensors" -a ! -f "$work/$1/checkpoint/model_rank_1.safetensors" ]
+  resume "$1" 4 "$2" 1e-7
+  resume "$1" 2 pp=2 1e-5
+  resume "$1" 1 0 1e-5
+}
+on_four_ranks pp2_dp2 pp=2,dp=2
+on_four_ranks pp2_fsdp2 pp=2,shard=2
+resume pp2 4 pp=2,shard=2 1e-5
 
 finish

@@ -1,4 +1,5 @@
-# The example recipes train to their promised accuracy on 2 ranks (parallel_lm, a mesh of 4; pipeline_lm, PP 2).
+# The example recipes train to their promised accuracy on 2 ranks (parallel_lm, a mesh of 4; pipeline_lm, PP 2,
+# and PP 2 x FSDP 2 on 4).
 source "$(dirname "$0")/lib.sh"
 
 accuracy_at_least() {  # accuracy_at_least PATTERN MINIMUM: the number after PATTERN in stdout
@@ -44,5 +45,19 @@ expect "pipeline_lm's loss falls" awk -v first="$(head -n 1 <<<"$losses")" -v la
 expect "pipeline_lm evaluates through the pipeline" grep -q "^evaluation loss [0-9.]" "$work/out"
 expect "pipeline_lm saves each pp rank's stages and the full model" \
   [ -f "$work/pipeline_lm/checkpoint/model_rank_1.safetensors" -a -f "$work/pipeline_lm/model/model.safetensors" ]
+
+# The same on 4 ranks: PP 2 x FSDP 2, each stage sharded over the pair
+# holding it; the first rank of each pair writes its stages whole.
+run_accel "$source_root/recipes/pipeline_lm.lua" --nproc 4 --threads 1 -- steps=40 every=10 out="$work/pipeline_fsdp"
+expect "pipeline_lm on 4 ranks exits 0" [ "$status" -eq 0 ]
+expect "pipeline_lm on 4 ranks runs PP 2 x FSDP 2" contains "$out" "mesh pp 2 x dp 2 (FSDP over dp_shard 2), 1F1B"
+losses=$(awk '/^step / { print $4 }' <<<"$out")
+expect "pipeline_lm's loss falls under PP 2 x FSDP 2" \
+  awk -v first="$(head -n 1 <<<"$losses")" -v last="$(tail -n 1 <<<"$losses")" \
+  'BEGIN { exit !(first > 0 && last < first - 0.5) }'
+expect "pipeline_lm under PP 2 x FSDP 2 saves each stage once and the full model" \
+  [ -f "$work/pipeline_fsdp/checkpoint/model_rank_2.safetensors" \
+    -a ! -f "$work/pipeline_fsdp/checkpoint/model_rank_1.safetensors" \
+    -a -f "$work/pipeline_fsdp/model/model.safetensors" ]
 
 finish

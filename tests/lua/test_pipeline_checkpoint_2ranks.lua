@@ -63,26 +63,8 @@ end
 -- The micro-steps (step, micro) in order, from number `first`; after
 -- micro-step k runs hooks[k]. Returns the losses of the synchronised micro-steps.
 local function train(run, first, hooks)
-  local losses, k = {}, 0
-  for step = 1, STEPS do
-    local batch = pipeline_check.batch(step)
-    for micro = 1, ACCUMULATION do
-      k = k + 1
-      if k >= first then
-        local x = batch:narrow(1, (micro - 1) * ROWS / ACCUMULATION + 1, ROWS / ACCUMULATION)
-        run.acc:accumulate(run.model, function()
-          local out = run.model{ input_ids = x, labels = x }
-          run.acc:backward(out.loss)
-          run.acc:clip_grad_norm(run.model:parameters(), MAX_NORM)
-          run.opt:step()
-          run.opt:zero_grad()
-          if micro == ACCUMULATION then losses[#losses + 1] = out.loss:item() end
-        end)
-        if hooks and hooks[k] then hooks[k]() end
-      end
-    end
-  end
-  return losses
+  return pipeline_check.micro_steps(run, { steps = STEPS, accumulation = ACCUMULATION, max_norm = MAX_NORM }, first,
+                                    hooks)
 end
 
 -- One process, the same micro-steps: its state dict after STEPS steps.

@@ -68,7 +68,7 @@ local function write_files(c, tmp, full)
   for i, loader in ipairs(c.dataloaders) do lua_file(layout.names.dataloader(i, rank), loader:state_dict()) end
   local progress = c.gradient_state:state_dict()
   -- Split models' own slices (parallel/checkpoint/write_split.lua).
-  local own = write_split.rank_files(c, rank, tensors_file)
+  local own = write_split.rank_files(c, rank, tensors_file, full)
   if not progress.sync_gradients then
     -- Between micro-steps the gradients summed so far are part of the next update.
     for i, model in ipairs(c.models) do

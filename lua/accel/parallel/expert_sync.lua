@@ -120,34 +120,45 @@ function expert_sync.apply(layout, dims)
 end
 
 -- torch.nn.utils.clip_grad_norm_ over the global norm of the prepared
--- models (`layouts`) under ep: the other parameters' norm as without
--- experts (`dense_norm(layouts)`: the sharded model's over its slices, or
--- the replicated gradients'), the experts' squares summed over ep (the
--- replicas hold the same ones). Returns the norm, a 0-dim tensor, on every rank.
-function expert_sync.clip_grad_norm(layouts, max_norm, norm_type, dense_norm)
+-- models (`layouts`) under ep: the other parameters' squares as without
+-- experts (a sharded model's over its slices, by its own norm, which
+-- scales nothing at an infinite max_norm; or the replicated gradients'),
+-- the experts' summed over ep (the replicas hold the same ones). Returns
+-- the norm, a 0-dim tensor, on every rank.
+function expert_sync.clip_grad_norm(layouts, max_norm, norm_type)
   if norm_type ~= nil and norm_type ~= 2 then
     args.error("Accelerator:clip_grad_norm: under ep_size > 1 only the L2 norm (norm_type 2) is supported yet")
   end
-  local experts = core.zeros(1, { dtype = "float64" })
-  local ep
+  local function squares(list)
+    local sq = core.zeros(1, { dtype = "float64" })
+    for _, p in ipairs(list) do
+      if p.grad then sq = sq + p.grad:detach():double():pow(2):sum():view(1) end
+    end
+    return sq
+  end
+  local holders, experts, dense, ep = {}, {}, core.zeros(1, { dtype = "float64" }), nil
+  local function hold(list)
+    for _, p in ipairs(list) do holders[#holders + 1] = p end
+  end
   for _, layout in ipairs(layouts) do
     local sync = layout.expert_sync
     if sync then
       ep = sync.ep
-      for _, p in ipairs(sync.params) do
-        if p.grad then experts = experts + p.grad:detach():double():pow(2):sum():view(1) end
-      end
+      for _, p in ipairs(sync.params) do experts[#experts + 1] = p end
+    end
+    if layout.sharded then
+      dense = dense + layout.sharded:clip_grad_norm(math.huge, 2):double():pow(2):view(1)
+      hold(layout.sharded:shards())
+    else
+      local list = expert_parameters.without(layout.model, layout.model:parameters())
+      dense = dense + squares(list)
+      hold(list)
     end
   end
-  experts = experts:contiguous()
-  ep:all_reduce(experts)
-  local dense, scale_dense = dense_norm(layouts)
-  local norm = (dense:double():pow(2) + experts):sqrt():squeeze():float()
-  local coefficient = (max_norm / (norm + 1e-6)):clamp(nil, 1.0)
-  scale_dense(coefficient)
-  local models = {}
-  for _, layout in ipairs(layouts) do models[#models + 1] = layout.model end
-  return clip_to_norm(models, max_norm, norm)
+  local expert_sq = squares(experts):contiguous()
+  ep:all_reduce(expert_sq)
+  hold(experts)
+  return clip_to_norm(holders, max_norm, (dense + expert_sq):sqrt():squeeze():float())
 end
 
 return expert_sync

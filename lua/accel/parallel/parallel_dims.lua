@@ -17,7 +17,6 @@ local ModelLayout = require("accel.parallel.model_layout")
 local sharding_settings = require("accel.parallel.fsdp.sharding_settings")
 local mesh_sharding = require("accel.parallel.fsdp.mesh_sharding")
 local tp_parameters = require("accel.parallel.tp_parameters")
-local expert_parameters = require("accel.parallel.expert_parameters")
 
 local ParallelDims = {}
 ParallelDims.__index = ParallelDims
@@ -26,7 +25,8 @@ ParallelDims.__index = ParallelDims
 -- {applies = function(dims) -> bool, apply = function(layout, dims, optimizer)},
 -- and sets what its ModelLayout holds (model_layout.lua). Pipeline
 -- parallelism replaces the model by this rank's stages and applies data
--- parallel to them itself; it is loaded only for a pipeline (the heap:
+-- parallel to them itself, or under dp_shard_size > 1 leaves them to
+-- fully_shard (FSDP on each stage); it is loaded only for a pipeline (the heap:
 -- lua/accel/init.lua). Expert parallelism comes last: it wraps the
 -- synchronisation data parallel or FSDP made for the other parameters.
 local PARALLELISMS = {
@@ -171,44 +171,21 @@ local function slice_holder(layouts)
   return found
 end
 
--- Under ep: the norm over the experts (expert_sync.lua) and the other
--- parameters, those the sharded model's slices (its norm scaling nothing,
--- the clipping scaling its slices) or the replicated gradients (which
--- clipping scales with the experts').
-local function expert_clip_grad_norm(layouts, max_norm, norm_type, sharded)
-  local function dense_norm()
-    if sharded then
-      return sharded:clip_grad_norm(math.huge, 2), function(coefficient)
-        core.no_grad(function()
-          for _, shard in ipairs(sharded:shards()) do
-            if shard.grad then shard.grad:mul_(coefficient:to(shard.grad.dtype)) end
-          end
-        end)
-      end
-    end
-    local sq = core.zeros(1, { dtype = "float64" })
-    for _, layout in ipairs(layouts) do
-      for _, p in ipairs(expert_parameters.without(layout.model, layout.model:parameters())) do
-        if p.grad then sq = sq + p.grad:detach():double():pow(2):sum():view(1) end
-      end
-    end
-    return sq:sqrt():squeeze(), function() end
-  end
-  return require("accel.parallel.expert_sync").clip_grad_norm(layouts, max_norm, norm_type, dense_norm)
-end
-
 -- Clipping of the prepared models' gradients (`layouts`) to the global
 -- norm; returns the norm. Under tensor parallelism the norm is the
 -- prepared models' (whatever `params` lists): split gradients' squares are
 -- summed over the tp group (tp_parameters.lua).
 function ParallelDims:clip_grad_norm(layouts, params, max_norm, norm_type)
-  local sharded = slice_holder(layouts)
-  if self:ep() then return expert_clip_grad_norm(layouts, max_norm, norm_type, sharded) end
-  if sharded then return sharded:clip_grad_norm(max_norm, norm_type) end
+  if self:ep() then
+    return require("accel.parallel.expert_sync").clip_grad_norm(layouts, max_norm, norm_type)
+  end
+  -- A pipeline's norm spans its stages, FSDP's slices of each among them.
   local pp = self:pp()
   if pp then
     return require("accel.parallel.pipeline.pipeline_parallel").clip_grad_norm(layouts, max_norm, norm_type, pp)
   end
+  local sharded = slice_holder(layouts)
+  if sharded then return sharded:clip_grad_norm(max_norm, norm_type) end
   local tp = self:tp()
   if tp then
     if norm_type ~= nil and norm_type ~= 2 then

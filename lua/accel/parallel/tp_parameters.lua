@@ -46,7 +46,11 @@ end
 -- torch.nn.utils.clip_grad_norm_ over the global norm: every gradient scaled
 -- by max_norm / (norm + 1e-6) when that is below 1. Returns the norm (a tensor).
 function tp_parameters.clip_grad_norm(models, max_norm, tp)
-  return clip_to_norm(models, max_norm, tp_parameters.grad_norm(models, tp))
+  local params = {}
+  for _, model in ipairs(models) do
+    for _, p in ipairs(model:parameters()) do params[#params + 1] = p end
+  end
+  return clip_to_norm(params, max_norm, tp_parameters.grad_norm(models, tp))
 end
 
 -- name -> full tensor, the split ones gathered from every tp rank: the

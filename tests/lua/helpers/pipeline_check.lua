@@ -1,6 +1,6 @@
 -- What the pipeline tests share (test_pipeline_runtime, test_pipeline_llama_2ranks,
 -- test_pipeline_accelerator_2ranks, test_pipeline_dp_4ranks,
--- test_pipeline_architectures_2ranks).
+-- test_pipeline_architectures_2ranks, test_pipeline_fsdp_4ranks).
 local core = require("accel.core")
 local model_stages = require("accel.parallel.pipeline.model_stages")
 
@@ -91,24 +91,32 @@ function pipeline_check.reference(check, options)
 end
 
 -- The same through Accelerator{parallelism_config = pp_size o.pp x dp_replicate
--- o.dp}: o = {schedule, pp = 2, virtual_stages = 1, dp = 1, accumulation = 1,
--- mixed_precision, tolerances = {loss, norm, weights} (default 1e-5),
--- save = {dir, step} (acc:save_state(dir) after that step), resume = {dir,
--- step} (a model from another seed loads dir and trains the steps after)}.
--- Each step's loss (out.loss averaged over the micro-steps and mesh.dp)
--- and the norm acc:clip_grad_norm returns equal the reference's, and after
--- training every weight this rank's stages hold. Returns acc, the
--- pipelined model and the model it was cut from.
+-- o.dp x dp_shard o.dp_shard}: o = {schedule, pp = 2, virtual_stages = 1,
+-- dp = 1, dp_shard = 1 (> 1: FSDP on each stage), fsdp_plugin,
+-- accumulation = 1, mixed_precision, tolerances = {loss, norm, weights}
+-- (default 1e-5), save = {dir, step} (acc:save_state(dir) after that
+-- step), resume = {dir, step} (a model from another seed loads dir and
+-- trains the steps after)}. Each step's loss (out.loss averaged over the
+-- micro-steps and mesh.dp) and the norm acc:clip_grad_norm returns equal
+-- the reference's, and after training every weight this rank's stages
+-- hold (under FSDP: every weight of the whole model, acc:get_state_dict,
+-- the stages gathered). Returns acc, the pipelined model and the model it
+-- was cut from.
 function pipeline_check.train(check, ref, o)
-  local accumulation, dp, pp = o.accumulation or 1, o.dp or 1, o.pp or 2
+  local accumulation, replicas, shards, pp = o.accumulation or 1, o.dp or 1, o.dp_shard or 1, o.pp or 2
+  local dp = replicas * shards
   local tol = o.tolerances or { loss = 1e-5, norm = 1e-5, weights = 1e-5 }
-  local what = string.format("%s %s (v %d) at pp %d x dp %d, accumulation %d%s%s", ref.model.config.model_type,
-                             o.schedule, o.virtual_stages or 1, pp, dp, accumulation,
+  local what = string.format("%s %s (v %d) at pp %d x dp %d%s, accumulation %d%s%s%s", ref.model.config.model_type,
+                             o.schedule, o.virtual_stages or 1, pp, replicas,
+                             shards > 1 and (" x dp_shard " .. shards) or "", accumulation,
                              o.mixed_precision and (", " .. o.mixed_precision) or "",
+                             ref.config and ref.config.tie_word_embeddings and ", tied" or "",
                              o.resume and (", resumed after step " .. o.resume.step) or "")
   local acc = accel.Accelerator{ gradient_accumulation_steps = accumulation, mixed_precision = o.mixed_precision,
-    parallelism_config = accel.ParallelismConfig{ pp_size = pp, dp_replicate_size = dp, pp_schedule = o.schedule,
-                                                  pp_microbatches = 4, pp_virtual_stages = o.virtual_stages } }
+    fsdp_plugin = o.fsdp_plugin,
+    parallelism_config = accel.ParallelismConfig{ pp_size = pp, dp_replicate_size = replicas, dp_shard_size = shards,
+                                                  pp_schedule = o.schedule, pp_microbatches = 4,
+                                                  pp_virtual_stages = o.virtual_stages } }
   local mesh = acc.mesh
   local base = pipeline_check.tiny(ref.config, ref.base, o.resume and 9)
   local model, opt = acc:prepare(base, adamw(base, ref.lr))
@@ -147,6 +155,14 @@ function pipeline_check.train(check, ref, o)
   -- steps on near-zero gradients turn bf16's rounding into large
   -- differences of single weights, in one process alone too
   -- (tensor_parallel_check.lua).
+  if shards > 1 then
+    -- The shards hold the weights: gathered, by the whole model's names.
+    local full, theirs = acc:get_state_dict(model), ref.model:state_dict()
+    for name, t in pairs(theirs) do
+      check.near(full[name], t, tol.weights, string.format("%s: %s after %d steps", what, name, STEPS))
+    end
+    return acc, model, base
+  end
   local diff, norm = 0, 0
   local cut = model_stages.cut(base)
   for _, name in ipairs(model:layer_names()) do
@@ -167,6 +183,60 @@ function pipeline_check.train(check, ref, o)
                                                         tol.weights))
   end
   return acc, model, base
+end
+
+-- An fp16 overflow on one rank alone: two steps of `acc` (mixed_precision
+-- fp16) on rows `ids`; at the second, rank `overflowing`'s `holder` (a
+-- tensor whose .grad this rank's stages hold: a parameter, or a shard
+-- under FSDP) takes an inf; every rank skips that step (its holder does
+-- not move) and halves the loss scale.
+function pipeline_check.overflow_skips(check, acc, model, opt, holder, ids, overflowing, what)
+  local rank = acc.process_index
+  for step = 1, 2 do
+    acc:backward(model{ input_ids = ids, labels = ids }.loss)
+    if step == 2 and rank == overflowing then holder.grad:view(-1)[1] = math.huge end
+    local before = holder:clone()
+    acc:clip_grad_norm(model:parameters(), 1.0)
+    opt:step()
+    opt:zero_grad()
+    local moved = (holder - before):abs():max():item() > 0
+    check.equal(opt.step_was_skipped, step == 2, string.format("%s: step %d skipped on rank %d", what, step, rank))
+    check.equal(moved, step == 1, string.format("%s: rank %d's stage moved at step %d", what, rank, step))
+    check.equal(acc:loss_scale(), step == 2 and 32768 or 65536, string.format("%s: the scale after step %d", what, step))
+  end
+end
+
+-- Micro-steps of a checkpoint test's run {acc, model, opt}: `steps` steps
+-- of `accumulation` micro-steps on batch(step), each cut over mesh.dp and
+-- the micro-steps, from micro-step number `first`, clipping to `max_norm`;
+-- hooks[k] runs after the k-th. Returns the synchronised micro-steps'
+-- losses (averaged over dp).
+function pipeline_check.micro_steps(run, o, first, hooks)
+  local losses, k, mesh = {}, 0, run.acc.mesh
+  local rows = ROWS / mesh.dp.size / o.accumulation
+  for step = 1, o.steps do
+    local batch = pipeline_check.batch(step)
+    for micro = 1, o.accumulation do
+      k = k + 1
+      if k >= first then
+        local x = batch:narrow(1, ((micro - 1) * mesh.dp.size + mesh.dp.rank) * rows + 1, rows)
+        run.acc:accumulate(run.model, function()
+          local out = run.model{ input_ids = x, labels = x }
+          run.acc:backward(out.loss)
+          run.acc:clip_grad_norm(run.model:parameters(), o.max_norm)
+          run.opt:step()
+          run.opt:zero_grad()
+          if micro == o.accumulation then
+            local loss = out.loss:clone():view(1)
+            mesh.dp:all_reduce(loss, "mean")
+            losses[#losses + 1] = loss:item()
+          end
+        end)
+        if hooks and hooks[k] then hooks[k]() end
+      end
+    end
+  end
+  return losses
 end
 
 return pipeline_check

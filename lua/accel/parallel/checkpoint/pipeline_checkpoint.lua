@@ -17,6 +17,7 @@
 -- process (or a FULL_STATE_DICT one of a mesh: model.safetensors whole),
 -- whose optimizer's indices are taken as the whole model's parameters()
 -- order (the optimizer made on model:parameters(), as usual).
+local core = require("accel.core")
 local gathering = require("accel.gathering")
 local layout = require("accel.checkpointing.layout")
 local field_checks = require("accel.util.field_checks")
@@ -45,9 +46,32 @@ local function named_tensors(models)
   return out
 end
 
+-- Under FSDP on each stage the optimizer of a sharded model keeps its
+-- state, as checkpoints see it, in the layout it had before sharding
+-- (ModelLayout:optimizer_state_dict, a collective): its indices are the
+-- parameters it held then, named here through the sharded model's flat
+-- layout. Returns {names = index (from 0) -> whole name, group_sizes =
+-- {n, ...}} for the optimizer stepping a sharded model's shards, else nil.
+local function original_layout(c, opt)
+  for _, model in ipairs(c.models) do
+    if c.split:sharded(model) and c.split:shard_optimizer(model) == opt.optimizer then
+      local flats, names = c.split:flat_layout(model), {}
+      for _, flat in ipairs(flats.flats) do
+        for _, p in ipairs(flat.params) do
+          if p.optimizer_index >= 0 then names[p.optimizer_index] = model.pipeline.names.stage[p.name] end
+        end
+      end
+      return { names = names, group_sizes = flats.group_sizes }
+    end
+  end
+end
+
 -- Index (from 0) -> the whole name of the parameter of `opt` found by
 -- identity among `models`' tensors; nil for one that is none of theirs.
-local function index_names(opt, models)
+-- With `c`, a sharded model's optimizer's indices before sharding.
+local function index_names(opt, models, c)
+  local original = c and original_layout(c, opt)
+  if original then return original.names end
   local by_shape, names = {}, {}
   for _, entry in ipairs(named_tensors(models)) do
     local shape = table.concat(entry[2]:size(), "x")
@@ -62,10 +86,11 @@ local function index_names(opt, models)
   return names
 end
 
--- Optimizer `opt`'s state keyed by its parameters' whole names.
-local function named_optimizer_state(opt, models, j)
-  local names, out = index_names(opt, models), {}
-  for key, t in pairs(opt:state_dict()) do
+-- Optimizer `opt`'s state keyed by its parameters' whole names; `state`
+-- is the state full_states gathered (FSDP), or nil for the optimizer's own.
+local function named_optimizer_state(c, opt, j, state)
+  local names, out = index_names(opt, c.models, c), {}
+  for key, t in pairs(state or opt:state_dict()) do
     local index, slot = key:match("^state%.(%d+)%.(.+)$")
     if index then
       local name = names[tonumber(index)]
@@ -93,28 +118,33 @@ local function writes(c)
   return c.split.mesh.dp.rank == 0
 end
 
--- Gathered on every rank before any writes (a collective): each rank's
--- {rank, pp rank, writes, layers}.
+-- Gathered on every rank before any writes (collectives): each rank's
+-- {rank, pp rank, writes, layers}, and under FSDP on each stage the full
+-- state of the sharded stages (gathered over dp_shard) and of their
+-- optimizers (in the layout before sharding), which the writers write.
 function pipeline_checkpoint.full_states(c)
   local mine = { rank = c.state.process_index, pp = c.split.mesh.pp.rank, writes = writes(c), layers = {} }
   for i, model in ipairs(c.models) do mine.layers[i] = model:layer_names() end
-  return { models = {}, optimizers = {}, ranks = gathering.gather_object(c.state._world, mine) }
+  local full = { models = {}, optimizers = {}, ranks = gathering.gather_object(c.state._world, mine) }
+  return c.split:gather_sharded(c.models, c.optimizers, full)
 end
 
 -- This rank's files (a writer's): its stages' tensors and optimizer state
--- by whole names; returns what save.lua then does not write whole.
-function pipeline_checkpoint.rank_files(c, rank, tensors_file)
+-- by whole names; `full` is what full_states gathered. Returns what
+-- save.lua then does not write whole.
+function pipeline_checkpoint.rank_files(c, rank, tensors_file, full)
   local written = { models = {}, optimizers = {}, flats = {} }
   for i in ipairs(c.models) do written.models[i] = true end
   for j in ipairs(c.optimizers) do written.optimizers[j] = true end
   if not writes(c) then return written end
   for i, model in ipairs(c.models) do
-    local state = {}
-    for _, entry in ipairs(named_tensors({ model })) do state[entry[1]] = entry[2] end
+    local state, names = {}, model.pipeline.names.stage
+    for key, t in pairs(full.models[i] or model:state_dict()) do state[names[key]] = t end
     tensors_file(layout.names.model_slices(i, rank), layout.sorted_pairs(state))
   end
   for j, opt in ipairs(c.optimizers) do
-    tensors_file(layout.names.optimizer_slices(j, rank), layout.sorted_pairs(named_optimizer_state(opt, c.models, j)))
+    tensors_file(layout.names.optimizer_slices(j, rank),
+                 layout.sorted_pairs(named_optimizer_state(c, opt, j, full.optimizers[j])))
   end
   return written
 end
@@ -247,9 +277,19 @@ end
 
 -- Optimizer `opt`'s state dict from `named` (its state by whole names):
 -- its own groups' parameters, the saved hyperparameters, and the state of
--- each of its parameters found among `models` that the checkpoint holds.
-local function optimizer_state(opt, models, named, path)
-  local current, out, names = opt:state_dict(), {}, index_names(opt, models)
+-- each of its parameters found among the models that the checkpoint holds
+-- (a sharded model's optimizer's in its layout before sharding, each
+-- group's parameters then numbered in order).
+local function optimizer_state(c, opt, named, path)
+  local current, out, names = opt.optimizer:state_dict(), {}, index_names(opt, c.models, c)
+  local original = original_layout(c, opt)
+  if original then
+    local first = 0
+    for g, n in ipairs(original.group_sizes) do
+      current[string.format("param_groups.%d.params", g - 1)] = core.arange(first, first + n, { dtype = "int64" })
+      first = first + n
+    end
+  end
   local saved_groups, count = {}, 0
   for key in pairs(named) do
     local g = key:match("^param_groups%.(%d+)%.")
@@ -350,7 +390,7 @@ function pipeline_checkpoint.read(c, s, listed, folder, files)
   end
   for j, opt in ipairs(c.optimizers) do
     local name = saved and layout.names.optimizer_slices(j, saved.pipeline.stages[1].rank) or layout.names.optimizer(j)
-    s.optimizers[j] = optimizer_state(opt, c.models, sources.optimizer(j), folder .. "/" .. name)
+    s.optimizers[j] = optimizer_state(c, opt, sources.optimizer(j), folder .. "/" .. name)
   end
   local now = nil
   if c.split.mesh then

@@ -102,4 +102,17 @@ function SplitCheckpoint:full_model_state(model)
   end)
 end
 
+-- Into out.models and out.optimizers: the full state of each sharded
+-- model among `models` and of each optimizer among `optimizers` that
+-- gathers its shards' (collectives, on every rank in the same order).
+function SplitCheckpoint:gather_sharded(models, optimizers, out)
+  for i, model in ipairs(models) do
+    if self:sharded(model) then out.models[i] = self:full_model_state(model) end
+  end
+  for j, opt in ipairs(optimizers) do
+    if opt:_gathers_state() then out.optimizers[j] = opt:state_dict() end
+  end
+  return out
+end
+
 return SplitCheckpoint

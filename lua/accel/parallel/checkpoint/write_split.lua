@@ -55,21 +55,16 @@ function write_split.full_states(c)
   local out = { models = {}, optimizers = {} }
   if c.split.mesh then return full_mesh_states(c, out) end
   if c.split.per_rank then return out end
-  for i, model in ipairs(c.models) do
-    if c.split:sharded(model) then out.models[i] = c.split:full_model_state(model) end
-  end
-  for i, opt in ipairs(c.optimizers) do
-    if opt:_gathers_state() then out.optimizers[i] = opt:state_dict() end
-  end
-  return out
+  return c.split:gather_sharded(c.models, c.optimizers, out)
 end
 
--- Writes this rank's own slices (SHARDED_STATE_DICT) with
--- `tensors_file(name, pairs)`; returns what they hold, {models = {[i] =
--- true}, optimizers = {[j] = true}, flats = {[i] = flat layout}}, which
--- the main process then does not write whole.
-function write_split.rank_files(c, rank, tensors_file)
-  if pipeline_checkpoint.applies(c) then return pipeline_checkpoint.rank_files(c, rank, tensors_file) end
+-- Writes this rank's own slices (SHARDED_STATE_DICT; a pipeline's
+-- stages) with `tensors_file(name, pairs)`; `full` is what full_states
+-- gathered. Returns what they hold, {models = {[i] = true}, optimizers =
+-- {[j] = true}, flats = {[i] = flat layout}}, which the main process then
+-- does not write whole.
+function write_split.rank_files(c, rank, tensors_file, full)
+  if pipeline_checkpoint.applies(c) then return pipeline_checkpoint.rank_files(c, rank, tensors_file, full) end
   local written = { models = {}, optimizers = {}, flats = {} }
   for i, m in pairs(per_rank_models(c)) do
     tensors_file(layout.names.model_slices(i, rank), flat_shards.model_tensors(m.sharded, m.model))

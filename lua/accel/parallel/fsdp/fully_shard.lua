@@ -1,9 +1,10 @@
 -- Sharded data parallel (ZeRO stages 1 to 3, FSDP), applied by
 -- prepare_model when the Accelerator shards (parallel_dims.lua): the model
 -- is cut into flat shards over the world, or under a mesh over its
--- dp_shard x cp group (mesh_sharding.lua), and its optimizer is pointed at
--- the shards (shard_model.lua). The sharded model is also the model's
--- gradient synchronisation.
+-- dp_shard x cp group (mesh_sharding.lua; a pipeline's stages over the
+-- dp_shard group holding them, pipeline/pipeline_fsdp.lua), and its
+-- optimizer is pointed at the shards (shard_model.lua). The sharded model
+-- is also the model's gradient synchronisation.
 local args = require("accel.util.args")
 local data_parallel = require("accel.parallel.data_parallel")
 local sync_module_states = require("accel.parallel.fsdp.sync_module_states")

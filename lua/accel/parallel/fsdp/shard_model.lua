@@ -2,6 +2,10 @@
 -- (engine/parallel/sharded_model.h holds the mechanics). At stage 3 each
 -- unit's forward is wrapped: the unit is gathered before it and released
 -- after it (the root stays gathered through backward when autograd records).
+-- The units are the wrap policy's (wrap_policy.lua, the root first), or
+-- those a model cut into a pipeline's stages gives (its shard_units:
+-- pipeline/pipeline_fsdp.lua), among which `root` marks the one whose
+-- outputs are the model's, if any.
 local core = require("accel.core")
 local tensor_tree = require("accel.util.tensor_tree")
 local wrap_policy = require("accel.parallel.fsdp.wrap_policy")
@@ -60,8 +64,11 @@ end
 -- the optimizer steps those parameters themselves.
 return function(model, optimizer, settings, bucket_bytes, device, mesh_groups, excluded)
   local units
-  if settings.stage == 3 then
+  if settings.stage == 3 and model.shard_units then
+    units = model:shard_units(settings.policy)
+  elseif settings.stage == 3 then
     units = wrap_policy.units(model, settings.policy)
+    units[1].root = true
   else
     units = { { module = model, params = model:parameters() } }
   end
@@ -92,7 +99,7 @@ return function(model, optimizer, settings, bucket_bytes, device, mesh_groups, e
   -- memory goes back to the system rather than staying in the training peak.
   core.release_pooled_blocks()
   if settings.stage == 3 then
-    for i, unit in ipairs(units) do wrap_forward(sharded, unit.module, i, i == 1, precision) end
+    for i, unit in ipairs(units) do wrap_forward(sharded, unit.module, i, unit.root == true, precision) end
   end
   return sharded, names
 end

@@ -3,7 +3,11 @@
 -- {{module = m, params = {...}}, ...}: the root first, holding every
 -- parameter no wrapped module holds, then the wrapped modules in definition
 -- order. A parameter belongs to its innermost wrapped module; one shared by
--- two modules belongs to the first that holds it.
+-- two modules belongs to the first that holds it. units(model, policy,
+-- alone): each parameter in the set `alone` is a unit by itself, whose
+-- module is the one holding it (a pipeline's tied weight, whose gradient
+-- slices must cover the same elements on both of its stages:
+-- pipeline/pipeline_fsdp.lua).
 --   policy.kind = "TRANSFORMER_BASED_WRAP": modules whose class name is in
 --     policy.classes (a set);
 --   "SIZE_BASED_WRAP": every module whose parameters not already wrapped
@@ -57,7 +61,7 @@ local function wrapped_set(model, policy)
   return wrapped
 end
 
-function wrap_policy.units(model, policy)
+function wrap_policy.units(model, policy, alone)
   assert(Module.is_module(model), "wrap_policy.units needs a module")
   local wrapped = wrapped_set(model, policy)
   local units = { { module = model, params = {} } }
@@ -70,7 +74,11 @@ function wrap_policy.units(model, policy)
     for _, p in ipairs(own_parameters(m)) do
       if not seen[p] then
         seen[p] = true
-        unit.params[#unit.params + 1] = p
+        if alone and alone[p] then
+          units[#units + 1] = { module = m, params = { p } }
+        else
+          unit.params[#unit.params + 1] = p
+        end
       end
     end
     for _, child in ipairs(m:children()) do visit(child, unit) end

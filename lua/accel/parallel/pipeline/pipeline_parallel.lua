@@ -6,10 +6,14 @@
 -- broadcast and its gradients averaged over the mesh's dp group, the
 -- ranks of the same stages -- through the reducer kept for after the
 -- schedule (pipeline_sync.lua), a tied weight's gradient then summed
--- over its stages' ranks (pipelined_model.lua). Also here: the sizes and
--- options a pipeline cannot be combined with yet, refused when the
--- Accelerator is made, clipping over the global norm across the stages,
--- and the refusal of what is not built under a pipeline (join_uneven_inputs).
+-- over its stages' ranks (pipelined_model.lua). With dp_shard_size > 1
+-- FSDP shards the stages instead (fsdp/fully_shard.lua, which prepare
+-- applies next, over the stages' units: pipeline_fsdp.lua), over each
+-- stage's dp_shard group, its replicas over dp_replicate (HSDP). Also
+-- here: the sizes and options a pipeline cannot be combined with yet,
+-- refused when the Accelerator is made, clipping over the global norm
+-- across the stages, and the refusal of what is not built under a
+-- pipeline (join_uneven_inputs).
 local core = require("accel.core")
 local clip_to_norm = require("accel.parallel.clip_to_norm")
 local args = require("accel.util.args")
@@ -19,6 +23,7 @@ local sequential_stages = require("accel.parallel.pipeline.sequential_stages")
 local PipelinedModel = require("accel.parallel.pipeline.pipelined_model")
 local PipelineSync = require("accel.parallel.pipeline.pipeline_sync")
 local data_parallel = require("accel.parallel.data_parallel")
+local pipeline_fsdp = require("accel.parallel.pipeline.pipeline_fsdp")
 
 local pipeline_parallel = {}
 
@@ -29,11 +34,15 @@ function pipeline_parallel.check(config, sharding)
     args.error(string.format("accel.Accelerator: pp_size = %d with %s is not implemented yet (%s; "
                              .. "docs/api/parallelism.md): %s", config.pp_size, what, tostring(config), why))
   end
-  local combines = "a pipeline combines with dp_replicate_size only"
-  for _, key in ipairs({ "tp_size", "cp_size", "dp_shard_size", "ep_size" }) do
+  local combines = "a pipeline combines with dp_replicate_size and dp_shard_size (FSDP) only"
+  for _, key in ipairs({ "tp_size", "cp_size", "ep_size" }) do
     if config[key] > 1 then refuse(string.format("%s = %d", key, config[key]), combines) end
   end
-  if sharding then refuse(sharding.name == "FSDP" and "an fsdp_plugin (FSDP)" or "zero_stage (DeepSpeed)", combines) end
+  if sharding and sharding.name ~= "FSDP" then refuse("zero_stage (DeepSpeed)", combines) end
+  if sharding and config.dp_shard_size == 1 then
+    refuse("an fsdp_plugin and dp_shard_size = 1", "a pipeline's stages are sharded over dp_shard: give "
+           .. "dp_shard_size > 1 for FSDP on each stage")
+  end
   local s = schedules.build(config.pp_schedule, { pp = config.pp_size, microbatches = config.pp_microbatches,
                                                   virtual_stages = config.pp_virtual_stages })
   if s.split_backward then
@@ -69,33 +78,44 @@ function pipeline_parallel.apply(layout, dims)
                                                          virtual_stages = config.pp_virtual_stages })
   layout.model = PipelinedModel(pieces_of(layout.model), schedule, dims.mesh.pp, layout.model)
   layout.pipelined = true
+  local model = layout.model
+  if dims.sharding then
+    -- fully_shard applies next; its sharded model reduces every backward,
+    -- each micro-batch's, and is the gradient synchronisation.
+    layout.after_sync = function() model:sum_tied_gradients(pipeline_fsdp.tied_parts(layout)) end
+    return
+  end
   data_parallel.apply(layout, dims)
   layout.sync = PipelineSync.new(layout.sync)
-  local model = layout.model
   layout.after_sync = function() model:sum_tied_gradients() end
 end
 
 -- torch.nn.utils.clip_grad_norm_ over the global norm of the prepared
 -- pipelined models (`layouts`), whatever parameters the recipe lists: each
 -- rank's stages' squares summed over the pp group (the dp ranks of a stage
--- hold the same gradients once synchronised; a tied weight counted once).
--- Returns the norm, a 0-dim tensor, on every rank.
+-- hold the same gradients once synchronised; a tied weight counted once;
+-- under FSDP each stage's slices' squares summed over its shard group
+-- first: pipeline_fsdp.lua). Returns the norm, a 0-dim tensor, on every rank.
 function pipeline_parallel.clip_grad_norm(layouts, max_norm, norm_type, pp)
   if norm_type ~= nil and norm_type ~= 2 then
     args.error("Accelerator:clip_grad_norm: through a pipeline only the L2 norm (norm_type 2) is supported yet")
   end
   local sq = core.zeros(1)
+  local holders = {}
   for _, layout in ipairs(layouts) do
-    for _, p in ipairs(layout.model:parameters()) do
-      local g = p.grad
-      if g and layout.model:counts_in_norm(p) then sq = sq + g:detach():float():pow(2):sum():view(1) end
+    if layout:reduces_every_backward() then
+      sq = sq + pipeline_fsdp.squares(layout)
+    else
+      for _, p in ipairs(layout.model:parameters()) do
+        local g = p.grad
+        if g and layout.model:counts_in_norm(p) then sq = sq + g:detach():float():pow(2):sum():view(1) end
+      end
     end
+    for _, t in ipairs(layout:gradient_holders()) do holders[#holders + 1] = t end
   end
   sq = sq:contiguous()
   pp:all_reduce(sq, "sum")
-  local models = {}
-  for _, layout in ipairs(layouts) do models[#models + 1] = layout.model end
-  return clip_to_norm(models, max_norm, sq:sqrt():squeeze())
+  return clip_to_norm(holders, max_norm, sq:sqrt():squeeze())
 end
 
 -- Why each Accelerator method refused under a pipeline is not built there.

@@ -29,7 +29,11 @@
 --   model). Once a step's gradients are synchronised, sum_tied_gradients
 --   sums its gradient over the pp group (the ranks without it add zeros),
 --   so both copies take one process's gradient and step alike; the global
---   norm counts it on the first of its ranks only (counts_in_norm).
+--   norm counts it on the first of its ranks only (counts_in_norm). Under
+--   FSDP on each stage its gradient is in slices, summed alike
+--   (pipeline_fsdp.lua).
+-- - Under FSDP (dp_shard_size > 1) shard_model.lua cuts the stages into
+--   units by shard_units (pipeline_fsdp.lua): none spans two stages.
 -- - Checkpoints speak the whole model's names (parallel/checkpoint/
 --   pipeline_checkpoint.lua): at init each of this rank's tensors is found
 --   by identity among the whole model's state dict and its name kept
@@ -42,6 +46,7 @@ local Module = require("accel.nn.module")
 local stage_runtime = require("accel.parallel.pipeline.stage_runtime")
 local stage_cut = require("accel.parallel.pipeline.stage_cut")
 local pipelined_loss = require("accel.parallel.pipeline.pipelined_loss")
+local pipeline_fsdp = require("accel.parallel.pipeline.pipeline_fsdp")
 
 local PipelinedModel = Module:extend("PipelinedModel")
 
@@ -114,18 +119,28 @@ function PipelinedModel:init(pieces, schedule, pp, whole)
 end
 
 -- Sums each tied weight's gradient over the pp group (call on every pp
--- rank, once per synchronised step).
-function PipelinedModel:sum_tied_gradients()
+-- rank, once per synchronised step). Without `part_of` the gradient is the
+-- weight's own; part_of(i) (FSDP: pipeline_fsdp.tied_parts) gives the
+-- tensor whose .grad holds tied weight i's part on this rank, or nil and
+-- zeros of that part's size where it is not here.
+function PipelinedModel:sum_tied_gradients(part_of)
   local p = self.pipeline
-  for _, tied in ipairs(p.tied) do
+  for i, tied in ipairs(p.tied) do
     local w = tied.parameter
-    local g = tied.here and w.grad
-    local sum = g and g:detach():clone() or core.zeros(w:size(), { dtype = w.dtype, device = w.device })
+    local holder, zeros = tied.here and w or nil, nil
+    if part_of then holder, zeros = part_of(i) end
+    local g = holder and holder.grad
+    local sum = g and g:detach():clone() or zeros or core.zeros(w:size(), { dtype = w.dtype, device = w.device })
     p.pp:all_reduce(sum, "sum")
-    if tied.here then
-      if g then core.no_grad(function() g:copy_(sum) end) else w.grad = sum end
+    if holder then
+      if g then core.no_grad(function() g:copy_(sum) end) else holder.grad = sum end
     end
   end
+end
+
+-- FSDP's units of this rank's stages (shard_model.lua), none spanning two.
+function PipelinedModel:shard_units(policy)
+  return pipeline_fsdp.units(self, policy)
 end
 
 -- Whether the global norm counts parameter `w` on this rank (a tied
