@@ -1,5 +1,5 @@
 # The example recipes train to their promised accuracy on 2 ranks (parallel_lm, a mesh of 4; pipeline_lm, PP 2,
-# and PP 2 x FSDP 2 on 4).
+# and PP 2 x FSDP 2 on 4; moe_lm, EP 2).
 source "$(dirname "$0")/lib.sh"
 
 accuracy_at_least() {  # accuracy_at_least PATTERN MINIMUM: the number after PATTERN in stdout
@@ -59,5 +59,22 @@ expect "pipeline_lm under PP 2 x FSDP 2 saves each stage once and the full model
   [ -f "$work/pipeline_fsdp/checkpoint/model_rank_2.safetensors" \
     -a ! -f "$work/pipeline_fsdp/checkpoint/model_rank_1.safetensors" \
     -a -f "$work/pipeline_fsdp/model/model.safetensors" ]
+
+# A Mixtral-architecture model with its experts split over 2 ranks (EP 2,
+# the other weights FSDP over dp_shard 2): the loss falls, and save_model
+# writes every expert of every layer, as one process does.
+run_accel "$source_root/recipes/moe_lm.lua" --nproc 2 --threads 1 -- steps=40 every=10 out="$work/moe_lm"
+expect "moe_lm on 2 ranks exits 0" [ "$status" -eq 0 ]
+expect "moe_lm splits the experts over ep 2" contains "$out" "mesh dp_shard 2, ep 2: each rank holds 2 of the 4 experts"
+losses=$(awk '/^step / { print $4 }' <<<"$out")
+expect "moe_lm's loss falls" awk -v first="$(head -n 1 <<<"$losses")" -v last="$(tail -n 1 <<<"$losses")" \
+  'BEGIN { exit !(first > 0 && last < first - 0.5) }'
+expect "moe_lm's full model holds all 4 experts of each layer" \
+  /usr/bin/python3 -c 'import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    names = json.loads(f.read(n))
+sys.exit(not all("model.layers.%d.block_sparse_moe.experts.%d.w2.weight" % (l, e) in names
+                 for l in range(2) for e in range(4)))' "$work/moe_lm/model/model.safetensors"
 
 finish

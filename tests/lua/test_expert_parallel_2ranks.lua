@@ -4,9 +4,9 @@
 -- model's names, and trains on its half of the batch, tokens exchanged with
 -- ProcessGroup:all_to_all. The first step's loss and gradients and 10 AdamW
 -- steps' losses and weights equal one process's on the whole batch within
--- 1e-5 (float32); the all-to-all's rows and counts (a run of none among
--- them), and its gradient, as the ranks expect; misuse refused naming the
--- sizes.
+-- 1e-5 (float32), also when one rank's experts get no row; the
+-- all-to-all's rows and counts (a run of none among them), and its
+-- gradient, as the ranks expect; misuse refused naming the sizes.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local core = require("accel.core")
 
@@ -108,4 +108,37 @@ for step = 1, 10 do
   ref_opt:step(); ref_opt:zero_grad()
 end
 compare("after 10 steps,")
+
+-- A rank whose experts get no row: the first layer routes every token to
+-- experts 3 and 4 (rank 1's), so rank 0's run none, yet it takes part in
+-- both exchanges' backward (its rows' gradients come back from rank 1).
+do
+  local split, whole = accel.parallel.expert_parallel(tiny(), mesh), tiny()
+  for _, m in ipairs({ split, whole }) do
+    local block = m.model.layers[1].block_sparse_moe
+    local route = block.route
+    rawset(block, "route", function(self, h)
+      local x, top, chosen = route(self, h)
+      return x, top, chosen:clone():copy_(accel.tensor({ 3, 4 }):long():expand(chosen:size(1), 2))
+    end)
+  end
+  local x = ids(11)
+  local mine = x:narrow(1, 2 * ep.rank + 1, 2)
+  local loss = split{ input_ids = mine, labels = mine }.loss
+  loss:backward()
+  local whole_loss = whole{ input_ids = x, labels = x }.loss
+  whole_loss:backward()
+  local mean = loss:detach():clone()
+  ep:all_reduce(mean)
+  check.near(mean:item() / ep.size, whole_loss:item(), 1e-5, "the loss with every token routed to rank 1's experts")
+  local theirs = {}
+  for name, p in whole:named_parameters() do theirs[name] = p end
+  for name, p in split:named_parameters() do
+    if p.grad then
+      if is_expert(name) then p.grad:div_(ep.size) else ep:all_reduce(p.grad); p.grad:div_(ep.size) end
+      local expected = theirs[name].grad
+      check.near(p.grad, expected or core.zeros_like(p), 1e-5, "with rank 0's experts idle, the gradient of " .. name)
+    end
+  end
+end
 check.done("expert parallel")

@@ -141,8 +141,6 @@ check.raises(function() accel.Accelerator{ parallelism_config = pp2(), zero_stag
 check.raises(function() accel.Accelerator{ parallelism_config = pp2{ pp_schedule = "InterleavedZeroBubble" } } end,
              "zero bubble", "pp_schedule = \"InterleavedZeroBubble\" is not implemented yet", "W actions",
              "are not run yet")
-check.raises(function() accel.Accelerator{ parallelism_config = accel.ParallelismConfig{ dp_shard_size = 2, ep_size = 2 } } end,
-             "ep", "experts split over ep is not implemented yet")
 local fresh = accel.Accelerator{ parallelism_config = pp2() }
 check.raises(function() fresh:prepare(pipeline_check.tiny{ model_type = "qwen2", tie_word_embeddings = false,
                                                            sliding_window = 4, use_sliding_window = true,

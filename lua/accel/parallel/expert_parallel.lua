@@ -51,7 +51,10 @@ local function expert_parallel_forward(self, h)
     end
   end
   local local_expert = #pieces > 0 and core.cat(pieces) or core.zeros({ 0 }, { dtype = "int64" })
-  local outputs = core.zeros_like(received)
+  -- Zeros that stay on the autograd graph (received times 0), not
+  -- zeros_like: a rank whose experts got no row must still run both
+  -- exchanges' backward, which its peers wait for.
+  local outputs = received * 0
   for j, expert in ipairs(self.experts) do
     local rows = local_expert:eq(j):nonzero()
     if rows:size(1) > 0 then
