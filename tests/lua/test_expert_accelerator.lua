@@ -100,8 +100,9 @@ local acc, model, opt
 for _, run in ipairs(runs) do acc, model, opt = train(run) end
 
 -- save_model writes the whole model's weights; load_model gives each rank its experts back.
-local dir = os.getenv("TMPDIR") or "/tmp"
-dir = dir .. "/accel_expert_accelerator_" .. world
+-- One folder for all ranks, of this run alone (the TCP and MPI runs of this test may run beside it).
+local dir = acc:gather_object(string.format("%s/expert_accelerator_%d_%d", os.getenv("ACCEL_TEST_TMPDIR") or "/tmp",
+                                            os.time(), math.random(1e9)))[1]
 acc:save_model(model, dir)
 local written = core.formats.load_weights(dir)
 compare_weights(written, "save_model's file")
