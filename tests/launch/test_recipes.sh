@@ -8,6 +8,13 @@ accuracy_at_least() {  # accuracy_at_least PATTERN MINIMUM: the number after PAT
   [ -n "$value" ] && awk -v v="$value" -v m="$2" 'BEGIN { exit !(v >= m) }'
 }
 
+loss_falls() {  # loss_falls: the last "step N  loss L" line of stdout below the first by more than 0.5
+  local losses
+  losses=$(awk '/^step / { print $4 }' <<<"$out")
+  awk -v first="$(head -n 1 <<<"$losses")" -v last="$(tail -n 1 <<<"$losses")" \
+    'BEGIN { exit !(first > 0 && last < first - 0.5) }'
+}
+
 run_accel "$source_root/recipes/quickstart.lua" --nproc 2
 expect "quickstart on 2 ranks exits 0" [ "$status" -eq 0 ]
 expect "quickstart on 2 ranks reaches 95% accuracy" accuracy_at_least "accuracy" 0.95
@@ -28,9 +35,7 @@ expect "cnn on 2 ranks reaches 95% test accuracy" accuracy_at_least "test accura
 run_accel "$source_root/recipes/parallel_lm.lua" --nproc 4 --threads 1 -- steps=30 every=10 out="$work/parallel_lm"
 expect "parallel_lm on 4 ranks exits 0" [ "$status" -eq 0 ]
 expect "parallel_lm runs on the mesh tp 2 x dp_shard 2" contains "$out" "dp_shard 2 x tp 2"
-losses=$(awk '/^step / { print $4 }' <<<"$out")
-expect "parallel_lm's loss falls" awk -v first="$(head -n 1 <<<"$losses")" -v last="$(tail -n 1 <<<"$losses")" \
-  'BEGIN { exit !(first > 0 && last < first - 0.5) }'
+expect "parallel_lm's loss falls" loss_falls
 expect "parallel_lm saves a checkpoint and the full model" \
   [ -f "$work/parallel_lm/checkpoint/manifest.json" -a -f "$work/parallel_lm/model/model.safetensors" ]
 
@@ -39,9 +44,7 @@ expect "parallel_lm saves a checkpoint and the full model" \
 run_accel "$source_root/recipes/pipeline_lm.lua" --nproc 2 --threads 1 -- steps=40 every=10 out="$work/pipeline_lm"
 expect "pipeline_lm on 2 ranks exits 0" [ "$status" -eq 0 ]
 expect "pipeline_lm runs on the mesh pp 2" contains "$out" "mesh pp 2 x dp 1, 1F1B over 4 micro-batches"
-losses=$(awk '/^step / { print $4 }' <<<"$out")
-expect "pipeline_lm's loss falls" awk -v first="$(head -n 1 <<<"$losses")" -v last="$(tail -n 1 <<<"$losses")" \
-  'BEGIN { exit !(first > 0 && last < first - 0.5) }'
+expect "pipeline_lm's loss falls" loss_falls
 expect "pipeline_lm evaluates through the pipeline" grep -q "^evaluation loss [0-9.]" "$work/out"
 expect "pipeline_lm saves each pp rank's stages and the full model" \
   [ -f "$work/pipeline_lm/checkpoint/model_rank_1.safetensors" -a -f "$work/pipeline_lm/model/model.safetensors" ]
@@ -51,10 +54,7 @@ expect "pipeline_lm saves each pp rank's stages and the full model" \
 run_accel "$source_root/recipes/pipeline_lm.lua" --nproc 4 --threads 1 -- steps=40 every=10 out="$work/pipeline_fsdp"
 expect "pipeline_lm on 4 ranks exits 0" [ "$status" -eq 0 ]
 expect "pipeline_lm on 4 ranks runs PP 2 x FSDP 2" contains "$out" "mesh pp 2 x dp 2 (FSDP over dp_shard 2), 1F1B"
-losses=$(awk '/^step / { print $4 }' <<<"$out")
-expect "pipeline_lm's loss falls under PP 2 x FSDP 2" \
-  awk -v first="$(head -n 1 <<<"$losses")" -v last="$(tail -n 1 <<<"$losses")" \
-  'BEGIN { exit !(first > 0 && last < first - 0.5) }'
+expect "pipeline_lm's loss falls under PP 2 x FSDP 2" loss_falls
 expect "pipeline_lm under PP 2 x FSDP 2 saves each stage once and the full model" \
   [ -f "$work/pipeline_fsdp/checkpoint/model_rank_2.safetensors" \
     -a ! -f "$work/pipeline_fsdp/checkpoint/model_rank_1.safetensors" \
@@ -66,9 +66,7 @@ expect "pipeline_lm under PP 2 x FSDP 2 saves each stage once and the full model
 run_accel "$source_root/recipes/moe_lm.lua" --nproc 2 --threads 1 -- steps=40 every=10 out="$work/moe_lm"
 expect "moe_lm on 2 ranks exits 0" [ "$status" -eq 0 ]
 expect "moe_lm splits the experts over ep 2" contains "$out" "mesh dp_shard 2, ep 2: each rank holds 2 of the 4 experts"
-losses=$(awk '/^step / { print $4 }' <<<"$out")
-expect "moe_lm's loss falls" awk -v first="$(head -n 1 <<<"$losses")" -v last="$(tail -n 1 <<<"$losses")" \
-  'BEGIN { exit !(first > 0 && last < first - 0.5) }'
+expect "moe_lm's loss falls" loss_falls
 expect "moe_lm's full model holds all 4 experts of each layer" \
   /usr/bin/python3 -c 'import json, struct, sys
 with open(sys.argv[1], "rb") as f:
