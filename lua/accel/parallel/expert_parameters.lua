@@ -49,11 +49,14 @@ function expert_parameters.gather(model, state)
     local prefix, block = pair[1], pair[2]
     local ep = block.ep
     local per_rank = #block.experts
-    -- Every rank's experts have the shapes and dtypes of this rank's: the
-    -- same architecture, split evenly.
-    -- In the same order on every rank: the module's, not a hash table's.
+    -- Every rank's experts have the shapes and dtypes of this rank's in
+    -- `state` (whole there, also where tp split them): the same
+    -- architecture, split evenly. In the same order on every rank: the
+    -- module's, not a hash table's.
     local shapes = {}
-    for name, p in block.experts[1]:named_parameters() do shapes[#shapes + 1] = { name, p } end
+    for name in block.experts[1]:named_parameters() do
+      shapes[#shapes + 1] = { name, state[string.format("%s.experts.%d.%s", prefix, ep.rank * per_rank, name)] }
+    end
     for owner = 0, ep.size - 1 do
       for j = 0, per_rank - 1 do
         local index = owner * per_rank + j  -- named from 0, as the unsplit model's

@@ -25,6 +25,7 @@ local core = require("accel.core")
 local args = require("accel.util.args")
 local expert_parameters = require("accel.parallel.expert_parameters")
 local clip_to_norm = require("accel.parallel.clip_to_norm")
+local tp_parameters = require("accel.parallel.tp_parameters")
 
 local dist = core.dist
 
@@ -123,42 +124,47 @@ end
 -- models (`layouts`) under ep: the other parameters' squares as without
 -- experts (a sharded model's over its slices, by its own norm, which
 -- scales nothing at an infinite max_norm; or the replicated gradients'),
--- the experts' summed over ep (the replicas hold the same ones). Returns
--- the norm, a 0-dim tensor, on every rank.
-function expert_sync.clip_grad_norm(layouts, max_norm, norm_type)
+-- the experts' summed over ep (the replicas hold the same ones); under tp
+-- (`tp`, or nil) the squares of what is split over it summed over tp
+-- first (tp_parameters.lua). Returns the norm, a 0-dim tensor, on every rank.
+function expert_sync.clip_grad_norm(layouts, max_norm, norm_type, tp)
   if norm_type ~= nil and norm_type ~= 2 then
     args.error("Accelerator:clip_grad_norm: under ep_size > 1 only the L2 norm (norm_type 2) is supported yet")
   end
-  local function squares(list)
-    local sq = core.zeros(1, { dtype = "float64" })
-    for _, p in ipairs(list) do
-      if p.grad then sq = sq + p.grad:detach():double():pow(2):sum():view(1) end
-    end
-    return sq
-  end
-  local holders, experts, dense, ep = {}, {}, core.zeros(1, { dtype = "float64" }), nil
-  local function hold(list)
-    for _, p in ipairs(list) do holders[#holders + 1] = p end
-  end
+  local function zero() return core.zeros(1, { dtype = "float64" }) end
+  -- [expert or not][split over tp or not]: summed squares.
+  local sq = { [true] = { [true] = zero(), [false] = zero() }, [false] = { [true] = zero(), [false] = zero() } }
+  local holders, ep = {}, nil
   for _, layout in ipairs(layouts) do
     local sync = layout.expert_sync
+    local experts = {}
     if sync then
       ep = sync.ep
-      for _, p in ipairs(sync.params) do experts[#experts + 1] = p end
+      for _, p in ipairs(sync.params) do experts[p] = true end
     end
     if layout.sharded then
-      dense = dense + layout.sharded:clip_grad_norm(math.huge, 2):double():pow(2):view(1)
-      hold(layout.sharded:shards())
-    else
-      local list = expert_parameters.without(layout.model, layout.model:parameters())
-      dense = dense + squares(list)
-      hold(list)
+      sq[false][false] = sq[false][false] + layout.sharded:clip_grad_norm(math.huge, 2):double():pow(2):view(1)
+      for _, shard in ipairs(layout.sharded:shards()) do holders[#holders + 1] = shard end
+    end
+    for _, entry in ipairs(tp_parameters.list(layout.model)) do
+      local p, expert = entry[2], experts[entry[2]] == true
+      if p.grad and (expert or not layout.sharded) then
+        local part = sq[expert][entry[3] ~= nil]
+        sq[expert][entry[3] ~= nil] = part + p.grad:detach():double():pow(2):sum():view(1)
+        holders[#holders + 1] = p
+      end
     end
   end
-  local expert_sq = squares(experts):contiguous()
-  ep:all_reduce(expert_sq)
-  hold(experts)
-  return clip_to_norm(holders, max_norm, (dense + expert_sq):sqrt():squeeze():float())
+  if tp then
+    for _, expert in ipairs({ true, false }) do
+      sq[expert][true] = sq[expert][true]:contiguous()
+      tp:all_reduce(sq[expert][true])
+    end
+  end
+  local experts = (sq[true][true] + sq[true][false]):contiguous()
+  ep:all_reduce(experts)
+  local total = experts + sq[false][true] + sq[false][false]
+  return clip_to_norm(holders, max_norm, total:sqrt():squeeze():float())
 end
 
 return expert_sync

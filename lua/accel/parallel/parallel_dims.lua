@@ -63,11 +63,6 @@ function ParallelDims.new(options)
       require("accel.parallel.pipeline.pipeline_parallel").check(config, sharding)
     end
     dims.mesh = DeviceMesh.new(config)  -- the engine checks the sizes against the world
-    if config.ep_size > 1 and config.tp_size > 1 then
-      args.error(string.format("accel.Accelerator: ep_size = %d with tp_size = %d is not implemented yet (%s; "
-                               .. "docs/api/parallelism.md): experts split over ep combine with dp_shard, cp and "
-                               .. "dp_replicate", config.ep_size, config.tp_size, tostring(config)))
-    end
     if sharding and sharding.name ~= "FSDP" then
       args.error(string.format("accel.Accelerator: zero_stage (DeepSpeed) together with a parallelism_config is not "
                                .. "implemented yet (%s; docs/api/parallelism.md)", tostring(config)))
@@ -177,7 +172,7 @@ end
 -- summed over the tp group (tp_parameters.lua).
 function ParallelDims:clip_grad_norm(layouts, params, max_norm, norm_type)
   if self:ep() then
-    return require("accel.parallel.expert_sync").clip_grad_norm(layouts, max_norm, norm_type)
+    return require("accel.parallel.expert_sync").clip_grad_norm(layouts, max_norm, norm_type, self:tp())
   end
   -- A pipeline's norm spans its stages, FSDP's slices of each among them.
   local pp = self:pp()
