@@ -4,6 +4,7 @@
 #include "bindings/end_of_run.h"
 #include "bindings/lua_random.h"
 #include "bindings/op_tables.h"
+#include "bindings/split_backward_ops.h"
 #include "bindings/tensor_fields.h"
 #include "bindings/tensor_handle.h"
 
@@ -86,6 +87,7 @@ int open_accel_core(lua_State* L, const CommunicatorOptions& options) {
   lua_setfield(L, core, "amp");
   lua_newtable(L);
   open_autograd(L, -1);
+  register_bindings(L, -1, "accel.autograd.", split_backward_bindings());
   lua_setfield(L, core, "autograd");
   open_distributed(L, options);
   lua_setfield(L, core, "dist");

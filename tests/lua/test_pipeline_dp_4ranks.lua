@@ -3,8 +3,9 @@
 -- dp_replicate_size = 2}): ranks {0, 1} hold stage 1 and {2, 3} stage 2,
 -- each step's batch is cut over the dp pair, the gradients are averaged
 -- over the pair holding a stage once the schedule has run, and clipping
--- takes the norm across the stages. For 1F1B and Interleaved1F1B (2 stages
--- per rank), with and without accumulating over 2 micro-steps, 10 AdamW
+-- takes the norm across the stages. For 1F1B, Interleaved1F1B and
+-- InterleavedZeroBubble (2 stages per rank), with and without accumulating
+-- over 2 micro-steps, 10 AdamW
 -- steps with clipping (which acts) of a small Llama give one process's
 -- losses, gradient norms and weights within 1e-5 (float32); the dp pair of
 -- a stage ends with equal weights; tied embeddings alike.
@@ -15,6 +16,7 @@ local ref = pipeline_check.reference(check)
 local acc, model
 for _, run in ipairs({ { schedule = "1F1B", dp = 2 }, { schedule = "1F1B", dp = 2, accumulation = 2 },
                        { schedule = "GPipe", dp = 2 },
+                       { schedule = "InterleavedZeroBubble", virtual_stages = 2, dp = 2, accumulation = 2 },
                        { schedule = "Interleaved1F1B", virtual_stages = 2, dp = 2, accumulation = 2 } }) do
   acc, model = pipeline_check.train(check, ref, run)
 end

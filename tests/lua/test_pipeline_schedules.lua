@@ -94,6 +94,14 @@ check.raises(broken("GPipe", { pp = 2, microbatches = 1 }, function(ranks)
 end), "cycle", "deadlocks: rank 0 action 1 (RECV_B stage 1 micro-batch 1) waits for SEND_B stage 2 micro-batch 1 on rank 1",
    "rank 1 action 1 (RECV_F stage 2 micro-batch 1) waits for SEND_F stage 1 micro-batch 1 on rank 0",
    "(a cycle between ranks)")
+-- Sends out of the order their receiver takes them (the transfers between
+-- two ranks pair in order): rank 0's GPipe send of micro-batch 1 after micro-batch 2's.
+check.raises(broken("GPipe", { pp = 2, microbatches = 2 }, function(ranks)
+  local list = ranks[1]
+  local first = table.remove(list, find(list, "SEND_F", 1, 1))
+  table.insert(list, find(list, "SEND_F", 1, 2) + 1, first)
+end), "sends out of order", "(SEND_F stage 1 micro-batch 2) is rank 0's send 1 to rank 1, which that rank receives as "
+   .. "RECV_F stage 2 micro-batch 1: sends to a rank must come in the order it receives them")
 -- A missing W in a split schedule; an action on the wrong rank; a duplicate.
 check.raises(broken("InterleavedZeroBubble", { pp = 2, microbatches = 2 }, function(ranks)
   table.remove(ranks[1], find(ranks[1], "W", 1, 2))

@@ -45,9 +45,12 @@ function pipeline_parallel.check(config, sharding)
   end
   local s = schedules.build(config.pp_schedule, { pp = config.pp_size, microbatches = config.pp_microbatches,
                                                   virtual_stages = config.pp_virtual_stages })
-  if s.split_backward then
-    refuse(string.format("pp_schedule = %q", config.pp_schedule), "its W actions (the weight gradient apart from "
-           .. "the input gradient) are not run yet; GPipe, 1F1B and Interleaved1F1B are")
+  if s.split_backward and config.dp_shard_size > 1 then
+    -- FSDP reduce-scatters a unit's gradients as its backward ends, which
+    -- W actions move after it.
+    refuse(string.format("pp_schedule = %q and dp_shard_size = %d", config.pp_schedule, config.dp_shard_size),
+           "its W actions run the weight gradients after FSDP's reduction of each backward; GPipe, 1F1B and "
+           .. "Interleaved1F1B combine with FSDP")
   end
   return s
 end

@@ -1,7 +1,8 @@
 -- The check every pipeline schedule passes before it runs (schedules.lua
 -- describes the actions): each action names a stage of its own rank, each
 -- (stage, micro-batch) has its F and B once (and its W once when the
--- schedule splits the weight gradient), each send has its receive, each
+-- schedule splits the weight gradient), each send has its receive (the
+-- sends to a rank in the order that rank receives them), each
 -- action's dependencies come before it on its rank, and a simulation of
 -- all ranks in time shows that none waits forever. A refusal names the
 -- rank, the action's place in that rank's list, its kind, stage and
@@ -122,6 +123,38 @@ local function check_order(s, positions)
   end
 end
 
+-- The transfers between two ranks pair in order (the nth send with the
+-- nth receive, engine/comm/tensor_exchange.h): each rank's sends to a peer
+-- must come in the order that peer receives them.
+local function check_pairing(s)
+  local received = {}  -- received[from][to] = {receive key, ...} in the receiver's order
+  for i, list in ipairs(s.ranks) do
+    for _, a in ipairs(list) do
+      local from = (a.kind == "RECV_F" and s.placement[a.stage - 1]) or (a.kind == "RECV_B" and s.placement[a.stage + 1])
+      if from then
+        received[from] = received[from] or {}
+        received[from][i - 1] = received[from][i - 1] or {}
+        table.insert(received[from][i - 1], key(a.kind, a.stage, a.microbatch))
+      end
+    end
+  end
+  for i, list in ipairs(s.ranks) do
+    local r, count = i - 1, {}
+    for index, a in ipairs(list) do
+      local want, to = partner(a, s)
+      if want then
+        count[to] = (count[to] or 0) + 1
+        local expected = received[r] and received[r][to] and received[r][to][count[to]]
+        if expected ~= want then
+          refuse(string.format("%s is rank %d's send %d to rank %d, which that rank receives as %s: sends to a "
+                               .. "rank must come in the order it receives them", describe(r, index, a), r, count[to],
+                               to, tostring(expected)))
+        end
+      end
+    end
+  end
+end
+
 local COST = { F = 1, B = 2, W = 1, SEND_F = 0, RECV_F = 0, SEND_B = 0, RECV_B = 0 }
 
 -- Runs every rank in order; returns the timing, or refuses naming the
@@ -188,6 +221,7 @@ function schedule_check.validate(s)
   local positions = index_actions(s)
   check_complete(s, positions)
   check_order(s, positions)
+  check_pairing(s)
   return simulate(s)
 end
 

@@ -154,22 +154,65 @@ local SCHEDULES = {
 
 schedules.NAMES = { "GPipe", "1F1B", "Interleaved1F1B", "InterleavedZeroBubble" }
 
--- The point-to-point actions around a rank's compute order: a stage's input
--- received just before its forward, its output sent just after; the same
--- for gradients. Sends do not wait for their receive (as isend), so this
--- never adds a wait the compute order does not have.
-local function with_transfers(order, r, placement, n)
-  local out = {}
-  local function add(kind, s, mb) out[#out + 1] = action(kind, s, mb) end
-  for _, a in ipairs(order) do
-    local s, mb = a.stage, a.microbatch
-    if a.kind == "F" and s > 1 and placement[s - 1] ~= r then add("RECV_F", s, mb) end
-    if a.kind == "B" and s < n and placement[s + 1] ~= r then add("RECV_B", s, mb) end
-    out[#out + 1] = a
-    if a.kind == "F" and s < n and placement[s + 1] ~= r then add("SEND_F", s, mb) end
-    if a.kind == "B" and s > 1 and placement[s - 1] ~= r then add("SEND_B", s, mb) end
+-- The point-to-point actions around every rank's compute order (`orders`,
+-- by rank + 1): a stage's input received just before its forward, its
+-- output's gradient just before its backward; each send as soon as its
+-- tensor is made, in the order its receiver posts the receives. The
+-- transfers between two ranks pair in order (engine/comm/tensor_exchange.h:
+-- the nth send with the nth receive), so a rank that makes two tensors for
+-- a peer in the other order than the peer takes them (the zero-bubble
+-- schedule's W actions shift its Bs) holds the second until the first is
+-- sent. That never adds a wait: the receiver takes them in its order
+-- anyway, and sends do not wait for their receive (as isend).
+local function with_transfers(orders, placement, n)
+  local pp = #orders
+  local function message(kind, s, mb)  -- the receive's key: what arrives where
+    return kind .. " " .. s .. " " .. mb
   end
-  return out
+  -- Each rank's compute order with its receives, and the order each peer's
+  -- messages are received in: wanted[from][to] = {message, ...}.
+  local ranks, wanted = {}, {}
+  for r = 0, pp - 1 do wanted[r] = {} end
+  for r = 0, pp - 1 do
+    local out = {}
+    for _, a in ipairs(orders[r + 1]) do
+      local s, mb = a.stage, a.microbatch
+      local from = (a.kind == "F" and s > 1 and placement[s - 1]) or (a.kind == "B" and s < n and placement[s + 1])
+      if from and from ~= r then
+        local kind = a.kind == "F" and "RECV_F" or "RECV_B"
+        out[#out + 1] = action(kind, s, mb)
+        wanted[from][r] = wanted[from][r] or {}
+        table.insert(wanted[from][r], message(kind, s, mb))
+      end
+      out[#out + 1] = a
+    end
+    ranks[r + 1] = out
+  end
+  -- The sends, each peer's in the order that peer receives them.
+  for r = 0, pp - 1 do
+    local out, ready, next_of = {}, {}, {}
+    local function flush(to)
+      local queue = wanted[r][to] or {}
+      while next_of[to] <= #queue and ready[queue[next_of[to]]] do
+        out[#out + 1] = ready[queue[next_of[to]]]
+        next_of[to] = next_of[to] + 1
+      end
+    end
+    for q = 0, pp - 1 do next_of[q] = 1 end
+    for _, a in ipairs(ranks[r + 1]) do
+      out[#out + 1] = a
+      local s, mb = a.stage, a.microbatch
+      if a.kind == "F" and s < n and placement[s + 1] ~= r then
+        ready[message("RECV_F", s + 1, mb)] = action("SEND_F", s, mb)
+        flush(placement[s + 1])
+      elseif a.kind == "B" and s > 1 and placement[s - 1] ~= r then
+        ready[message("RECV_B", s - 1, mb)] = action("SEND_B", s, mb)
+        flush(placement[s - 1])
+      end
+    end
+    ranks[r + 1] = out
+  end
+  return ranks
 end
 
 local where = "accel.parallel.pipeline.schedules.build"
@@ -204,10 +247,8 @@ function schedules.build(name, options)
   local orders = spec.orders and spec.orders(pp, v, m) or {}
   local s = { name = name, pp = pp, stages = pp * v, microbatches = m, placement = placement,
               split_backward = spec.split_backward or false, ranks = {} }
-  for r = 0, pp - 1 do
-    local order = orders[r + 1] or spec.order(pp, v, m, r)
-    s.ranks[r + 1] = with_transfers(order, r, placement, s.stages)
-  end
+  for r = 0, pp - 1 do orders[r + 1] = orders[r + 1] or spec.order(pp, v, m, r) end
+  s.ranks = with_transfers(orders, placement, s.stages)
   s.timing = schedule_check.validate(s)
   return s
 end

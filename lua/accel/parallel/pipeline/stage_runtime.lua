@@ -45,8 +45,11 @@
 --   micro-batches) rather than every one it sent; the rest are waited at
 --   the end of the step. A transfer that fails or outlives the group's
 --   timeout raises naming the peer and the group; step adds the action.
--- - W actions (the zero-bubble schedules' split weight gradient) are
---   refused: the input gradient alone is not computed apart yet.
+-- - Under a schedule with W actions (the zero-bubble one) a stage's B
+--   computes its input's gradient alone and W its parameters' later
+--   (core.autograd.input_backward, engine/parallel/split_backward.h: the
+--   graph and the gradients reaching the parameters' ops kept between them);
+--   stage 1, whose input needs no gradient, runs the whole backward at B.
 local core = require("accel.core")
 local args = require("accel.util.args")
 local stage_cut = require("accel.parallel.pipeline.stage_cut")
@@ -143,10 +146,6 @@ end
 function stage_runtime.new(options)
   local o = required_options(where .. ".new", options, { "group", "schedule", "stages", "loss_fn" })
   local s = o.schedule
-  if s.split_backward then
-    args.error(string.format("%s.new: %s splits the weight gradient from the input gradient (W actions), which the "
-                             .. "stage runtime does not run yet; use GPipe, 1F1B or Interleaved1F1B", where, s.name))
-  end
   if o.group:size() ~= s.pp then
     args.error(string.format("%s.new: the schedule is for pp = %d but the group has %d ranks", where, s.pp,
                              o.group:size()))
@@ -243,7 +242,7 @@ function Runtime:_run(input, target, o)
   if self.stages[last] and not targets then
     args.error(where .. ":step: the last stage is on this rank and needs the target")
   end
-  local st = { input = {}, output = {}, loss = {}, grad_in = {}, grad_out = {}, recv = {}, sends = {} }
+  local st = { input = {}, output = {}, loss = {}, grad_in = {}, grad_out = {}, recv = {}, sends = {}, weights = {} }
   local losses = {}
   local step = self
   local function run(index, a)
@@ -289,14 +288,14 @@ function Runtime:_run(input, target, o)
       end
     elseif k == "B" then
       local key = slot(stage, mb)
+      local y, grad
       if stage == last then
-        local l = st.loss[key]
-        if not share then l = l / m end
-        if o.scale_loss then l = o.scale_loss(l) end
-        l:backward()
+        y = st.loss[key]
+        if not share then y = y / m end
+        if o.scale_loss then y = o.scale_loss(y) end
         st.loss[key] = nil
       else
-        local arrived, grad = st.recv[key], nil
+        local arrived = st.recv[key]
         if arrived then
           st.recv[key] = nil
           grad = arrived:wait()
@@ -304,18 +303,32 @@ function Runtime:_run(input, target, o)
           grad = st.grad_in[slot(stage + 1, mb)]
           st.grad_in[slot(stage + 1, mb)] = nil
         end
-        local y = st.output[key]
-        y:backward(grad)
+        y = st.output[key]
         st.output[key] = nil
-        core.release_tensor(y)
-        core.release_tensor(grad)
       end
       local x = st.input[key]
       st.input[key] = nil
+      -- Split (W actions follow): the input's gradient alone now, the
+      -- parameters' at this stage's W (engine/parallel/split_backward.h).
+      -- Stage 1's input needs none: its B is the whole backward, its W nothing.
+      if s.split_backward and stage > 1 then
+        st.weights[key] = core.autograd.input_backward(y, grad, x, step.stages[stage]:parameters())
+      else
+        y:backward(grad)
+      end
+      if stage < last then  -- the last stage's is the loss, which the step still reads
+        core.release_tensor(y)
+        core.release_tensor(grad)
+      end
       if stage > 1 then
         st.grad_in[key] = x.grad
         core.release_tensor(x)
       end
+    elseif k == "W" then
+      local key = slot(stage, mb)
+      local split = st.weights[key]
+      st.weights[key] = nil
+      if split then split:weight_backward() end
     elseif k == "SEND_B" then
       local key = slot(stage, mb)
       st.sends[index] = step.group:isend(st.grad_in[key], s.placement[stage - 1])
