@@ -1,6 +1,7 @@
 -- What the pipeline tests share (test_pipeline_runtime, test_pipeline_llama_2ranks,
 -- test_pipeline_accelerator_2ranks, test_pipeline_dp_4ranks,
--- test_pipeline_architectures_2ranks, test_pipeline_fsdp_4ranks).
+-- test_pipeline_architectures_2ranks, test_pipeline_fsdp_4ranks,
+-- test_pipeline_tp_4ranks, test_pipeline_tp_fsdp_8ranks).
 local core = require("accel.core")
 local model_stages = require("accel.parallel.pipeline.model_stages")
 
@@ -91,34 +92,38 @@ function pipeline_check.reference(check, options)
 end
 
 -- The same through Accelerator{parallelism_config = pp_size o.pp x dp_replicate
--- o.dp x dp_shard o.dp_shard}: o = {schedule, pp = 2, virtual_stages = 1,
--- dp = 1, dp_shard = 1 (> 1: FSDP on each stage), fsdp_plugin,
+-- o.dp x dp_shard o.dp_shard x tp_size o.tp}: o = {schedule, pp = 2, virtual_stages = 1,
+-- dp = 1, dp_shard = 1 (> 1: FSDP on each stage), tp = 1 (> 1: the model
+-- made tensor parallel before prepare, by `plan` or its own tp_plan), fsdp_plugin,
 -- accumulation = 1, mixed_precision, tolerances = {loss, norm, weights}
 -- (default 1e-5), save = {dir, step} (acc:save_state(dir) after that
 -- step), resume = {dir, step} (a model from another seed loads dir and
 -- trains the steps after)}. Each step's loss (out.loss averaged over the
 -- micro-steps and mesh.dp) and the norm acc:clip_grad_norm returns equal
 -- the reference's, and after training every weight this rank's stages
--- hold (under FSDP: every weight of the whole model, acc:get_state_dict,
+-- hold (under FSDP or TP: every weight of the whole model, acc:get_state_dict,
 -- the stages gathered). Returns acc, the pipelined model and the model it
 -- was cut from.
 function pipeline_check.train(check, ref, o)
   local accumulation, replicas, shards, pp = o.accumulation or 1, o.dp or 1, o.dp_shard or 1, o.pp or 2
+  local tp = o.tp or 1
   local dp = replicas * shards
   local tol = o.tolerances or { loss = 1e-5, norm = 1e-5, weights = 1e-5 }
-  local what = string.format("%s %s (v %d) at pp %d x dp %d%s, accumulation %d%s%s%s", ref.model.config.model_type,
+  local what = string.format("%s %s (v %d) at pp %d x dp %d%s%s%s, accumulation %d%s%s%s", ref.model.config.model_type,
                              o.schedule, o.virtual_stages or 1, pp, replicas,
-                             shards > 1 and (" x dp_shard " .. shards) or "", accumulation,
+                             shards > 1 and (" x dp_shard " .. shards) or "", tp > 1 and (" x tp " .. tp) or "",
+                             o.plan and " (own plan)" or "", accumulation,
                              o.mixed_precision and (", " .. o.mixed_precision) or "",
                              ref.config and ref.config.tie_word_embeddings and ", tied" or "",
                              o.resume and (", resumed after step " .. o.resume.step) or "")
   local acc = accel.Accelerator{ gradient_accumulation_steps = accumulation, mixed_precision = o.mixed_precision,
     fsdp_plugin = o.fsdp_plugin,
     parallelism_config = accel.ParallelismConfig{ pp_size = pp, dp_replicate_size = replicas, dp_shard_size = shards,
-                                                  pp_schedule = o.schedule, pp_microbatches = 4,
+                                                  tp_size = tp, pp_schedule = o.schedule, pp_microbatches = 4,
                                                   pp_virtual_stages = o.virtual_stages } }
   local mesh = acc.mesh
   local base = pipeline_check.tiny(ref.config, ref.base, o.resume and 9)
+  if tp > 1 then base = accel.parallel.tensor_parallel(base, mesh, o.plan) end
   local model, opt = acc:prepare(base, adamw(base, ref.lr))
   if o.resume then acc:load_state(o.resume[1]) end
   check.truthy(model ~= base, what .. ": prepare returns the pipelined model")
@@ -155,8 +160,8 @@ function pipeline_check.train(check, ref, o)
   -- steps on near-zero gradients turn bf16's rounding into large
   -- differences of single weights, in one process alone too
   -- (tensor_parallel_check.lua).
-  if shards > 1 then
-    -- The shards hold the weights: gathered, by the whole model's names.
+  if shards > 1 or tp > 1 then
+    -- The shards or tp slices hold the weights: gathered, by the whole model's names.
     local full, theirs = acc:get_state_dict(model), ref.model:state_dict()
     for name, t in pairs(theirs) do
       check.near(full[name], t, tol.weights, string.format("%s: %s after %d steps", what, name, STEPS))
