@@ -11,20 +11,16 @@
 -- others' over dp_shard, then the stages' over pp) of a small Llama give
 -- one process's losses, gradient norms and full weights
 -- (acc:get_state_dict) within 1e-5 (float32); each rank holds half its tp
--- slices. save_state's checkpoint (a pipeline's, gathered over dp_shard
--- and tp) resumes exactly on the same mesh and at PP 2 x TP 2 x DP 2.
+-- slices. save_state's checkpoints (a pipeline's, gathered over dp_shard
+-- and tp) resume exactly on the same mesh, mid-accumulation too, and at
+-- PP 2 x TP 2 x DP 2.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local pipeline_check = dofile(arg[0]:match("(.*/)") .. "helpers/pipeline_check.lua")
 local tp_parameters = require("accel.parallel.tp_parameters")
 
 local by_layer = accel.FullyShardedDataParallelPlugin{ transformer_layer_cls = "LlamaDecoderLayer" }
-local vocab_parallel = {}
-for k, v in pairs(require("accel.models.llama").tp_plan) do vocab_parallel[k] = v end
-vocab_parallel.lm_head = "colwise"
-
--- The number of elements of each of the whole model's parameters, by name.
-local numel_of = {}
-for name, p in pipeline_check.tiny():named_parameters() do numel_of[name] = p:numel() end
+local vocab_parallel = pipeline_check.vocab_parallel_plan()
+local numel_of = pipeline_check.numels()
 
 -- The flat parameters hold this rank's tp slices of its stages (half of
 -- each split parameter), the split ones in flat parameters of their own,
@@ -62,10 +58,11 @@ check.equal(table.concat(mesh.dp_shard.ranks, ","), (rank - rank % 4 + rank % 2)
             "dp_shard: the ranks of a stage with the same tp rank")
 check.equal(table.concat(mesh.pp.ranks, ","), (rank % 4) .. "," .. (rank % 4 + 4), "pp: one rank per stage")
 
--- Checkpoints: 6 steps of 2 micro-steps, saved at step 4; a fresh
--- Accelerator on a model from other weights loads it and trains on to the
--- uninterrupted run's losses and weights, on the same mesh and at PP 2 x
--- TP 2 x DP 2 (plain data parallel on each stage).
+-- Checkpoints: 6 steps of 2 micro-steps, saved mid-accumulation (after
+-- step 3's first micro-step) and at step 4; a fresh Accelerator on a model
+-- from other weights loads each and trains on to the uninterrupted run's
+-- losses and weights, on the same mesh and (step 4's) at PP 2 x TP 2 x DP 2
+-- (plain data parallel on each stage).
 do
   local STEPS, ACCUMULATION = 6, 2
   local fsdp, ddp = { dp_shard = 2 }, { dp = 2 }
@@ -80,18 +77,10 @@ do
   local schedule = { steps = STEPS, accumulation = ACCUMULATION, max_norm = 0.5 }
   local root = os.getenv("ACCEL_TEST_TMPDIR") or "/tmp"
   local dir = acc:gather_object(string.format("%s/pipeline_tp_fsdp_%d_%d", root, os.time(), math.random(1e9)))[1]
-  local run = setup(1, fsdp)
-  local losses = pipeline_check.micro_steps(run, schedule, 1, { [8] = function() run.acc:save_state(dir) end })
-  local final = run.acc:get_state_dict(run.model)
-  for _, resume in ipairs({ { fsdp, 1e-6, "PP 2 x TP 2 x FSDP 2" }, { ddp, 1e-5, "PP 2 x TP 2 x DP 2" } }) do
-    local again = setup(9, resume[1])
-    again.acc:load_state(dir)
-    local rest = pipeline_check.micro_steps(again, schedule, 9)
-    local what = "PP 2 x TP 2 x FSDP 2's checkpoint at step 4 loaded at " .. resume[3]
-    check.near(rest, { unpack(losses, #losses - #rest + 1) }, resume[2], what .. ": the losses")
-    local state = again.acc:get_state_dict(again.model)
-    for name, t in pairs(final) do check.near(state[name], t, resume[2], what .. ": " .. name) end
-  end
+  pipeline_check.save_and_resume(check, {
+    setup = setup, schedule = schedule, tol = 1e-6, folder = dir,
+    names = { [fsdp] = "PP 2 x TP 2 x FSDP 2", [ddp] = "PP 2 x TP 2 x DP 2" },
+    savings = { { fsdp, "fsdp", { { "mid", 6, fsdp }, { "step4", 9, fsdp }, { "step4", 9, ddp } } } } })
   acc:wait_for_everyone()
   if rank == 0 then os.execute("rm -rf '" .. dir .. "'") end
 end

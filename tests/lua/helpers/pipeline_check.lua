@@ -47,6 +47,22 @@ function pipeline_check.relative_difference(a, b)
   return math.sqrt(squares / norm)
 end
 
+-- The number of elements of each of the whole model's parameters (TINY), by name.
+function pipeline_check.numels()
+  local out = {}
+  for name, p in pipeline_check.tiny():named_parameters() do out[name] = p:numel() end
+  return out
+end
+
+-- llama's tp plan with lm_head's logits left split over the vocabulary
+-- (the loss then vocab_parallel_cross_entropy's over tp).
+function pipeline_check.vocab_parallel_plan()
+  local plan = {}
+  for k, v in pairs(require("accel.models.llama").tp_plan) do plan[k] = v end
+  plan.lm_head = "colwise"
+  return plan
+end
+
 -- Random tokens, or `learnable` rows (each counting up by a stride, modulo
 -- the vocabulary), on which a loss can fall far in a few steps.
 function pipeline_check.batch(step, learnable)
@@ -242,6 +258,40 @@ function pipeline_check.micro_steps(run, o, first, hooks)
     end
   end
   return losses
+end
+
+-- A checkpoint test's runs: for each of o.savings, {sizes, folder name,
+-- resumes}, a run o.setup(1, sizes) trains by o.schedule (micro_steps),
+-- saving <o.folder>/<folder name>/mid after micro-step 5 (mid-accumulation
+-- at 2 micro-steps a step) and .../step4 after micro-step 8
+-- (o.after_save(run, sizes, dir) then, if given); for each resume
+-- {checkpoint, first micro-step, sizes} a run o.setup(9, sizes) (other
+-- weights) loads that checkpoint and trains on to the uninterrupted run's
+-- losses and final weights (get_state_dict), within o.tol on the sizes
+-- saved on, 1e-5 on others (they sum the gradients in another order).
+-- o.names[sizes] names them in messages.
+function pipeline_check.save_and_resume(check, o)
+  for _, saving in ipairs(o.savings) do
+    local sizes, dir = saving[1], o.folder .. "/" .. saving[2]
+    local run = o.setup(1, sizes)
+    local losses = pipeline_check.micro_steps(run, o.schedule, 1, {
+      [5] = function() run.acc:save_state(dir .. "/mid") end,
+      [8] = function()
+        run.acc:save_state(dir .. "/step4")
+        if o.after_save then o.after_save(run, sizes, dir .. "/step4") end
+      end })
+    local final = run.acc:get_state_dict(run.model)
+    for _, resume in ipairs(saving[3]) do
+      local what = string.format("%s's checkpoint at %s loaded at %s", o.names[sizes], resume[1], o.names[resume[3]])
+      local again = o.setup(9, resume[3])
+      again.acc:load_state(dir .. "/" .. resume[1])
+      local rest = pipeline_check.micro_steps(again, o.schedule, resume[2])
+      local tol = resume[3] == sizes and o.tol or 1e-5
+      check.near(rest, { unpack(losses, #losses - #rest + 1) }, tol, what .. ": the losses")
+      local state = again.acc:get_state_dict(again.model)
+      for name, t in pairs(final) do check.near(state[name], t, tol, what .. ": the weights: " .. name) end
+    end
+  end
 end
 
 return pipeline_check
