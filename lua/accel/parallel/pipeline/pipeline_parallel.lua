@@ -9,7 +9,10 @@
 -- over its stages' ranks (pipelined_model.lua). With dp_shard_size > 1
 -- FSDP shards the stages instead (fsdp/fully_shard.lua, which prepare
 -- applies next, over the stages' units: pipeline_fsdp.lua), over each
--- stage's dp_shard group, its replicas over dp_replicate (HSDP). Also
+-- stage's dp_shard group, its replicas over dp_replicate (HSDP). A model
+-- the recipe made tensor parallel (tensor_parallel.lua, before prepare) is
+-- cut as it is, each rank's stages holding its tp slices (PP x TP, and
+-- with FSDP PP x TP x FSDP); sequence parallelism is refused. Also
 -- here: the sizes and options a pipeline cannot be combined with yet,
 -- refused when the Accelerator is made, clipping over the global norm
 -- across the stages, and the refusal of what is not built under a
