@@ -282,9 +282,11 @@ function Accelerator:get_state_dict(model)
 end
 
 -- A pipelined model's whole weights on every rank, its stages gathered
--- first under FSDP on each stage.
+-- first under FSDP on each stage, then over tp.
 function Accelerator:_pipeline_state_dict(model)
-  return self:_with_full_parameters(model, function() return pipeline_weights().full_state_dict(model, self._world) end)
+  return self:_with_full_parameters(model, function()
+    return pipeline_weights().full_state_dict(model, self._world, self._parallel:tp())
+  end)
 end
 
 function Accelerator:unwrap_model(model, options)
@@ -389,7 +391,7 @@ function Accelerator:load_model(model, dir, options)
     -- Under FSDP on each stage the shards take what was written.
     return self:_with_full_parameters(model, function()
       return checkpointing.load_model(model, dir, options, function(weights, path)
-        return pipeline_weights().stage_state(model, weights, path)
+        return pipeline_weights().stage_state(model, weights, path, self._parallel:tp())
       end)
     end, true)
   end

@@ -22,8 +22,7 @@ local pipeline_check = dofile(arg[0]:match("(.*/)") .. "helpers/pipeline_check.l
 local by_layer = accel.FullyShardedDataParallelPlugin{ transformer_layer_cls = "LlamaDecoderLayer" }
 
 -- The number of elements of each of the whole model's parameters, by name.
-local numel_of = {}
-for name, p in pipeline_check.tiny():named_parameters() do numel_of[name] = p:numel() end
+local numel_of = pipeline_check.numels()
 
 -- What a rank holds after training: the flat shards are half of its
 -- stages' parameters (up to padding), the optimizer keeps state of the
@@ -135,32 +134,12 @@ do
     return run
   end
   local schedule = { steps = STEPS, accumulation = ACCUMULATION, max_norm = 0.5 }
-  local function train(run, first, hooks) return pipeline_check.micro_steps(run, schedule, first, hooks) end
   local fsdp, ddp = { dp_shard = 2 }, { dp = 2 }
-  local function same_state(actual, expected, tol, what)
-    for name, t in pairs(expected) do check.near(actual[name], t, tol, what .. ": " .. name) end
-  end
-  for _, saving in ipairs({ fsdp, ddp }) do
-    local named = saving == fsdp and "PP 2 x FSDP 2" or "PP 2 x DP 2"
-    local run = setup(1, saving)
-    local dir = folder .. "/" .. (saving == fsdp and "fsdp" or "ddp")
-    local losses = train(run, 1, { [5] = function() run.acc:save_state(dir .. "/mid") end,
-                                   [8] = function() run.acc:save_state(dir .. "/step4") end })
-    local final = run.acc:get_state_dict(run.model)
-    local resumes = saving == fsdp and { { "mid", 6, fsdp }, { "step4", 9, fsdp }, { "step4", 9, ddp } }
-      or { { "step4", 9, fsdp } }
-    for _, resume in ipairs(resumes) do
-      local what = string.format("%s's checkpoint at %s loaded at %s", named, resume[1],
-                                 resume[3] == fsdp and "PP 2 x FSDP 2" or "PP 2 x DP 2")
-      local again = setup(9, resume[3])
-      again.acc:load_state(dir .. "/" .. resume[1])
-      local rest = train(again, resume[2])
-      -- Another mesh sums the gradients in another order.
-      local tol = resume[3] == saving and TOL or 1e-5
-      check.near(rest, { unpack(losses, #losses - #rest + 1) }, tol, what .. ": the losses")
-      same_state(again.acc:get_state_dict(again.model), final, tol, what .. ": the weights")
-    end
-  end
+  pipeline_check.save_and_resume(check, {
+    setup = setup, schedule = schedule, tol = TOL, folder = folder,
+    names = { [fsdp] = "PP 2 x FSDP 2", [ddp] = "PP 2 x DP 2" },
+    savings = { { fsdp, "fsdp", { { "mid", 6, fsdp }, { "step4", 9, fsdp }, { "step4", 9, ddp } } },
+                { ddp, "ddp", { { "step4", 9, fsdp } } } } })
 end
 acc:wait_for_everyone()
 if rank == 0 then os.execute("rm -rf '" .. folder .. "'") end

@@ -174,10 +174,11 @@ function ParallelDims:clip_grad_norm(layouts, params, max_norm, norm_type)
   if self:ep() then
     return require("accel.parallel.expert_sync").clip_grad_norm(layouts, max_norm, norm_type, self:tp())
   end
-  -- A pipeline's norm spans its stages, FSDP's slices of each among them.
+  -- A pipeline's norm spans its stages, FSDP's and TP's slices of each among them.
   local pp = self:pp()
   if pp then
-    return require("accel.parallel.pipeline.pipeline_parallel").clip_grad_norm(layouts, max_norm, norm_type, pp)
+    return require("accel.parallel.pipeline.pipeline_parallel").clip_grad_norm(layouts, max_norm, norm_type, pp,
+                                                                             self:tp())
   end
   local sharded = slice_holder(layouts)
   if sharded then return sharded:clip_grad_norm(max_norm, norm_type) end

@@ -135,4 +135,18 @@ function sequence_parallel.gather_input(m, tp, _, sp)
   return m
 end
 
+-- The name of the first of `model`'s modules that sequence parallelism
+-- changed (a norm on part of the sequence, a module gathering it, a linear
+-- or an embedding splitting it or taking it split), or nil: what a
+-- pipeline, whose stages pass whole sequences, refuses.
+function sequence_parallel.applied(model)
+  for _, pair in ipairs(model:named_modules()) do
+    local m = pair[2]
+    if rawget(m, "sequence_parallel") or rawget(m, "gathers_sequence") or rawget(m, "sequence_output")
+       or rawget(m, "sp") then
+      return pair[1]
+    end
+  end
+end
+
 return sequence_parallel

@@ -1,6 +1,7 @@
 -- What the pipeline tests share (test_pipeline_runtime, test_pipeline_llama_2ranks,
 -- test_pipeline_accelerator_2ranks, test_pipeline_dp_4ranks,
--- test_pipeline_architectures_2ranks, test_pipeline_fsdp_4ranks).
+-- test_pipeline_architectures_2ranks, test_pipeline_fsdp_4ranks,
+-- test_pipeline_tp_4ranks, test_pipeline_tp_fsdp_8ranks).
 local core = require("accel.core")
 local model_stages = require("accel.parallel.pipeline.model_stages")
 
@@ -44,6 +45,22 @@ function pipeline_check.relative_difference(a, b)
     squares, norm = squares + (mine - theirs):pow(2):sum():item(), norm + theirs:pow(2):sum():item()
   end)
   return math.sqrt(squares / norm)
+end
+
+-- The number of elements of each of the whole model's parameters (TINY), by name.
+function pipeline_check.numels()
+  local out = {}
+  for name, p in pipeline_check.tiny():named_parameters() do out[name] = p:numel() end
+  return out
+end
+
+-- llama's tp plan with lm_head's logits left split over the vocabulary
+-- (the loss then vocab_parallel_cross_entropy's over tp).
+function pipeline_check.vocab_parallel_plan()
+  local plan = {}
+  for k, v in pairs(require("accel.models.llama").tp_plan) do plan[k] = v end
+  plan.lm_head = "colwise"
+  return plan
 end
 
 -- Random tokens, or `learnable` rows (each counting up by a stride, modulo
@@ -91,34 +108,38 @@ function pipeline_check.reference(check, options)
 end
 
 -- The same through Accelerator{parallelism_config = pp_size o.pp x dp_replicate
--- o.dp x dp_shard o.dp_shard}: o = {schedule, pp = 2, virtual_stages = 1,
--- dp = 1, dp_shard = 1 (> 1: FSDP on each stage), fsdp_plugin,
+-- o.dp x dp_shard o.dp_shard x tp_size o.tp}: o = {schedule, pp = 2, virtual_stages = 1,
+-- dp = 1, dp_shard = 1 (> 1: FSDP on each stage), tp = 1 (> 1: the model
+-- made tensor parallel before prepare, by `plan` or its own tp_plan), fsdp_plugin,
 -- accumulation = 1, mixed_precision, tolerances = {loss, norm, weights}
 -- (default 1e-5), save = {dir, step} (acc:save_state(dir) after that
 -- step), resume = {dir, step} (a model from another seed loads dir and
 -- trains the steps after)}. Each step's loss (out.loss averaged over the
 -- micro-steps and mesh.dp) and the norm acc:clip_grad_norm returns equal
 -- the reference's, and after training every weight this rank's stages
--- hold (under FSDP: every weight of the whole model, acc:get_state_dict,
+-- hold (under FSDP or TP: every weight of the whole model, acc:get_state_dict,
 -- the stages gathered). Returns acc, the pipelined model and the model it
 -- was cut from.
 function pipeline_check.train(check, ref, o)
   local accumulation, replicas, shards, pp = o.accumulation or 1, o.dp or 1, o.dp_shard or 1, o.pp or 2
+  local tp = o.tp or 1
   local dp = replicas * shards
   local tol = o.tolerances or { loss = 1e-5, norm = 1e-5, weights = 1e-5 }
-  local what = string.format("%s %s (v %d) at pp %d x dp %d%s, accumulation %d%s%s%s", ref.model.config.model_type,
+  local what = string.format("%s %s (v %d) at pp %d x dp %d%s%s%s, accumulation %d%s%s%s", ref.model.config.model_type,
                              o.schedule, o.virtual_stages or 1, pp, replicas,
-                             shards > 1 and (" x dp_shard " .. shards) or "", accumulation,
+                             shards > 1 and (" x dp_shard " .. shards) or "", tp > 1 and (" x tp " .. tp) or "",
+                             o.plan and " (own plan)" or "", accumulation,
                              o.mixed_precision and (", " .. o.mixed_precision) or "",
                              ref.config and ref.config.tie_word_embeddings and ", tied" or "",
                              o.resume and (", resumed after step " .. o.resume.step) or "")
   local acc = accel.Accelerator{ gradient_accumulation_steps = accumulation, mixed_precision = o.mixed_precision,
     fsdp_plugin = o.fsdp_plugin,
     parallelism_config = accel.ParallelismConfig{ pp_size = pp, dp_replicate_size = replicas, dp_shard_size = shards,
-                                                  pp_schedule = o.schedule, pp_microbatches = 4,
+                                                  tp_size = tp, pp_schedule = o.schedule, pp_microbatches = 4,
                                                   pp_virtual_stages = o.virtual_stages } }
   local mesh = acc.mesh
   local base = pipeline_check.tiny(ref.config, ref.base, o.resume and 9)
+  if tp > 1 then base = accel.parallel.tensor_parallel(base, mesh, o.plan) end
   local model, opt = acc:prepare(base, adamw(base, ref.lr))
   if o.resume then acc:load_state(o.resume[1]) end
   check.truthy(model ~= base, what .. ": prepare returns the pipelined model")
@@ -155,8 +176,8 @@ function pipeline_check.train(check, ref, o)
   -- steps on near-zero gradients turn bf16's rounding into large
   -- differences of single weights, in one process alone too
   -- (tensor_parallel_check.lua).
-  if shards > 1 then
-    -- The shards hold the weights: gathered, by the whole model's names.
+  if shards > 1 or tp > 1 then
+    -- The shards or tp slices hold the weights: gathered, by the whole model's names.
     local full, theirs = acc:get_state_dict(model), ref.model:state_dict()
     for name, t in pairs(theirs) do
       check.near(full[name], t, tol.weights, string.format("%s: %s after %d steps", what, name, STEPS))
@@ -237,6 +258,40 @@ function pipeline_check.micro_steps(run, o, first, hooks)
     end
   end
   return losses
+end
+
+-- A checkpoint test's runs: for each of o.savings, {sizes, folder name,
+-- resumes}, a run o.setup(1, sizes) trains by o.schedule (micro_steps),
+-- saving <o.folder>/<folder name>/mid after micro-step 5 (mid-accumulation
+-- at 2 micro-steps a step) and .../step4 after micro-step 8
+-- (o.after_save(run, sizes, dir) then, if given); for each resume
+-- {checkpoint, first micro-step, sizes} a run o.setup(9, sizes) (other
+-- weights) loads that checkpoint and trains on to the uninterrupted run's
+-- losses and final weights (get_state_dict), within o.tol on the sizes
+-- saved on, 1e-5 on others (they sum the gradients in another order).
+-- o.names[sizes] names them in messages.
+function pipeline_check.save_and_resume(check, o)
+  for _, saving in ipairs(o.savings) do
+    local sizes, dir = saving[1], o.folder .. "/" .. saving[2]
+    local run = o.setup(1, sizes)
+    local losses = pipeline_check.micro_steps(run, o.schedule, 1, {
+      [5] = function() run.acc:save_state(dir .. "/mid") end,
+      [8] = function()
+        run.acc:save_state(dir .. "/step4")
+        if o.after_save then o.after_save(run, sizes, dir .. "/step4") end
+      end })
+    local final = run.acc:get_state_dict(run.model)
+    for _, resume in ipairs(saving[3]) do
+      local what = string.format("%s's checkpoint at %s loaded at %s", o.names[sizes], resume[1], o.names[resume[3]])
+      local again = o.setup(9, resume[3])
+      again.acc:load_state(dir .. "/" .. resume[1])
+      local rest = pipeline_check.micro_steps(again, o.schedule, resume[2])
+      local tol = resume[3] == sizes and o.tol or 1e-5
+      check.near(rest, { unpack(losses, #losses - #rest + 1) }, tol, what .. ": the losses")
+      local state = again.acc:get_state_dict(again.model)
+      for name, t in pairs(final) do check.near(state[name], t, tol, what .. ": the weights: " .. name) end
+    end
+  end
 end
 
 return pipeline_check

@@ -1,9 +1,10 @@
 -- Checkpoints of a pipeline (pp_size > 1; parallel/pipeline/): a split
 -- checkpoint whose split is by whole tensors over the pp ranks. The ranks
--- of the first data-parallel replica (mesh.dp rank 0) each write their
--- stages' tensors, under the whole model's names, as model_rank_<r> (one
--- per prepared model), and their optimizers' state keyed by those names,
--- as optimizer_rank_<r>:
+-- of the first data-parallel replica (mesh.dp rank 0; under tensor
+-- parallelism its first tp rank, the stages' tp slices gathered over tp
+-- first) each write their stages' tensors, under the whole model's names,
+-- as model_rank_<r> (one per prepared model), and their optimizers' state
+-- keyed by those names, as optimizer_rank_<r>:
 --   param_groups.<g>.<hyperparameter>   as the engine's state dict has it
 --   state.<parameter name>.<slot>       e.g. state.model.layers.3.mlp.up_proj.weight.exp_avg
 -- (a tied weight is written by each of its stages' ranks, alike). The main
@@ -16,7 +17,9 @@
 -- on one process (no pipeline), and a pipeline loads a checkpoint of one
 -- process (or a FULL_STATE_DICT one of a mesh: model.safetensors whole),
 -- whose optimizer's indices are taken as the whole model's parameters()
--- order (the optimizer made on model:parameters(), as usual).
+-- order (the optimizer made on model:parameters(), as usual). Under tensor
+-- parallelism each rank keeps its tp slices of the whole tensors read
+-- (read_split.fit).
 local core = require("accel.core")
 local gathering = require("accel.gathering")
 local layout = require("accel.checkpointing.layout")
@@ -113,20 +116,32 @@ end
 
 -- Saving -----------------------------------------------------------------
 
--- Whether this rank writes its stages (the first dp replica's ranks).
+-- Whether this rank writes its stages (the first dp replica's first tp rank).
 local function writes(c)
-  return c.split.mesh.dp.rank == 0
+  return c.split.mesh.dp.rank == 0 and c.split.mesh.tp.rank == 0
 end
 
 -- Gathered on every rank before any writes (collectives): each rank's
--- {rank, pp rank, writes, layers}, and under FSDP on each stage the full
+-- {rank, pp rank, writes, layers}, under FSDP on each stage the full
 -- state of the sharded stages (gathered over dp_shard) and of their
--- optimizers (in the layout before sharding), which the writers write.
+-- optimizers (in the layout before sharding), and under tensor
+-- parallelism the stages' and optimizers' full state gathered over tp
+-- (after dp_shard), which the writers write.
 function pipeline_checkpoint.full_states(c)
   local mine = { rank = c.state.process_index, pp = c.split.mesh.pp.rank, writes = writes(c), layers = {} }
   for i, model in ipairs(c.models) do mine.layers[i] = model:layer_names() end
   local full = { models = {}, optimizers = {}, ranks = gathering.gather_object(c.state._world, mine) }
-  return c.split:gather_sharded(c.models, c.optimizers, full)
+  c.split:gather_sharded(c.models, c.optimizers, full)
+  local tp = c.split:tp()
+  if not tp then return full end
+  local splits = c.split:mesh_splits(c.models, c.optimizers)
+  for i, model in ipairs(c.models) do
+    full.models[i] = tp_slices.gather("model", full.models[i] or model:state_dict(), splits.models[i], tp)
+  end
+  for j, opt in ipairs(c.optimizers) do
+    full.optimizers[j] = tp_slices.gather("optimizer", full.optimizers[j] or opt:state_dict(), splits.optimizers[j], tp)
+  end
+  return full
 end
 
 -- This rank's files (a writer's): its stages' tensors and optimizer state
@@ -344,7 +359,8 @@ end
 -- Reads what this rank keeps when the models in force are a pipeline's or
 -- the checkpoint is one; returns whether it did (read_split.lua then reads
 -- nothing). Fills s.models, s.optimizers, s.model_files, s.same_mesh,
--- s.sliced (a pipeline's state is its own already) and s.mesh_description.
+-- s.sliced (a pipeline's state is its own already, but for its tp slices,
+-- which read_split.fit cuts) and s.mesh_description.
 function pipeline_checkpoint.read(c, s, listed, folder, files)
   local saved, other = nil, "no mesh"
   if listed[layout.names.mesh] then
@@ -411,7 +427,7 @@ function pipeline_checkpoint.read(c, s, listed, folder, files)
     end
   end
   s.same_mesh = same_cut and describe(saved.mesh) == describe(now)
-  s.sliced = pipeline_checkpoint.applies(c)
+  s.sliced = pipeline_checkpoint.applies(c) and not c.split:tp()
   s.mesh_description = { saved = saved and describe(saved.mesh) or other,
                          now = now and describe(now) or "no mesh" }
   if saved and now and not same_cut and describe(saved.mesh) == describe(now) then

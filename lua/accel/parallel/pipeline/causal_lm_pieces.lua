@@ -16,6 +16,10 @@
 --   its tokens' losses over n, by default the batch's count of labels that
 --   are not -100), for the runtime's loss_reduction = "sum": one process's
 --   loss whatever labels are ignored where.
+-- - Under tensor parallelism the layers are the split model's own
+--   (tensor_parallel.lua keeps every module name); a vocabulary-parallel
+--   lm_head's logits are the tp rank's slice, and the loss is computed
+--   over the tp group from them.
 -- - Tied embeddings (the config's tie_word_embeddings) put the one weight
 --   in the first stage's embeddings and the last stage's lm_head: refused
 --   unless options.tied, for a runtime that sums that weight's gradients
@@ -92,13 +96,19 @@ function causal_lm_pieces.layout(spec)
       local make = wrap[name] or (name:match(pattern) and wrap.block)
       return make and make(m) or m
     end
+    -- A vocabulary-parallel head (tensor_parallel's lm_head = "colwise")
+    -- leaves each tp rank its slice of the logits: the loss is then
+    -- accel.parallel.vocab_parallel_cross_entropy's over the tp group, as
+    -- the model's own call computes it (chunked_loss.lua).
+    local head = model.lm_head
+    local vocab_tp = head.__name == "ColwiseLinear" and not head.gather_output and head.tp or nil
     local function loss_share(labels, num_items)
       local T = labels:size(2)
       if not num_items then num_items = T < 2 and 1 or labels:narrow(2, 2, T - 1):ne(-100):sum():item() end
-      return function(logits, mb_labels) return causal_lm.loss(logits, mb_labels, num_items) end
+      return function(logits, mb_labels) return causal_lm.loss(logits, mb_labels, num_items, vocab_tp) end
     end
     return { layer_names = layout.names(model), build = build, input_key = "input_ids", loss_share = loss_share,
-             loss_fn = function(logits, labels) return causal_lm.loss(logits, labels) end,
+             loss_fn = function(logits, labels) return causal_lm.loss(logits, labels, nil, vocab_tp) end,
              tied = tied and { { names = { first[1], "lm_head" }, parameter = embedding.weight } } or nil }
   end
   return layout

@@ -32,7 +32,10 @@
 -- - The global norm: each rank's squares of its slices summed over the
 --   shard group (the pipeline then sums the stages' over pp); replicas
 --   (dp_replicate) hold equal slices, counted once; a tied weight's slice
---   only on the first of its stages' ranks; padding holds zeros.
+--   only on the first of its stages' ranks; padding holds zeros. Under
+--   tensor parallelism (PP x TP x FSDP) each tp rank shards its own slices
+--   of the stages (mesh_sharding.lua), the parameters split over tp in
+--   flat parameters of their own, whose squares are summed over tp too.
 local core = require("accel.core")
 local args = require("accel.util.args")
 local wrap_policy = require("accel.parallel.fsdp.wrap_policy")
@@ -99,21 +102,31 @@ function pipeline_fsdp.tied_parts(layout)
 end
 
 -- This rank's stages' squared gradient norm over its shard group (a
--- collective over mesh.dp_shard_cp): a float32 tensor of one element on
--- the CPU.
-function pipeline_fsdp.squares(layout)
+-- collective over mesh.dp_shard_cp) and, under tensor parallelism (`tp`,
+-- the mesh's tp dim, or nil), over tp for the flat parameters holding
+-- parameters split over it (the engine keeps those apart: sharded_model.h);
+-- the others are equal on every tp rank and counted once. A float32 tensor
+-- of one element on the CPU.
+function pipeline_fsdp.squares(layout, tp)
   local uncounted = {}
   for i, k in pairs(tied_flats(layout)) do
     if not layout.model.pipeline.tied[i].counted then uncounted[k] = true end
   end
-  local sq = core.zeros(1, { device = layout.dims.device })
+  local flats = layout.sharded:flat_parameters(layout.optimizer).flats
+  local device = layout.dims.device
+  local whole, split = core.zeros(1, { device = device }), core.zeros(1, { device = device })
   for k, shard in ipairs(layout.sharded:shards()) do
     local g = shard.grad
-    if g and not uncounted[k] then sq = sq + g:detach():float():pow(2):sum():to(sq.device):view(1) end
+    if g and not uncounted[k] then
+      local sq = g:detach():float():pow(2):sum():to(device):view(1)
+      if flats[k].split_over_tp then split = split + sq else whole = whole + sq end
+    end
   end
-  sq = sq:contiguous()
+  local sq = core.cat({ whole, split }, 1):contiguous()
   layout.dims.mesh.dp_shard_cp:all_reduce(sq, "sum")
-  return sq:to("cpu")
+  whole, split = sq:narrow(1, 1, 1), sq:narrow(1, 2, 1):contiguous()
+  if tp then tp:all_reduce(split, "sum") end
+  return (whole + split):to("cpu")
 end
 
 return pipeline_fsdp

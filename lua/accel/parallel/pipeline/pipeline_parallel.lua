@@ -9,7 +9,10 @@
 -- over its stages' ranks (pipelined_model.lua). With dp_shard_size > 1
 -- FSDP shards the stages instead (fsdp/fully_shard.lua, which prepare
 -- applies next, over the stages' units: pipeline_fsdp.lua), over each
--- stage's dp_shard group, its replicas over dp_replicate (HSDP). Also
+-- stage's dp_shard group, its replicas over dp_replicate (HSDP). A model
+-- the recipe made tensor parallel (tensor_parallel.lua, before prepare) is
+-- cut as it is, each rank's stages holding its tp slices (PP x TP, and
+-- with FSDP PP x TP x FSDP); sequence parallelism is refused. Also
 -- here: the sizes and options a pipeline cannot be combined with yet,
 -- refused when the Accelerator is made, clipping over the global norm
 -- across the stages, and the refusal of what is not built under a
@@ -24,6 +27,8 @@ local PipelinedModel = require("accel.parallel.pipeline.pipelined_model")
 local PipelineSync = require("accel.parallel.pipeline.pipeline_sync")
 local data_parallel = require("accel.parallel.data_parallel")
 local pipeline_fsdp = require("accel.parallel.pipeline.pipeline_fsdp")
+local sequence_parallel = require("accel.parallel.sequence_parallel")
+local tp_parameters = require("accel.parallel.tp_parameters")
 
 local pipeline_parallel = {}
 
@@ -34,8 +39,8 @@ function pipeline_parallel.check(config, sharding)
     args.error(string.format("accel.Accelerator: pp_size = %d with %s is not implemented yet (%s; "
                              .. "docs/api/parallelism.md): %s", config.pp_size, what, tostring(config), why))
   end
-  local combines = "a pipeline combines with dp_replicate_size and dp_shard_size (FSDP) only"
-  for _, key in ipairs({ "tp_size", "cp_size", "ep_size" }) do
+  local combines = "a pipeline combines with dp_replicate_size, dp_shard_size (FSDP) and tp_size only"
+  for _, key in ipairs({ "cp_size", "ep_size" }) do
     if config[key] > 1 then refuse(string.format("%s = %d", key, config[key]), combines) end
   end
   if sharding and sharding.name ~= "FSDP" then refuse("zero_stage (DeepSpeed)", combines) end
@@ -77,6 +82,18 @@ end
 
 function pipeline_parallel.apply(layout, dims)
   local config = dims.mesh.config
+  -- Under sequence parallelism the hidden states between the tp regions
+  -- are split over the sequence, and a stage would be handed part of the
+  -- positions: its rotary angles and causal mask come from its input's
+  -- length (decoder_stages.lua), and the split is set by the embedding,
+  -- which runs on the first stage's ranks alone.
+  local sp = sequence_parallel.applied(layout.model)
+  if sp then
+    args.error(string.format("Accelerator:prepare: pp_size = %d with sequence parallelism (tensor_parallel's "
+                             .. "sequence_parallel = true; %s splits the sequence) is not implemented yet: a "
+                             .. "pipeline's stages pass whole sequences; apply tensor_parallel without it "
+                             .. "(docs/api/parallelism.md)", config.pp_size, sp))
+  end
   local schedule = schedules.build(config.pp_schedule, { pp = config.pp_size, microbatches = config.pp_microbatches,
                                                          virtual_stages = config.pp_virtual_stages })
   layout.model = PipelinedModel(pieces_of(layout.model), schedule, dims.mesh.pp, layout.model)
@@ -93,13 +110,37 @@ function pipeline_parallel.apply(layout, dims)
   layout.after_sync = function() model:sum_tied_gradients() end
 end
 
+-- The squared norm of this rank's stages' gradients (non-sharded: the dp
+-- ranks of a stage hold the same once synchronised), a tied weight counted
+-- on the first of its ranks only; under tensor parallelism (`tp`, or nil)
+-- the split parameters' squares summed over the tp group, the whole ones
+-- (equal on every tp rank) counted once, as tp_parameters.grad_norm does.
+-- A float32 tensor of one element on the CPU.
+local function stage_squares(layout, tp)
+  local device = layout.dims.device
+  local whole, split = core.zeros(1, { device = device }), core.zeros(1, { device = device })
+  for _, entry in ipairs(tp_parameters.list(layout.model)) do
+    local g = entry[2].grad
+    if g and layout.model:counts_in_norm(entry[2]) then
+      local sq = g:detach():float():pow(2):sum():view(1)
+      if entry[3] then split = split + sq else whole = whole + sq end
+    end
+  end
+  if tp then
+    split = split:contiguous()
+    tp:all_reduce(split, "sum")
+  end
+  return (whole + split):to("cpu")
+end
+
 -- torch.nn.utils.clip_grad_norm_ over the global norm of the prepared
 -- pipelined models (`layouts`), whatever parameters the recipe lists: each
--- rank's stages' squares summed over the pp group (the dp ranks of a stage
--- hold the same gradients once synchronised; a tied weight counted once;
--- under FSDP each stage's slices' squares summed over its shard group
--- first: pipeline_fsdp.lua). Returns the norm, a 0-dim tensor, on every rank.
-function pipeline_parallel.clip_grad_norm(layouts, max_norm, norm_type, pp)
+-- rank's stages' squares summed over the pp group, under FSDP each stage's
+-- slices' squares summed over its shard group first (pipeline_fsdp.lua),
+-- under TP (`tp`, the mesh's tp dim, or nil) the split parameters' over
+-- tp, so that every weight is counted once. Returns the norm, a 0-dim
+-- tensor, on every rank.
+function pipeline_parallel.clip_grad_norm(layouts, max_norm, norm_type, pp, tp)
   if norm_type ~= nil and norm_type ~= 2 then
     args.error("Accelerator:clip_grad_norm: through a pipeline only the L2 norm (norm_type 2) is supported yet")
   end
@@ -107,12 +148,9 @@ function pipeline_parallel.clip_grad_norm(layouts, max_norm, norm_type, pp)
   local holders = {}
   for _, layout in ipairs(layouts) do
     if layout:reduces_every_backward() then
-      sq = sq + pipeline_fsdp.squares(layout)
+      sq = sq + pipeline_fsdp.squares(layout, tp)
     else
-      for _, p in ipairs(layout.model:parameters()) do
-        local g = p.grad
-        if g and layout.model:counts_in_norm(p) then sq = sq + g:detach():float():pow(2):sum():view(1) end
-      end
+      sq = sq + stage_squares(layout, tp)
     end
     for _, t in ipairs(layout:gradient_holders()) do holders[#holders + 1] = t end
   end

@@ -1,20 +1,25 @@
 -- A pipelined model's full weights (pipelined_model.lua) under the whole
 -- model's names: the Accelerator's get_state_dict and save_model gather
--- them from the stages' ranks, load_model gives each rank its stages' of
--- full weights.
+-- them from the stages' ranks (under tensor parallelism each stage's tp
+-- slices first), load_model gives each rank its stages' of full weights
+-- (its tp slices of them).
 local core = require("accel.core")
 local args = require("accel.util.args")
 local gathering = require("accel.gathering")
+local tp_parameters = require("accel.parallel.tp_parameters")
+local tp_slices = require("accel.parallel.checkpoint.tp_slices")
 
 local pipeline_weights = {}
 
 -- The whole model's state dict, copied, on every rank (a collective over
 -- the world, then the pp group): each tensor broadcast from the first pp
--- rank holding it (a tied weight is held by two).
-function pipeline_weights.full_state_dict(model, world)
+-- rank holding it (a tied weight is held by two); under tensor parallelism
+-- (`tp`, the mesh's tp dim, or nil) the stages' split tensors gathered
+-- over tp first (a collective over it).
+function pipeline_weights.full_state_dict(model, world, tp)
   local p = model.pipeline
   local mine, held, device = {}, {}, "cpu"
-  for key, t in pairs(model:state_dict()) do
+  for key, t in pairs(tp and tp_parameters.full_state_dict(model, tp) or model:state_dict()) do
     device = t.device
     local name = p.names.stage[key]
     held[name] = t
@@ -47,8 +52,9 @@ function pipeline_weights.ordered(model, full)
 end
 
 -- This rank's stages' state dict from full weights by the whole model's
--- names (what load_model read), the names it lacks refused naming `dir`.
-function pipeline_weights.stage_state(model, weights, dir)
+-- names (what load_model read), the names it lacks refused naming `dir`;
+-- under tensor parallelism (`tp`, or nil) this tp rank's slices of them.
+function pipeline_weights.stage_state(model, weights, dir, tp)
   local out, missing = {}, {}
   for key, name in pairs(model.pipeline.names.stage) do
     out[key] = weights[name]
@@ -58,6 +64,7 @@ function pipeline_weights.stage_state(model, weights, dir)
     table.sort(missing)
     error(string.format("'%s' lacks the stages' %s", dir, table.concat(missing, ", ")), 0)
   end
+  if tp then return tp_slices.slice("model", out, tp_slices.splits({ model }, {}).models[1], tp, dir) end
   return out
 end
 
