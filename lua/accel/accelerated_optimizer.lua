@@ -69,6 +69,21 @@ function AcceleratedOptimizer:load_state_dict(state)
   self.optimizer:load_state_dict(state)
 end
 
+-- The same without the refusal under ep, where each rank's state holds
+-- its own experts under its own indices: for checkpoints, which key it by
+-- name (parallel/checkpoint/expert_checkpoint.lua).
+function AcceleratedOptimizer:_rank_state_dict()
+  local hooks = self._hooks[1]
+  if hooks then return hooks:rank_optimizer_state(self.optimizer) end
+  return self.optimizer:state_dict()
+end
+
+function AcceleratedOptimizer:_load_rank_state_dict(state)
+  local hooks = self._hooks[1]
+  if hooks then return hooks:load_rank_optimizer_state(self.optimizer, state) end
+  self.optimizer:load_state_dict(state)
+end
+
 -- Whether state_dict gathers the state from every rank's shards.
 function AcceleratedOptimizer:_gathers_state()
   return #self._hooks > 0
