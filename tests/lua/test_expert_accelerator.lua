@@ -11,22 +11,13 @@
 -- save_model written as one process's and load_model taking them back;
 -- what is not built under ep refused naming the sizes (checkpoints of
 -- training state: test_expert_checkpoint.lua).
-local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
+local here = arg[0]:match("(.*/)")
+local check = dofile(here .. "helpers/check.lua")
+local expert_check = dofile(here .. "helpers/expert_check.lua")
 local core = require("accel.core")
 
-local TINY = { model_type = "mixtral", vocab_size = 32, hidden_size = 16, intermediate_size = 32,
-               num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2,
-               num_local_experts = 4, num_experts_per_tok = 2 }
-local STEPS, ROWS, T, MAX_NORM, LR = 10, 8, 8, 0.5, 1e-2
-
-local function tiny()
-  accel.set_seed(1)
-  return accel.models.from_config(TINY):train()
-end
-local function batch(step)
-  accel.set_seed(100 + step)
-  return accel.randint(0, TINY.vocab_size, { ROWS, T })
-end
+local tiny, batch, ROWS = expert_check.tiny, expert_check.batch, expert_check.ROWS
+local STEPS, MAX_NORM, LR = 10, 0.5, 1e-2
 local function adamw(model) return accel.optim.AdamW(model:parameters(), { lr = LR, weight_decay = 0.01 }) end
 
 -- One process on the whole batches.

@@ -12,32 +12,22 @@
 -- checkpoint loads on another layout and trains on to the same losses and
 -- weights (1e-5: other float32 sums): without ep (data parallel over the
 -- world, which holds the whole model as one process does; FSDP 4) and on
--- another ep size (EP 4 x FSDP 4); a data-parallel checkpoint, and a
+-- another ep size or mesh (EP 4 x FSDP 4, EP 2 x HSDP 2 x 2); a data-parallel checkpoint, and a
 -- FULL_STATE_DICT one of FSDP 4, load under ep. Refused, naming the
 -- layouts: save_state with SHARDED_STATE_DICT under ep, a SHARDED
 -- checkpoint loaded under ep; a recipe's opt:state_dict() under ep still is.
-local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
-local core = require("accel.core")
-local ck = core.formats
+local here = arg[0]:match("(.*/)")
+local check = dofile(here .. "helpers/check.lua")
+local expert_check = dofile(here .. "helpers/expert_check.lua")
+local ck = require("accel.core").formats
 
-local TINY = { model_type = "mixtral", vocab_size = 32, hidden_size = 16, intermediate_size = 32,
-               num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2,
-               num_local_experts = 4, num_experts_per_tok = 2 }
-local STEPS, ACCUMULATION, ROWS, T, MAX_NORM, TOL, OTHER_LAYOUT_TOL = 6, 2, 8, 8, 0.5, 1e-7, 1e-5
+local tiny, batch, TINY, ROWS = expert_check.tiny, expert_check.batch, expert_check.TINY, expert_check.ROWS
+local STEPS, ACCUMULATION, MAX_NORM, TOL, OTHER_LAYOUT_TOL = 6, 2, 0.5, 1e-7, 1e-5
 
 local root = os.getenv("ACCEL_TEST_TMPDIR") or "/tmp"
 local acc0 = accel.Accelerator{}
 local work = acc0:gather_object(string.format("%s/expert_checkpoint_%d_%d", root, os.time(), math.random(1e9)))[1]
 local world, rank = acc0.num_processes, acc0.process_index
-
-local function tiny(seed)
-  accel.set_seed(seed)
-  return accel.models.from_config(TINY):train()
-end
-local function batch(step)
-  accel.set_seed(100 + step)
-  return accel.randint(0, TINY.vocab_size, { ROWS, T })
-end
 
 -- A prepared run from a model of `seed`: o = {ep, dp_shard, dp_replicate,
 -- state_dict_type}; with neither ep nor dp_shard, data parallel over the
@@ -210,6 +200,7 @@ if world == 4 then
   resume_on({ dp_shard = 4 }, work .. "/step4", work .. "/fsdp_step4")
   resume_on(EP, work .. "/fsdp_step4")
   resume_on({ ep = 4, dp_shard = 4 }, work .. "/step4")
+  resume_on({ ep = 2, dp_shard = 2, dp_replicate = 2 }, work .. "/step4")
 end
 
 -- Refused, naming the layouts.

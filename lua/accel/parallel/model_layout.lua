@@ -170,28 +170,21 @@ end
 -- The optimizer's state in its layout before sharding, as plain data
 -- parallel saves it (a collective when this model's shards are its), and
 -- the reverse. Under ep it holds this rank's experts under this rank's
--- indices: checkpoints take it (rank_optimizer_state) and key it by name
--- (checkpoint/expert_checkpoint.lua); a recipe's state_dict is refused.
-function ModelLayout:rank_optimizer_state(optimizer)
+-- indices, which checkpoints key by name (checkpoint/expert_checkpoint.lua).
+function ModelLayout:optimizer_state_dict(optimizer)
   if self.sharded and self.optimizer == optimizer then return self.sharded:full_optimizer_state(optimizer) end
   return optimizer:state_dict()
 end
 
-function ModelLayout:load_rank_optimizer_state(optimizer, state)
+function ModelLayout:load_optimizer_state_dict(optimizer, state)
   if self.sharded and self.optimizer == optimizer then return self.sharded:load_full_optimizer_state(optimizer, state) end
   optimizer:load_state_dict(state)
 end
 
-local BY_NAME = "save_state and load_state keep it, by parameter name"
-
-function ModelLayout:optimizer_state_dict(optimizer)
-  self.dims:refuse_under_experts("the optimizer's state_dict", BY_NAME)
-  return self:rank_optimizer_state(optimizer)
-end
-
-function ModelLayout:load_optimizer_state_dict(optimizer, state)
-  self.dims:refuse_under_experts("the optimizer's load_state_dict", BY_NAME)
-  return self:load_rank_optimizer_state(optimizer, state)
+-- A recipe's own call for the optimizer's state (`action`) under ep,
+-- which would hold this rank's experts under this rank's indices: refused.
+function ModelLayout:refuse_optimizer_state(action)
+  self.dims:refuse_under_experts(action, "save_state and load_state keep it, by parameter name")
 end
 
 return ModelLayout

@@ -7,9 +7,8 @@
 --   model.safetensors         main: every tensor but the split experts, full
 --                             (gathered over dp_shard x cp under FSDP)
 --   optimizer.safetensors     main: the optimizer's hyperparameters and the
---                             state of those parameters, keyed by name:
---                               param_groups.<g>.<hyperparameter>
---                               state.<parameter name>.<slot>
+--                             state of those parameters, keyed by name
+--                             (optimizer_by_name.lua)
 --   model_experts_rank_<r>.safetensors, optimizer_experts_rank_<r>.safetensors
 --                             the first rank holding each share of the
 --                             experts (dp x cp rank < ep_size): its experts'
@@ -29,10 +28,10 @@
 -- parameters() order (the optimizer made on model:parameters()). Refused,
 -- naming both layouts: under ep, a checkpoint of flat shards, a
 -- SHARDED_STATE_DICT or a pipeline's; this one on a pipeline.
-local core = require("accel.core")
 local layout = require("accel.checkpointing.layout")
 local field_checks = require("accel.util.field_checks")
 local expert_parameters = require("accel.parallel.expert_parameters")
+local optimizer_by_name = require("accel.parallel.checkpoint.optimizer_by_name")
 
 local expert_checkpoint = {}
 
@@ -59,12 +58,6 @@ function expert_checkpoint.applies(c)
   return c.split:ep() ~= nil
 end
 
--- "state.<name>.<slot>" -> name, slot; nil for any other key.
-local function state_key(key)
-  local rest = key:match("^state%.(.+)$")
-  if rest then return rest:match("^(.+)%.([^%.]+)$") end
-end
-
 -- Saving -----------------------------------------------------------------
 
 -- Whether this rank writes its experts: the first of the ranks holding them.
@@ -76,19 +69,12 @@ end
 -- Prepared optimizer `opt`'s state (this rank's, in its layout before
 -- sharding: a collective under FSDP) keyed by its parameters' names.
 local function named_state(c, opt, j)
-  local names, out = c.split:optimizer_layout(opt, c.models).names, {}
-  for key, t in pairs(opt:_rank_state_dict()) do
-    local index, slot = key:match("^state%.(%d+)%.(.+)$")
-    if index then
-      local name = names[tonumber(index)] or error(string.format(
-        "optimizer %d steps a parameter (index %s) that is none of the prepared models': under ep a checkpoint "
-          .. "names each optimizer state by its parameter", j, index), 0)
-      out["state." .. name .. "." .. slot] = t
-    elseif not key:match("^param_groups%.%d+%.params$") then
-      out[key] = t
-    end
-  end
-  return out
+  local names = c.split:optimizer_layout(opt, c.models).names
+  return optimizer_by_name.named(opt:_rank_state_dict(), function(index)
+    return names[index] or error(string.format("optimizer %d steps a parameter (index %d) that is none of the "
+                                               .. "prepared models': under ep a checkpoint names each optimizer "
+                                               .. "state by its parameter", j, index), 0)
+  end)
 end
 
 -- Gathered on every rank before any writes (collectives, in the same order
@@ -126,7 +112,7 @@ function expert_checkpoint.rank_files(c, rank, tensors_file, full)
     written.models[i] = true
   end
   for j in ipairs(c.optimizers) do
-    local experts, others = split_off_experts(full.optimizers[j], is_expert, state_key)
+    local experts, others = split_off_experts(full.optimizers[j], is_expert, optimizer_by_name.state_key)
     if main then tensors_file(layout.names.optimizer(j), layout.sorted_pairs(others)) end
     if writer then tensors_file(layout.names.optimizer_experts(j, rank), layout.sorted_pairs(experts)) end
     written.optimizers[j] = true
@@ -212,7 +198,7 @@ local function ep_sources(saved, files)
     model = function(i, wanted) return read_union(files, model_files(i), function(key) return wanted[key] end) end,
     optimizer = function(j, wanted)
       return read_union(files, optimizer_files(j), function(key)
-        local name = state_key(key)
+        local name = optimizer_by_name.state_key(key)
         if name then return wanted[name] end
         return key:match("^param_groups%.") ~= nil
       end)
@@ -230,72 +216,19 @@ local function whole_sources(files, folder, whole_names)
       return read_union(files, { layout.names.model(i) }, function(key) return wanted[key] end)
     end,
     optimizer = function(j)
-      local state, out, count = files.tensors(layout.names.optimizer(j)), {}, 0
-      for key, t in pairs(state) do
-        if key:match("^param_groups%.%d+%.params$") then count = count + t:numel() end
-      end
-      local names = whole_names(j)
-      if count ~= #names then
-        error(string.format("'%s/%s' steps %d parameter(s) but the whole model has %d: under ep the optimizer "
-                            .. "state of one process made on model:parameters() (in that order) loads",
-                            folder, layout.names.optimizer(j), count, #names), 0)
-      end
-      for key, t in pairs(state) do
-        local index, slot = key:match("^state%.(%d+)%.(.+)$")
-        if index then
-          out["state." .. names[tonumber(index) + 1] .. "." .. slot] = t
-        elseif not key:match("^param_groups%.%d+%.params$") then
-          out[key] = t
-        end
-      end
-      return out
+      return optimizer_by_name.of_one_process(files.tensors(layout.names.optimizer(j)), whole_names(j),
+                                              folder .. "/" .. layout.names.optimizer(j), "expert parallelism")
     end,
     file = function(kind, i) return kind == "model" and layout.names.model(i) or layout.names.optimizer(i) end,
   }
 end
 
 -- Prepared optimizer `opt`'s state dict, as _load_rank_state_dict takes it
--- (its layout before sharding), from `named` (keyed by name): its groups,
--- the saved hyperparameters, and the state of each of its parameters the
--- checkpoint holds; `path` names the files in errors.
+-- (its layout before sharding), from `named` (keyed by name; `path` names
+-- the files in errors).
 local function indexed_state(c, opt, named, path)
   local own = c.split:optimizer_layout(opt, c.models)
-  local out, first = {}, 0
-  for g, n in ipairs(own.group_sizes) do
-    out[string.format("param_groups.%d.params", g - 1)] = core.arange(first, first + n, { dtype = "int64" })
-    first = first + n
-  end
-  local saved_groups = {}
-  for key in pairs(named) do
-    local g = key:match("^param_groups%.(%d+)%.")
-    if g then saved_groups[tonumber(g)] = true end
-  end
-  for g in pairs(saved_groups) do
-    if g >= #own.group_sizes then
-      error(string.format("'%s' holds parameter group %d, but the optimizer has %d", path, g + 1, #own.group_sizes), 0)
-    end
-  end
-  for key in pairs(opt.optimizer:state_dict()) do
-    local g = key:match("^param_groups%.(%d+)%.")
-    if g and not saved_groups[tonumber(g)] then
-      error(string.format("'%s' holds no parameter group %d, which the optimizer has", path, tonumber(g) + 1), 0)
-    end
-    if g and not key:match("%.params$") then
-      out[key] = named[key] or error(string.format("'%s' lacks '%s', which the optimizer has", path, key), 0)
-    end
-  end
-  local slots = {}
-  for key in pairs(named) do
-    local name, slot = state_key(key)
-    if name then
-      slots[name] = slots[name] or {}
-      slots[name][#slots[name] + 1] = slot
-    end
-  end
-  for index, name in pairs(own.names) do
-    for _, slot in ipairs(slots[name] or {}) do out["state." .. index .. "." .. slot] = named["state." .. name .. "." .. slot] end
-  end
-  return out
+  return optimizer_by_name.indexed(named, own.names, opt.optimizer:state_dict(), path, own.group_sizes)
 end
 
 -- The checkpoint's mesh_layout.lua, if any: its value and the sizes it names.
