@@ -6,7 +6,8 @@
 -- mid-accumulation (after step 3's first micro-step: the summed gradients,
 -- the experts' too, are saved) and after step 4, each loaded on the same
 -- mesh by a fresh Accelerator on a model built from other weights: its
--- training then gives the uninterrupted run's losses and weights (1e-7).
+-- training then gives the uninterrupted run's losses and weights (1e-7);
+-- an asynchronous save's checkpoint loads the same weights.
 -- The files name experts as the whole model does, each expert's weights
 -- and AdamW state written once, by the first rank holding it. The step-4
 -- checkpoint loads on another layout and trains on to the same losses and
@@ -181,6 +182,13 @@ for _, resume in ipairs({ { "mid", 6 }, { "step4", 9 } }) do
   same_state(again.acc:get_state_dict(again.model), final, TOL,
              string.format("%s: the weights resumed from %s", what, resume[1]))
 end
+
+-- An asynchronous save writes the same checkpoint.
+run.acc:save_state(work .. "/async", { async = true })
+run.acc:wait_for_checkpoint()
+local from_async = setup(EP, 9)
+from_async.acc:load_state(work .. "/async")
+same_state(from_async.acc:get_state_dict(from_async.model), final, 0, what .. ": the asynchronous save's checkpoint loaded")
 
 -- Other layouts load the step-4 checkpoint and train on alike.
 local function resume_on(o, dir, then_save)
