@@ -69,12 +69,8 @@ end
 -- Prepared optimizer `opt`'s state (this rank's, in its layout before
 -- sharding: a collective under FSDP) keyed by its parameters' names.
 local function named_state(c, opt, j)
-  local names = c.split:optimizer_layout(opt, c.models).names
-  return optimizer_by_name.named(opt:_rank_state_dict(), function(index)
-    return names[index] or error(string.format("optimizer %d steps a parameter (index %d) that is none of the "
-                                               .. "prepared models': under ep a checkpoint names each optimizer "
-                                               .. "state by its parameter", j, index), 0)
-  end)
+  return optimizer_by_name.named(opt:_rank_state_dict(), c.split:optimizer_layout(opt, c.models).names, j,
+                                 "under ep a checkpoint")
 end
 
 -- Gathered on every rank before any writes (collectives, in the same order
@@ -216,7 +212,7 @@ local function whole_sources(files, folder, whole_names)
       return read_union(files, { layout.names.model(i) }, function(key) return wanted[key] end)
     end,
     optimizer = function(j)
-      return optimizer_by_name.of_one_process(files.tensors(layout.names.optimizer(j)), whole_names(j),
+      return optimizer_by_name.of_one_process(files.tensors(layout.names.optimizer(j)), whole_names(j), j,
                                               folder .. "/" .. layout.names.optimizer(j), "expert parallelism")
     end,
     file = function(kind, i) return kind == "model" and layout.names.model(i) or layout.names.optimizer(i) end,

@@ -10,14 +10,18 @@ local core = require("accel.core")
 local optimizer_by_name = {}
 
 -- `state` (an engine state dict: "state.<i>.<slot>", i from 0) keyed by
--- name_of(i), which raises for an index it cannot name; the groups'
--- parameter lists are dropped (the indices mean nothing by name).
-function optimizer_by_name.named(state, name_of)
+-- names[i]; the groups' parameter lists are dropped (the indices mean
+-- nothing by name). An index without a name is refused: it is optimizer
+-- `j`'s, and `who` says what names the state.
+function optimizer_by_name.named(state, names, j, who)
   local out = {}
   for key, t in pairs(state) do
     local index, slot = key:match("^state%.(%d+)%.(.+)$")
     if index then
-      out["state." .. name_of(tonumber(index)) .. "." .. slot] = t
+      local name = names[tonumber(index)] or error(string.format(
+        "optimizer %d steps a parameter (index %s) that is none of the prepared models': %s names each optimizer "
+          .. "state by its parameter", j, index, who), 0)
+      out["state." .. name .. "." .. slot] = t
     elseif not key:match("^param_groups%.%d+%.params$") then
       out[key] = t
     end
@@ -25,12 +29,12 @@ function optimizer_by_name.named(state, name_of)
   return out
 end
 
--- One process's state dict (read from `path`) keyed by name, its indices
--- those of `names` (a list: the whole model's parameters() order, the
--- optimizer made on model:parameters()); `who` says what loads it, in the
--- error for a count that is not the model's.
-function optimizer_by_name.of_one_process(state, names, path, who)
-  local count = 0
+-- One process's state dict of optimizer `j` (read from `path`) keyed by
+-- name, its indices those of `names` (a list: the whole model's
+-- parameters() order, the optimizer made on model:parameters()); `who`
+-- says what loads it, in the error for a count that is not the model's.
+function optimizer_by_name.of_one_process(state, names, j, path, who)
+  local count, by_index = 0, {}
   for key, t in pairs(state) do
     if key:match("^param_groups%.%d+%.params$") then count = count + t:numel() end
   end
@@ -38,7 +42,8 @@ function optimizer_by_name.of_one_process(state, names, path, who)
     error(string.format("'%s' steps %d parameter(s) but the model has %d: %s loads the optimizer state of one "
                         .. "process made on model:parameters() (in that order)", path, count, #names, who), 0)
   end
-  return optimizer_by_name.named(state, function(index) return names[index + 1] end)
+  for k, name in ipairs(names) do by_index[k - 1] = name end
+  return optimizer_by_name.named(state, by_index, j, who)
 end
 
 -- "state.<name>.<slot>" -> name, slot; nil for any other key.

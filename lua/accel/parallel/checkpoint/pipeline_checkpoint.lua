@@ -89,12 +89,7 @@ end
 -- Optimizer `opt`'s state keyed by its parameters' whole names; `state`
 -- is the state full_states gathered (FSDP), or nil for the optimizer's own.
 local function named_optimizer_state(c, opt, j, state)
-  local names = index_names(opt, c.models, c)
-  return optimizer_by_name.named(state or opt:state_dict(), function(index)
-    return names[index] or error(string.format("optimizer %d steps a parameter (index %d) that is none of the "
-                                               .. "prepared models': a pipeline's checkpoint names each optimizer "
-                                               .. "state by its parameter", j, index), 0)
-  end)
+  return optimizer_by_name.named(state or opt:state_dict(), index_names(opt, c.models, c), j, "a pipeline's checkpoint")
 end
 
 -- Whether the Accelerator's models are a pipeline's stages.
@@ -241,7 +236,7 @@ local function whole_sources(files, folder, parameters)
       return out
     end,
     optimizer = function(j)
-      return optimizer_by_name.of_one_process(files.tensors(layout.names.optimizer(j)), parameters(j),
+      return optimizer_by_name.of_one_process(files.tensors(layout.names.optimizer(j)), parameters(j), j,
                                               folder .. "/" .. layout.names.optimizer(j), "a pipeline")
     end,
     model_file = function(i) return layout.names.model(i) end,
