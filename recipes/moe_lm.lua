@@ -6,9 +6,12 @@
 -- (an all-to-all, the counts first), so no expert runs on every rank. The
 -- other weights are FSDP over dp_shard (which ep borrows its ranks from),
 -- the experts' gradients summed over the ranks that hold them. The loop is
--- one process's. At the end it saves the full model (OUT/model,
--- save_model: every rank's experts gathered under the whole model's names,
--- as one process writes them).
+-- one process's. At the end it saves the training state (OUT/state,
+-- save_state: each expert's weights and AdamW state once, by the first
+-- rank holding it, under the whole model's names; load_state resumes it on
+-- this mesh, another ep size or one process) and the full model
+-- (OUT/model, save_model: every rank's experts gathered under the whole
+-- model's names, as one process writes them).
 --   accel-run recipes/moe_lm.lua --nproc 2 [-- key=value ...]   (or --nproc 4: EP 2 x FSDP 4)
 -- Keys (defaults): steps=40 layers=2 hidden=64 heads=4 kv_heads=2
 -- intermediate=128 experts=4 top_k=2 seq=32 batch=8 (rows a step, over all
@@ -73,6 +76,7 @@ while step < o.steps do
   end
 end
 
+acc:save_state(o.out .. "/state")
 acc:save_model(model, o.out .. "/model")
 acc:print(string.format("full model (all %d experts of each layer) in %s/model", o.experts, o.out))
 acc:end_training()

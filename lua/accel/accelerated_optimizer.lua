@@ -56,17 +56,30 @@ end
 
 -- Sharded, the state is given and taken in the layout of the optimizer
 -- before sharding, as plain data parallel saves it (a collective: call it
--- on every rank).
-function AcceleratedOptimizer:state_dict()
+-- on every rank). Under ep a recipe's call is refused (each rank's state
+-- holds its own experts under its own indices); checkpoints take it
+-- through _rank_state_dict and key it by name
+-- (parallel/checkpoint/expert_checkpoint.lua).
+function AcceleratedOptimizer:_rank_state_dict()
   local hooks = self._hooks[1]
   if hooks then return hooks:optimizer_state_dict(self.optimizer) end
   return self.optimizer:state_dict()
 end
 
-function AcceleratedOptimizer:load_state_dict(state)
+function AcceleratedOptimizer:_load_rank_state_dict(state)
   local hooks = self._hooks[1]
   if hooks then return hooks:load_optimizer_state_dict(self.optimizer, state) end
   self.optimizer:load_state_dict(state)
+end
+
+function AcceleratedOptimizer:state_dict()
+  for _, hooks in ipairs(self._hooks) do hooks:refuse_optimizer_state("the optimizer's state_dict") end
+  return self:_rank_state_dict()
+end
+
+function AcceleratedOptimizer:load_state_dict(state)
+  for _, hooks in ipairs(self._hooks) do hooks:refuse_optimizer_state("the optimizer's load_state_dict") end
+  self:_load_rank_state_dict(state)
 end
 
 -- Whether state_dict gathers the state from every rank's shards.

@@ -17,6 +17,11 @@
 --                                               (SHARDED_STATE_DICT, parallel/checkpoint/flat_shards.lua)
 --   optimizer_rank_<rank>.safetensors ...       its optimizer's sharded state, each rank's
 --   model_sharding.lua, model_1_sharding.lua    their layout (main)
+--   model_experts_rank_<rank>.safetensors, optimizer_experts_rank_<rank> ...
+--                                               under expert parallelism, the experts'
+--                                               tensors and optimizer state by the whole
+--                                               model's names, each by the first rank
+--                                               holding it (parallel/checkpoint/expert_checkpoint.lua)
 --   gradients_rank_<rank>.safetensors, gradients_1_rank_<rank> ...
 --                                               each rank's accumulated gradients,
 --                                               when saved between two micro-steps

@@ -61,8 +61,9 @@ expect "pipeline_lm under PP 2 x FSDP 2 saves each stage once and the full model
     -a -f "$work/pipeline_fsdp/model/model.safetensors" ]
 
 # A Mixtral-architecture model with its experts split over 2 ranks (EP 2,
-# the other weights FSDP over dp_shard 2): the loss falls, and save_model
-# writes every expert of every layer, as one process does.
+# the other weights FSDP over dp_shard 2): the loss falls, save_model
+# writes every expert of every layer, as one process does, and save_state
+# each ep rank's experts from their first holder.
 run_accel "$source_root/recipes/moe_lm.lua" --nproc 2 --threads 1 -- steps=40 every=10 out="$work/moe_lm"
 expect "moe_lm on 2 ranks exits 0" [ "$status" -eq 0 ]
 expect "moe_lm splits the experts over ep 2" contains "$out" "mesh dp_shard 2, ep 2: each rank holds 2 of the 4 experts"
@@ -74,5 +75,8 @@ with open(sys.argv[1], "rb") as f:
     names = json.loads(f.read(n))
 sys.exit(not all("model.layers.%d.block_sparse_moe.experts.%d.w2.weight" % (l, e) in names
                  for l in range(2) for e in range(4)))' "$work/moe_lm/model/model.safetensors"
+expect "moe_lm's training state: each ep rank's experts, by their first holder" \
+  [ -f "$work/moe_lm/state/model_experts_rank_0.safetensors" -a -f "$work/moe_lm/state/model_experts_rank_1.safetensors" \
+    -a -f "$work/moe_lm/state/optimizer_experts_rank_1.safetensors" ]
 
 finish

@@ -24,6 +24,10 @@ layout.names = {
   model_slices = function(i, rank) return layout.indexed("model", i) .. "_rank_" .. rank .. ".safetensors" end,
   optimizer_slices = function(j, rank) return layout.indexed("optimizer", j) .. "_rank_" .. rank .. ".safetensors" end,
   sharding = function(i) return layout.indexed("model", i) .. "_sharding.lua" end,
+  experts = function(i, rank) return layout.indexed("model", i) .. "_experts_rank_" .. rank .. ".safetensors" end,
+  optimizer_experts = function(j, rank)
+    return layout.indexed("optimizer", j) .. "_experts_rank_" .. rank .. ".safetensors"
+  end,
   mesh = "mesh_layout.lua",
   scaler = "scaler.lua",
   accelerator = "accelerator_state.lua",

@@ -237,7 +237,10 @@ local function restore(c, folder, s)
     end
   end
   for i, opt in ipairs(c.optimizers) do
-    if not s.own_optimizers[i] then load.apply(path(layout.names.optimizer(i)), opt.load_state_dict, opt, s.optimizers[i]) end
+    -- In its layout before sharding, under ep with this rank's experts (expert_checkpoint.lua).
+    if not s.own_optimizers[i] then
+      load.apply(path(layout.names.optimizer(i)), opt._load_rank_state_dict, opt, s.optimizers[i])
+    end
     opt.updates = saved.optimizer_updates[i]
   end
   for i, sched in ipairs(c.schedulers) do

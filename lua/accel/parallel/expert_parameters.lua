@@ -73,33 +73,63 @@ function expert_parameters.gather(model, state)
   return state
 end
 
--- The whole model's {name, tensor} in the order one process's save_model
--- writes them, from `full` (gathered): each split block's experts, all of
--- them in index order, where its first expert's tensors were.
-function expert_parameters.ordered(model, full)
+-- The whole model's names from `names` (the split model's, in order):
+-- each split block's experts, all of them in index order, where its first
+-- expert's names were.
+local function whole_names(model, names)
   local blocks = {}
   for _, pair in ipairs(expert_parameters.blocks(model)) do
     blocks[#blocks + 1] = { prefix = pair[1] .. ".experts.", block = pair[2] }
   end
   local out, written = {}, {}
-  for _, pair in ipairs(named_tensors(model)) do
-    local name, of = pair[1], nil
+  for _, name in ipairs(names) do
+    local of = nil
     for _, b in ipairs(blocks) do
       if name:sub(1, #b.prefix) == b.prefix then of = b end
     end
     if not of then
-      out[#out + 1] = { name, full[name] }
+      out[#out + 1] = name
     elseif not written[of] then
       written[of] = true
       for index = 0, of.block.num_experts - 1 do
-        for field in of.block.experts[1]:named_parameters() do
-          local key = of.prefix .. index .. "." .. field
-          out[#out + 1] = { key, full[key] }
-        end
+        for field in of.block.experts[1]:named_parameters() do out[#out + 1] = of.prefix .. index .. "." .. field end
       end
     end
   end
   return out
+end
+
+-- The whole model's {name, tensor} in the order one process's save_model
+-- writes them, from `full` (gathered).
+function expert_parameters.ordered(model, full)
+  local names = {}
+  for i, pair in ipairs(named_tensors(model)) do names[i] = pair[1] end
+  local out = {}
+  for i, name in ipairs(whole_names(model, names)) do out[i] = { name, full[name] } end
+  return out
+end
+
+-- The whole model's parameter names in its parameters() order: the
+-- indices of one process's optimizer made on model:parameters().
+function expert_parameters.whole_parameter_names(model)
+  local names = {}
+  for name in model:named_parameters() do names[#names + 1] = name end
+  return whole_names(model, names)
+end
+
+-- Whether a tensor's name (the whole model's) is a split expert's, of any
+-- of `models`: a function(name) -> boolean.
+function expert_parameters.is_expert_name(models)
+  local prefixes = {}
+  for _, model in ipairs(models) do
+    for _, pair in ipairs(expert_parameters.blocks(model)) do prefixes[#prefixes + 1] = pair[1] .. ".experts." end
+  end
+  return function(name)
+    for _, prefix in ipairs(prefixes) do
+      if name:sub(1, #prefix) == prefix then return true end
+    end
+    return false
+  end
 end
 
 -- The names in `weights` (full, the whole model's) of experts this rank

@@ -24,6 +24,10 @@
 --   layout.after_sync     nil, or what runs once the gradients are
 --                         synchronised on a step that synchronises (a
 --                         pipeline's tied weights summed over their stages)
+--   layout.original_optimizer
+--                         {optimizer, layout = checkpoint/optimizer_names.lua's}
+--                         for the optimizer prepared with a sharded model:
+--                         its parameters' names before sharding
 local tp_parameters = require("accel.parallel.tp_parameters")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
 local four_bit_storage = require("accel.parallel.fsdp.four_bit_storage")
@@ -60,11 +64,18 @@ end
 
 -- The same by name, as checkpoints save accumulated gradients: the
 -- parameters', or this rank's slices of the flat buffers ("flat_<k>"),
--- into which every backward reduces (already summed over the ranks).
+-- into which every backward reduces (already summed over the ranks), and
+-- the split experts, which stay out of them (by name).
 function ModelLayout:named_gradient_holders()
   local holders = {}
   if self:reduces_every_backward() then
     for k, shard in ipairs(self.sharded:shards()) do holders["flat_" .. k] = shard end
+    if self.expert_sync then
+      local experts = expert_parameters.set(self.model)
+      for name, p in self.model:named_parameters() do
+        if experts[p] then holders[name] = p end
+      end
+    end
   else
     for name, p in self.model:named_parameters() do holders[name] = p end
   end
@@ -157,15 +168,23 @@ function ModelLayout:zero_grad(set_to_none)
 end
 
 -- The optimizer's state in its layout before sharding, as plain data
--- parallel saves it (a collective), and the reverse.
+-- parallel saves it (a collective when this model's shards are its), and
+-- the reverse. Under ep it holds this rank's experts under this rank's
+-- indices, which checkpoints key by name (checkpoint/expert_checkpoint.lua).
 function ModelLayout:optimizer_state_dict(optimizer)
-  self.dims:refuse_under_experts("the optimizer's state_dict")
-  return self.sharded:full_optimizer_state(optimizer)
+  if self.sharded and self.optimizer == optimizer then return self.sharded:full_optimizer_state(optimizer) end
+  return optimizer:state_dict()
 end
 
 function ModelLayout:load_optimizer_state_dict(optimizer, state)
-  self.dims:refuse_under_experts("the optimizer's load_state_dict")
-  return self.sharded:load_full_optimizer_state(optimizer, state)
+  if self.sharded and self.optimizer == optimizer then return self.sharded:load_full_optimizer_state(optimizer, state) end
+  optimizer:load_state_dict(state)
+end
+
+-- A recipe's own call for the optimizer's state (`action`) under ep,
+-- which would hold this rank's experts under this rank's indices: refused.
+function ModelLayout:refuse_optimizer_state(action)
+  self.dims:refuse_under_experts(action, "save_state and load_state keep it, by parameter name")
 end
 
 return ModelLayout

@@ -17,6 +17,7 @@ local ModelLayout = require("accel.parallel.model_layout")
 local sharding_settings = require("accel.parallel.fsdp.sharding_settings")
 local mesh_sharding = require("accel.parallel.fsdp.mesh_sharding")
 local tp_parameters = require("accel.parallel.tp_parameters")
+local optimizer_names = require("accel.parallel.checkpoint.optimizer_names")
 
 local ParallelDims = {}
 ParallelDims.__index = ParallelDims
@@ -111,13 +112,12 @@ function ParallelDims:ep()
   return ep and ep.size > 1 and ep or nil
 end
 
--- Refuses `action` under ep, where it is not built yet: the optimizer's
--- state and checkpoints hold each rank's experts under their own indices.
-function ParallelDims:refuse_under_experts(action)
+-- Refuses `action` under ep, where it is not built yet; `instead` says
+-- what is.
+function ParallelDims:refuse_under_experts(action, instead)
   if not self:ep() then return end
   args.error(string.format("Accelerator: %s under ep_size = %d is not implemented yet (%s; docs/api/parallelism.md); "
-                           .. "get_state_dict, save_model and load_model are", action, self.mesh.ep.size,
-                           tostring(self.mesh.config)))
+                           .. "%s", action, self.mesh.ep.size, tostring(self.mesh.config), instead))
 end
 
 -- The tp dim of the mesh, or nil without tensor parallelism.
@@ -142,6 +142,12 @@ end
 -- ModelLayout; `optimizer` is the engine optimizer holding its parameters.
 function ParallelDims:prepare(model, optimizer)
   local layout = ModelLayout.new(self, model)
+  -- A checkpoint of experts keys the optimizer's state by parameter name
+  -- (checkpoint/expert_checkpoint.lua): the names of a sharded optimizer's
+  -- indices are taken before its parameters become shards.
+  if optimizer and self.sharding then
+    layout.original_optimizer = { optimizer = optimizer, layout = optimizer_names(optimizer, { model }) }
+  end
   for _, parallelism in ipairs(PARALLELISMS) do
     if parallelism.applies(self) then parallelism.apply(layout, self, optimizer) end
   end

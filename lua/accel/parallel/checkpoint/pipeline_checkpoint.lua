@@ -20,12 +20,12 @@
 -- order (the optimizer made on model:parameters(), as usual). Under tensor
 -- parallelism each rank keeps its tp slices of the whole tensors read
 -- (read_split.fit).
-local core = require("accel.core")
 local gathering = require("accel.gathering")
 local layout = require("accel.checkpointing.layout")
 local field_checks = require("accel.util.field_checks")
 local sorted_keys = require("accel.util.sorted_keys")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
+local optimizer_by_name = require("accel.parallel.checkpoint.optimizer_by_name")
 
 local pipeline_checkpoint = {}
 
@@ -92,21 +92,7 @@ end
 -- Optimizer `opt`'s state keyed by its parameters' whole names; `state`
 -- is the state full_states gathered (FSDP), or nil for the optimizer's own.
 local function named_optimizer_state(c, opt, j, state)
-  local names, out = index_names(opt, c.models, c), {}
-  for key, t in pairs(state or opt:state_dict()) do
-    local index, slot = key:match("^state%.(%d+)%.(.+)$")
-    if index then
-      local name = names[tonumber(index)]
-      if not name then
-        error(string.format("optimizer %d steps a parameter (index %s) that is none of the prepared models': a "
-                            .. "pipeline's checkpoint names each optimizer state by its parameter", j, index), 0)
-      end
-      out["state." .. name .. "." .. slot] = t
-    elseif not key:match("^param_groups%.%d+%.params$") then
-      out[key] = t
-    end
-  end
-  return out
+  return optimizer_by_name.named(state or opt:state_dict(), index_names(opt, c.models, c), j, "a pipeline's checkpoint")
 end
 
 -- Whether the Accelerator's models are a pipeline's stages.
@@ -265,25 +251,8 @@ local function whole_sources(files, folder, parameters)
       return out
     end,
     optimizer = function(j)
-      local state, out, count = files.tensors(layout.names.optimizer(j)), {}, 0
-      for key, t in pairs(state) do
-        if key:match("^param_groups%.%d+%.params$") then count = count + t:numel() end
-      end
-      local names = parameters(j)
-      if count ~= #names then
-        error(string.format("'%s/%s' steps %d parameter(s) but the model has %d: a pipeline loads the optimizer "
-                            .. "state of one process made on model:parameters() (in that order)", folder,
-                            layout.names.optimizer(j), count, #names), 0)
-      end
-      for key, t in pairs(state) do
-        local index, slot = key:match("^state%.(%d+)%.(.+)$")
-        if index then
-          out["state." .. names[tonumber(index) + 1] .. "." .. slot] = t
-        elseif not key:match("^param_groups%.%d+%.params$") then
-          out[key] = t
-        end
-      end
-      return out
+      return optimizer_by_name.of_one_process(files.tensors(layout.names.optimizer(j)), parameters(j), j,
+                                              folder .. "/" .. layout.names.optimizer(j), "a pipeline")
     end,
     model_file = function(i) return layout.names.model(i) end,
     model_files = function(i) return layout.names.model(i) end,
@@ -296,48 +265,9 @@ end
 -- (a sharded model's optimizer's in its layout before sharding, each
 -- group's parameters then numbered in order).
 local function optimizer_state(c, opt, named, path)
-  local current, out, names = opt.optimizer:state_dict(), {}, index_names(opt, c.models, c)
   local original = original_layout(c, opt)
-  if original then
-    local first = 0
-    for g, n in ipairs(original.group_sizes) do
-      current[string.format("param_groups.%d.params", g - 1)] = core.arange(first, first + n, { dtype = "int64" })
-      first = first + n
-    end
-  end
-  local saved_groups, count = {}, 0
-  for key in pairs(named) do
-    local g = key:match("^param_groups%.(%d+)%.")
-    if g and not saved_groups[tonumber(g)] then saved_groups[tonumber(g)], count = true, count + 1 end
-  end
-  if count ~= opt:num_param_groups() then
-    error(string.format("'%s' holds %d parameter group(s) but the optimizer has %d", path, count,
-                        opt:num_param_groups()), 0)
-  end
-  for key, t in pairs(current) do
-    local g = key:match("^param_groups%.(%d+)%.")
-    if g and not saved_groups[tonumber(g)] then
-      error(string.format("'%s' holds no parameter group %d, which the optimizer has", path, tonumber(g) + 1), 0)
-    end
-    if key:match("^param_groups%.%d+%.params$") then
-      out[key] = t
-    elseif g then
-      out[key] = named[key] or error(string.format("'%s' lacks '%s'", path, key), 0)
-    end
-  end
-  local slots = {}
-  for key in pairs(named) do
-    local rest = key:match("^state%.(.+)$")
-    if rest then
-      local name, slot = rest:match("^(.+)%.([^%.]+)$")
-      slots[name] = slots[name] or {}
-      slots[name][#slots[name] + 1] = slot
-    end
-  end
-  for index, name in pairs(names) do
-    for _, slot in ipairs(slots[name] or {}) do out["state." .. index .. "." .. slot] = named["state." .. name .. "." .. slot] end
-  end
-  return out
+  return optimizer_by_name.indexed(named, index_names(opt, c.models, c), opt.optimizer:state_dict(), path,
+                                   original and original.group_sizes)
 end
 
 -- This pipelined model's state dict from the whole names' `tensors`, read

@@ -13,6 +13,7 @@ local flat_shards = require("accel.parallel.checkpoint.flat_shards")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
 local reshard = require("accel.parallel.checkpoint.reshard")
 local pipeline_checkpoint = require("accel.parallel.checkpoint.pipeline_checkpoint")
+local expert_checkpoint = require("accel.parallel.checkpoint.expert_checkpoint")
 
 local read_split = {}
 
@@ -143,6 +144,8 @@ end
 -- tensors, open}: a value file, a tensor file read whole, and a tensor file
 -- opened to be mapped, each verified against the manifest.
 function read_split.read(c, s, listed, folder, files)
+  -- Experts split over ep in force, or a checkpoint of them (expert_checkpoint.lua).
+  if expert_checkpoint.read(c, s, listed, folder, files) then return end
   -- A pipeline in force, or a pipeline's checkpoint (pipeline_checkpoint.lua).
   if pipeline_checkpoint.read(c, s, listed, folder, files) then return end
   read_mesh_slices(c, s, listed, folder, files.value, files.tensors, files.open)

@@ -6,9 +6,10 @@
 -- Made from the ParallelDims and the prepared models' layouts
 -- (parallel_dims.lua, model_layout.lua); write_split.lua and
 -- read_split.lua cut, save, load and reshard by it (a pipeline's by
--- pipeline_checkpoint.lua).
+-- pipeline_checkpoint.lua, split experts' by expert_checkpoint.lua).
 local flat_shards = require("accel.parallel.checkpoint.flat_shards")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
+local optimizer_names = require("accel.parallel.checkpoint.optimizer_names")
 
 local SplitCheckpoint = {}
 SplitCheckpoint.__index = SplitCheckpoint
@@ -80,6 +81,23 @@ end
 -- The tp dim the models in force are split over, or nil.
 function SplitCheckpoint:tp()
   return self.dims:tp()
+end
+
+-- The ep dim the models' experts are split over, or nil.
+function SplitCheckpoint:ep()
+  return self.dims:ep()
+end
+
+-- The names of prepared optimizer `opt`'s parameters by index, and its
+-- groups' sizes (optimizer_names.lua), in the layout its state_dict has:
+-- for the optimizer of a sharded model as prepare recorded them, before
+-- sharding; else found among `models` now.
+function SplitCheckpoint:optimizer_layout(opt, models)
+  for _, layout in pairs(self._layouts) do
+    local original = layout.original_optimizer
+    if original and original.optimizer == opt.optimizer then return original.layout end
+  end
+  return optimizer_names(opt, models)
 end
 
 -- name -> tensor whose .grad holds this rank's accumulated gradient

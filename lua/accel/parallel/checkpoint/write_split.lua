@@ -3,11 +3,13 @@
 -- each rank writes of its own slices, and the layouts the main process
 -- writes so that a load on another layout can cut them again
 -- (docs/api/sharding.md, docs/api/parallelism.md "Checkpoints under a
--- mesh"). `c.split` is the SplitCheckpoint (split_checkpoint.lua).
+-- mesh"; a pipeline's in pipeline_checkpoint.lua, split experts' in
+-- expert_checkpoint.lua). `c.split` is the SplitCheckpoint (split_checkpoint.lua).
 local layout = require("accel.checkpointing.layout")
 local flat_shards = require("accel.parallel.checkpoint.flat_shards")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
 local pipeline_checkpoint = require("accel.parallel.checkpoint.pipeline_checkpoint")
+local expert_checkpoint = require("accel.parallel.checkpoint.expert_checkpoint")
 
 local write_split = {}
 
@@ -52,6 +54,7 @@ end
 -- optimizer absent from it is written as it is.
 function write_split.full_states(c)
   if pipeline_checkpoint.applies(c) then return pipeline_checkpoint.full_states(c) end
+  if expert_checkpoint.applies(c) then return expert_checkpoint.full_states(c) end
   local out = { models = {}, optimizers = {} }
   if c.split.mesh then return full_mesh_states(c, out) end
   if c.split.per_rank then return out end
@@ -65,6 +68,7 @@ end
 -- does not write whole.
 function write_split.rank_files(c, rank, tensors_file, full)
   if pipeline_checkpoint.applies(c) then return pipeline_checkpoint.rank_files(c, rank, tensors_file, full) end
+  if expert_checkpoint.applies(c) then return expert_checkpoint.rank_files(c, rank, tensors_file, full) end
   local written = { models = {}, optimizers = {}, flats = {} }
   for i, m in pairs(per_rank_models(c)) do
     tensors_file(layout.names.model_slices(i, rank), flat_shards.model_tensors(m.sharded, m.model))
@@ -96,6 +100,7 @@ end
 function write_split.mesh_layout(c, lua_file, full)
   if not c.split.mesh then return end
   if pipeline_checkpoint.applies(c) then return pipeline_checkpoint.layout_file(c, lua_file, full) end
+  if expert_checkpoint.applies(c) then return expert_checkpoint.layout_file(c, lua_file) end
   lua_file(layout.names.mesh, tp_slices.layout(c.split.mesh, full.splits, c.state.num_processes,
                                                c.split.per_rank and "SHARDED_STATE_DICT" or "FULL_STATE_DICT"))
 end
