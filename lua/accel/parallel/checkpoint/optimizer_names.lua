@@ -5,7 +5,10 @@
 -- is found among `models`' named parameters by identity (is_set_to; only
 -- those of its shape are compared); one that is none of theirs has no name.
 -- prepare records this for the optimizer it shards (parallel_dims.lua),
--- before its parameters become flat shards: the layout its full state keeps.
+-- before its parameters become flat shards: the layout its full state
+-- keeps. A parameter on the meta device (built empty, to take the main
+-- process's weights) is found by the handle alone: LibTorch cannot compare
+-- meta storages.
 return function(optimizer, models)
   local by_shape = {}
   for _, model in ipairs(models) do
@@ -21,7 +24,7 @@ return function(optimizer, models)
     group_sizes[g] = #params
     for _, p in ipairs(params) do
       for _, candidate in ipairs(by_shape[table.concat(p:size(), "x")] or {}) do
-        if p:is_set_to(candidate[2]) then
+        if rawequal(p, candidate[2]) or (p.device ~= "meta" and p:is_set_to(candidate[2])) then
           names[index] = candidate[1]
           break
         end
