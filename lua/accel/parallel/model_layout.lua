@@ -58,8 +58,13 @@ end
 -- Where the gradients are: the model's parameters, or at ZeRO stages 2 and
 -- 3 the shards, whose gradients are this rank's slices.
 function ModelLayout:gradient_holders()
-  if self:reduces_every_backward() then return self.sharded:shards() end
-  return self.model:parameters()
+  if not self:reduces_every_backward() then return self.model:parameters() end
+  local holders = self.sharded:shards()
+  -- Split experts stay out of the flat buffers: their gradients are their own.
+  if self.expert_sync then
+    for _, p in ipairs(self.expert_sync.params) do holders[#holders + 1] = p end
+  end
+  return holders
 end
 
 -- The same by name, as checkpoints save accumulated gradients: the
