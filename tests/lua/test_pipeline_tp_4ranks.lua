@@ -4,8 +4,8 @@
 -- (accel.parallel.tensor_parallel over acc.mesh) and prepare cuts the
 -- split model into stages by its module names; ranks {0, 1} hold stage 1's
 -- tp slices and {2, 3} stage 2's, each pp group ({0, 2}, {1, 3}) passing
--- the full hidden states between its tp rank's stages. For GPipe, 1F1B
--- and Interleaved1F1B (2 stages per rank), with and without accumulating
+-- the full hidden states between its tp rank's stages. For GPipe, 1F1B,
+-- Interleaved1F1B and InterleavedZeroBubble (2 stages per rank), with and without accumulating
 -- over 2 micro-steps, with llama's own plan (lm_head's logits gathered) and
 -- a vocabulary-parallel head (its logits split, the pipelined loss over
 -- tp), 10 AdamW steps with clipping (which acts: the norm counts each
@@ -49,6 +49,9 @@ end
 local ref = pipeline_check.reference(check)
 local acc, model
 for _, run in ipairs({ { schedule = "GPipe", tp = 2 },
+                       -- The zero-bubble schedule: W reruns each op holding a tp slice.
+                       { schedule = "InterleavedZeroBubble", virtual_stages = 2, tp = 2, accumulation = 2 },
+                       { schedule = "InterleavedZeroBubble", virtual_stages = 2, tp = 2, plan = vocab_parallel },
                        { schedule = "1F1B", tp = 2 },
                        { schedule = "1F1B", tp = 2, accumulation = 2 },
                        { schedule = "Interleaved1F1B", virtual_stages = 2, tp = 2 },

@@ -57,12 +57,6 @@ function pipeline_parallel.check(config, sharding)
            "its W actions run the weight gradients after FSDP's reduction of each backward; GPipe, 1F1B and "
            .. "Interleaved1F1B combine with FSDP")
   end
-  if s.split_backward and config.tp_size > 1 then
-    -- Not run yet: W runs each op holding a parameter again, and a tensor
-    -- parallel stage's graph holds collectives beside them.
-    refuse(string.format("pp_schedule = %q and tp_size = %d", config.pp_schedule, config.tp_size),
-           "the split backward is checked without tp only; GPipe, 1F1B and Interleaved1F1B combine with tp")
-  end
   return s
 end
 
