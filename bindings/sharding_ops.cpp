@@ -205,6 +205,9 @@ std::vector<Binding> sharded_methods() {
       bind("clip_grad_norm", [](lua_State* L, Receiver, double max_norm, c10::optional<double> norm_type) {
         return self(L).clip_grad_norm(max_norm, norm_type.value_or(2.0));
       }),
+      bind("grad_norm", [](lua_State* L, Receiver, c10::optional<double> norm_type) {
+        return self(L).grad_norm(norm_type.value_or(2.0));
+      }),
       bind("clip_grad_value", [](lua_State* L, Receiver, double value) { self(L).clip_grad_value(value); }),
       bind("shards", [](lua_State* L, Receiver) { return self(L).shards(); }),
       bind("before_step", [](lua_State* L, Receiver) { self(L).before_step(); }),

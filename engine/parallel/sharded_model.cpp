@@ -357,7 +357,7 @@ std::vector<at::Tensor> ShardedModel::shards() const {
   return out;
 }
 
-at::Tensor ShardedModel::clip_grad_norm(double max_norm, double norm_type) {
+at::Tensor ShardedModel::grad_norm(double norm_type) const {
   at::NoGradGuard no_grad;
   const std::vector<at::Tensor> params = shards();
   // The norm of all the elements as one vector (grad_clipping.h). Each
@@ -388,7 +388,12 @@ at::Tensor ShardedModel::clip_grad_norm(double max_norm, double norm_type) {
   at::Tensor split = local.narrow(0, 1, 1).clone();
   if (mesh_.tp && mesh_.tp->size() > 1) mesh_.tp->all_reduce(split, op);
   local = combine(local.narrow(0, 0, 1), split);
-  at::Tensor total = (power ? local.pow(1.0 / norm_type) : local).reshape({}).to(params.front().scalar_type());
+  return (power ? local.pow(1.0 / norm_type) : local).reshape({}).to(params.front().scalar_type());
+}
+
+at::Tensor ShardedModel::clip_grad_norm(double max_norm, double norm_type) {
+  at::Tensor total = grad_norm(norm_type);
+  const std::vector<at::Tensor> params = shards();
   // Offloaded gradients are scaled where they are, on the host.
   scale_to_max_norm(params, total.to(params.front().device()), max_norm);
   return total;

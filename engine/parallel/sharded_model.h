@@ -182,7 +182,10 @@ class ShardedModel : public GradientSync {
 
   // The gradient norm over every rank's slices and clipping to `max_norm`
   // (stages 2 and 3, where no rank holds the full gradients); on a mesh,
-  // the model's whole norm (MeshGroups).
+  // the model's whole norm (MeshGroups). grad_norm is the norm alone (a
+  // collective), for a caller that adds gradients kept outside the flat
+  // parameters (experts split over ep) before it clips.
+  at::Tensor grad_norm(double norm_type) const;
   at::Tensor clip_grad_norm(double max_norm, double norm_type);
   void clip_grad_value(double clip_value);
   // The shards (their .grad the gradient slices), e.g. for the fp16 loss

@@ -122,8 +122,8 @@ end
 
 -- torch.nn.utils.clip_grad_norm_ over the global norm of the prepared
 -- models (`layouts`) under ep: the other parameters' squares as without
--- experts (a sharded model's over its slices, by its own norm, which
--- scales nothing at an infinite max_norm; or the replicated gradients'),
+-- experts (a sharded model's over its slices, by its grad_norm; or the
+-- replicated gradients'),
 -- the experts' summed over ep (the replicas hold the same ones); under tp
 -- (`tp`, or nil) the squares of what is split over it summed over tp
 -- first (tp_parameters.lua). Returns the norm, a 0-dim tensor, on every rank.
@@ -143,17 +143,17 @@ function expert_sync.clip_grad_norm(layouts, max_norm, norm_type, tp)
       for _, p in ipairs(sync.params) do experts[p] = true end
     end
     if layout.sharded then
-      sq[false][false] = sq[false][false] + layout.sharded:clip_grad_norm(math.huge, 2):double():pow(2):view(1)
-      for _, shard in ipairs(layout.sharded:shards()) do holders[#holders + 1] = shard end
+      sq[false][false] = sq[false][false] + layout.sharded:grad_norm(2):double():pow(2):view(1)
     end
     for _, entry in ipairs(tp_parameters.list(layout.model)) do
       local p, expert = entry[2], experts[entry[2]] == true
       if p.grad and (expert or not layout.sharded) then
         local part = sq[expert][entry[3] ~= nil]
         sq[expert][entry[3] ~= nil] = part + p.grad:detach():double():pow(2):sum():view(1)
-        holders[#holders + 1] = p
       end
     end
+    -- The slices and the experts, or the parameters (model_layout.lua).
+    for _, t in ipairs(layout:gradient_holders()) do holders[#holders + 1] = t end
   end
   if tp then
     for _, expert in ipairs({ true, false }) do

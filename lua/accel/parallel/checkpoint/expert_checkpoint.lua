@@ -30,6 +30,7 @@
 -- SHARDED_STATE_DICT or a pipeline's; this one on a pipeline.
 local layout = require("accel.checkpointing.layout")
 local field_checks = require("accel.util.field_checks")
+local layout_header = require("accel.parallel.checkpoint.layout_header")
 local expert_parameters = require("accel.parallel.expert_parameters")
 local optimizer_by_name = require("accel.parallel.checkpoint.optimizer_by_name")
 
@@ -130,14 +131,9 @@ end
 -- experts = {writers = {[ep rank + 1] = world rank}}}.
 local function check_layout(saved, path, world_size)
   local where = "'" .. path .. "'"
-  field_checks.check(saved, { { "mesh", "table" }, { "world_size", "positive count" }, { "experts", "table" } }, where)
-  if saved.world_size ~= world_size then
-    error(string.format("%s says world_size %d but the checkpoint was saved on %d process(es)", where,
-                        saved.world_size, world_size), 0)
-  end
+  layout_header(saved, where, "experts", SIZES, world_size)
   local product = 1
   for _, dim in ipairs(SIZES) do
-    field_checks.check(saved.mesh, { { dim, "positive count" } }, where .. " (mesh)")
     if dim ~= "ep" then product = product * saved.mesh[dim] end
   end
   if product ~= world_size then

@@ -23,6 +23,7 @@
 local gathering = require("accel.gathering")
 local layout = require("accel.checkpointing.layout")
 local field_checks = require("accel.util.field_checks")
+local layout_header = require("accel.parallel.checkpoint.layout_header")
 local sorted_keys = require("accel.util.sorted_keys")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
 local optimizer_by_name = require("accel.parallel.checkpoint.optimizer_by_name")
@@ -180,12 +181,7 @@ end
 -- = {[pp rank + 1] = {rank, layers = {[i] = names}}}}}.
 local function check_layout(saved, path, c, world_size)
   local where = "'" .. path .. "'"
-  field_checks.check(saved, { { "mesh", "table" }, { "world_size", "positive count" }, { "pipeline", "table" } }, where)
-  if saved.world_size ~= world_size then
-    error(string.format("%s says world_size %d but the checkpoint was saved on %d process(es)", where,
-                        saved.world_size, world_size), 0)
-  end
-  for _, dim in ipairs(SIZES) do field_checks.check(saved.mesh, { { dim, "positive count" } }, where .. " (mesh)") end
+  layout_header(saved, where, "pipeline", SIZES, world_size)
   local stages = saved.pipeline.stages
   if type(stages) ~= "table" or #stages ~= saved.mesh.pp then
     error(string.format("%s: 'pipeline.stages' must list the %d pp ranks' writers", where, saved.mesh.pp), 0)
