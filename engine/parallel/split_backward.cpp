@@ -121,6 +121,15 @@ void SplitBackward::weight_backward() {
     bool any = false;
     for (const at::Tensor& g : arrived) any = any || g.defined();
     if (!any) continue;  // nothing reached it in B
+    // The node's edges into the input's path are cut (B is done with
+    // them), so that its backward, which computes only the outputs whose
+    // edges are valid (task_should_compute_output), gives the parameters'
+    // part alone: a linear's weight gradient, not its input's again.
+    std::vector<bool> weight(i.node->num_outputs(), false);
+    for (size_t k : i.weight_edges) weight[k] = true;
+    for (size_t k = 0; k < weight.size(); ++k) {
+      if (!weight[k]) i.node->next_edges()[k] = Edge();  // not set_next_edge: the node has parents
+    }
     // Undefined gradients of a node's other outputs are zeros to it.
     variable_list computed = (*i.node)(std::move(arrived));
     for (size_t k : i.weight_edges) {

@@ -16,10 +16,10 @@
 // parameters'. Each such op -- a node of the graph on the input's path
 // with an edge into a part that reaches parameters and not the input: an
 // "intermediate" -- has the gradient arriving at it captured on the way (a
-// pre-hook). W runs each intermediate again on what arrived (the whole
-// node: its input's gradient is computed again and dropped -- LibTorch
-// offers no way to ask a node for some outputs alone outside an autograd
-// pass), then autograd from its edges into the parameters' part, which
+// pre-hook). W runs each intermediate again on what arrived, its edges into
+// the input's path cut first: a node's backward computes only the outputs
+// whose edges are valid (a linear's weight gradient, not its input's
+// again). Then autograd from its edges into the parameters' part, which
 // accumulates into the parameters' .grad through their AccumulateGrad
 // nodes (so the hooks of data parallel and FSDP see them as after any
 // backward). The parameters' part never reaches the input's path, so

@@ -3,7 +3,8 @@
 -- leaves every parameter's untouched, W then gives the parameters' -- both
 -- equal to one backward's within 1e-6 -- for linears, a layer norm, a
 -- parameter added off the input's path and a weight used twice; W runs
--- once; what is not a stage's output and input is refused.
+-- a weight transposed once feeding two products; W runs once; what is not
+-- a stage's output and input is refused.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local core = require("accel.core")
 local nn = accel.nn
@@ -51,6 +52,31 @@ for name, p in split_model:named_parameters() do
   check.near(p.grad, theirs[name].grad, 1e-6, "W: " .. name .. "'s gradient")
 end
 check.raises(function() split:weight_backward() end, "W twice", "the weight gradient was run already")
+
+-- A weight transposed once and used by two products: the transpose's
+-- node is fed by both, in W.
+local Shared = nn.Module:extend("SplitShared")
+function Shared:init()
+  self.w = nn.Parameter(accel.randn(6, 6))
+  self.c = nn.Linear(6, 6)
+end
+function Shared:forward(x)
+  local wt = self.w:t()
+  return self.c(x:matmul(wt):tanh():matmul(wt))
+end
+local function build_shared()
+  accel.manual_seed(9)
+  return Shared()
+end
+local shared_whole, xs_whole = build_shared(), input:clone():requires_grad_()
+shared_whole(xs_whole):backward(grad:narrow(2, 1, 6))
+local shared, xs = build_shared(), input:clone():requires_grad_()
+local s_split = core.autograd.input_backward(shared(xs), grad:narrow(2, 1, 6), xs, shared:parameters())
+check.near(xs.grad, xs_whole.grad, 1e-6, "shared transpose, B: the input's gradient")
+check.equal(s_split:intermediates(), 4, "shared transpose: two products, the linear's product and its bias's sum")
+s_split:weight_backward()
+check.near(shared.w.grad, shared_whole.w.grad, 1e-6, "shared transpose, W: the weight's gradient")
+check.near(shared.c.weight.grad, shared_whole.c.weight.grad, 1e-6, "shared transpose, W: the linear's")
 
 -- A loss (no gradient given: ones), and refusals.
 local m2 = build()
