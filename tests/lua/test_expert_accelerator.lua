@@ -17,79 +17,12 @@ local check = dofile(here .. "helpers/check.lua")
 local expert_check = dofile(here .. "helpers/expert_check.lua")
 local core = require("accel.core")
 
-local tiny, batch, ROWS = expert_check.tiny, expert_check.batch, expert_check.ROWS
-local STEPS, MAX_NORM, LR = 10, 0.5, 1e-2
-local function adamw(model) return accel.optim.AdamW(model:parameters(), { lr = LR, weight_decay = 0.01 }) end
+local tiny, batch, adamw = expert_check.tiny, expert_check.batch, expert_check.adamw
 
 -- One process on the whole batches.
-local reference = { model = tiny(), losses = {}, norms = {} }
-do
-  local opt = adamw(reference.model)
-  for step = 1, STEPS do
-    local x = batch(step)
-    local loss = reference.model{ input_ids = x, labels = x }.loss
-    loss:backward()
-    reference.norms[step] = core.clip_grad_norm(reference.model:parameters(), MAX_NORM):item()
-    check.truthy(step > 1 or reference.norms[1] > MAX_NORM, "the reference's first norm exceeds max_norm")
-    opt:step()
-    opt:zero_grad()
-    reference.losses[step] = loss:item()
-  end
-end
-
-local function compare_weights(state, what)
-  local compared = 0
-  for name, p in reference.model:named_parameters() do
-    check.truthy(state[name] ~= nil, what .. ": " .. name .. " in the full weights")
-    check.near(state[name], p, 1e-5, what .. ": " .. name)
-    compared = compared + 1
-  end
-  local count = 0
-  for _ in pairs(state) do count = count + 1 end
-  check.equal(count, compared, what .. ": the full weights hold the whole model's names, no more")
-end
-
-local function train(run)
-  local accumulation = run.accumulation or 1
-  local config = accel.ParallelismConfig{ dp_shard_size = run.dp_shard, dp_replicate_size = run.dp_replicate,
-                                          tp_size = run.tp, ep_size = 2 }
-  local what = string.format("%s, accumulation %d%s", tostring(config), accumulation,
-                             run.mixed_precision and (", " .. run.mixed_precision) or "")
-  local acc = accel.Accelerator{ parallelism_config = config, gradient_accumulation_steps = accumulation,
-                                 mixed_precision = run.mixed_precision }
-  local mesh = acc.mesh
-  local model = tiny()
-  -- Under tp each expert is split over it too (Mixtral's tp_plan), then the experts over ep.
-  if run.tp then model = accel.parallel.tensor_parallel(model, mesh) end
-  model = accel.parallel.expert_parallel(model, mesh)
-  local experts = #model.model.layers[1].block_sparse_moe.experts
-  check.equal(experts, 2, what .. ": each ep rank holds 2 of the 4 experts")
-  local opt
-  model, opt = acc:prepare(model, adamw(model))
-  local dp = mesh.dp
-  local rows = ROWS / dp.size / accumulation
-  for step = 1, STEPS do
-    local x = batch(step)
-    local summed, norm = 0, nil
-    for micro = 1, accumulation do
-      local mine = x:narrow(1, ((micro - 1) * dp.size + dp.rank) * rows + 1, rows)
-      acc:accumulate(model, function()
-        local out = model{ input_ids = mine, labels = mine }
-        acc:backward(out.loss)
-        norm = acc:clip_grad_norm(model:parameters(), MAX_NORM) or norm
-        opt:step()
-        opt:zero_grad()
-        local loss = out.loss:detach():clone():view(1)
-        dp:all_reduce(loss, "mean")
-        summed = summed + loss:item()
-      end)
-    end
-    check.near(summed / accumulation, reference.losses[step], 1e-5, string.format("%s: step %d's loss", what, step))
-    check.near(norm, reference.norms[step], 1e-5, string.format("%s: step %d's gradient norm", what, step))
-  end
-  compare_weights(acc:get_state_dict(model), what .. ", after training")
-  return acc, model, opt
-end
+local reference = expert_check.reference(check)
+local function compare_weights(state, what) expert_check.compare_weights(check, reference, state, what) end
+local function train(run) return expert_check.train(check, reference, run) end
 
 local world = accel.PartialState().num_processes
 -- fp16 on the CPU scales the loss only: the experts' gradients are unscaled with the others'.
