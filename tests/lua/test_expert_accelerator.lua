@@ -4,9 +4,12 @@
 -- prepared under ParallelismConfig{dp_shard_size, ep_size = 2 [,
 -- dp_replicate_size]}: the other weights FSDP over dp_shard, the experts
 -- split over ep and their gradients summed over the ranks holding the same
--- experts. EP 2 (2 ranks), EP 2 x FSDP 4, EP 2 x HSDP 2 x 2 and EP 2 x
--- TP 2 (FSDP 2; each expert split over tp too, Mixtral's tp_plan) (4
--- ranks), with accumulation: 10 AdamW steps with clipping (which acts) give one
+-- experts; under EP 2 x FSDP 4 the experts FSDP-sharded too, over the 2
+-- ranks of dp_shard holding the same ones (each keeps half their
+-- elements), elsewhere (dp_shard x cp = ep) whole. EP 2 (2 ranks), EP 2 x
+-- FSDP 4, EP 2 x HSDP 2 x 2 and EP 2 x TP 2 (FSDP 2; each expert split
+-- over tp too, Mixtral's tp_plan) (4 ranks), with accumulation: 10 AdamW
+-- steps with clipping (which acts) give one
 -- process's losses, gradient norms and weights within 1e-5 (float32), the
 -- full weights gathered from every rank's experts (get_state_dict),
 -- save_model written as one process's and load_model taking them back;
@@ -66,6 +69,23 @@ local function train(run)
   check.equal(experts, 2, what .. ": each ep rank holds 2 of the 4 experts")
   local opt
   model, opt = acc:prepare(model, adamw(model))
+  -- Sharded over the ranks of dp_shard x cp holding the same experts (R of
+  -- them) when there are several: each rank keeps 1/R of its experts'
+  -- elements (padding aside), and no more.
+  local expert_elements = 0
+  for name, p in reference.model:named_parameters() do
+    if name:find("%.experts%.") then expert_elements = expert_elements + p:numel() / mesh.ep.size end
+  end
+  local replicas = mesh.dp_shard_cp.size / mesh.ep.size
+  local sharding = acc._models[1].expert_sharding
+  check.equal(sharding ~= nil, replicas > 1, what .. ": the experts are sharded iff dp_shard x cp > ep_size")
+  if sharding then
+    local held = 0
+    for _, shard in ipairs(sharding:shards()) do held = held + shard:numel() end
+    check.truthy(held * replicas >= expert_elements and held * replicas < expert_elements + replicas * 64,
+                 string.format("%s: each rank holds 1/%d of its experts' %d elements, got %d", what, replicas,
+                               expert_elements, held))
+  end
   local dp = mesh.dp
   local rows = ROWS / dp.size / accumulation
   for step = 1, STEPS do
