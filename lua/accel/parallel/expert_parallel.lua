@@ -9,7 +9,7 @@
 --   2. sends each (token, choice) row to the rank holding its expert, in
 --      expert order (ProcessGroup:all_to_all, engine/parallel/expert_exchange.h:
 --      the counts first, per expert, then the rows),
---   3. runs each local expert on the rows every rank sent it (none too),
+--   3. runs each local expert on the rows every rank sent it,
 --   4. sends the outputs back and sums them into their tokens, weighted by
 --      the router, in the order one process adds them.
 -- Dropless: every row reaches its expert, however uneven the routing.
@@ -55,14 +55,19 @@ local function expert_parallel_forward(self, h)
   -- zeros_like: a rank whose experts got no row must still run both
   -- exchanges' backward, which its peers wait for.
   local outputs = received * 0
-  -- Every local expert runs, also on no rows: its weights then get a
-  -- gradient (zeros) in every backward, in the same order on every rank,
-  -- which the reductions over the ranks holding the same experts need
-  -- (sharded, reduce-scattered as each unit's gradients are ready:
-  -- fsdp/expert_sharding.lua).
+  -- An expert with no rows does not run, and its weights get no gradient
+  -- (the optimizer skips them, as one process's), unless FSDP shards the
+  -- experts (fsdp/expert_sharding.lua, which marks the block): then every
+  -- local expert runs, also on no rows, so that its weights' gradients
+  -- (zeros) come in the same order on every rank holding the same experts,
+  -- as the reduce-scatters of their flat shards need.
+  local every = rawget(self, "runs_every_expert") == true
   for j, expert in ipairs(self.experts) do
-    local rows = local_expert:eq(j):nonzero():view(-1)
-    outputs = outputs:index_add(1, rows, expert(received:index_select(1, rows)):to(outputs.dtype))
+    local rows = local_expert:eq(j):nonzero()
+    if every or rows:size(1) > 0 then
+      rows = rows:view(-1)
+      outputs = outputs:index_add(1, rows, expert(received:index_select(1, rows)):to(outputs.dtype))
+    end
   end
   local back = ep.group:all_to_all(outputs, received_counts)
   local out = core.zeros_like(x)

@@ -60,6 +60,9 @@ function ExpertSharding.new(mesh, model, optimizer, settings, bucket_bytes, devi
   local units, split = {}, {}
   for _, pair in ipairs(expert_parameters.blocks(model)) do
     units[#units + 1] = { module = pair[2], params = pair[2].experts:parameters() }
+    -- Each expert's gradients in every backward, zeros for no rows
+    -- (expert_parallel.lua): every rank's reduce-scatters in the same order.
+    rawset(pair[2], "runs_every_expert", true)
   end
   for _, entry in ipairs(tp_parameters.list(model)) do
     if entry[3] and experts[entry[2]] then split[#split + 1] = entry[2] end
