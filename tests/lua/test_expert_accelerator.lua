@@ -4,9 +4,12 @@
 -- prepared under ParallelismConfig{dp_shard_size, ep_size = 2 [,
 -- dp_replicate_size]}: the other weights FSDP over dp_shard, the experts
 -- split over ep and their gradients summed over the ranks holding the same
--- experts. EP 2 (2 ranks), EP 2 x FSDP 4, EP 2 x HSDP 2 x 2 and EP 2 x
--- TP 2 (FSDP 2; each expert split over tp too, Mixtral's tp_plan) (4
--- ranks), with accumulation: 10 AdamW steps with clipping (which acts) give one
+-- experts; under EP 2 x FSDP 4 the experts FSDP-sharded too, over the 2
+-- ranks of dp_shard holding the same ones (each keeps half their
+-- elements), elsewhere (dp_shard x cp = ep) whole. EP 2 (2 ranks), EP 2 x
+-- FSDP 4, EP 2 x HSDP 2 x 2 and EP 2 x TP 2 (FSDP 2; each expert split
+-- over tp too, Mixtral's tp_plan) (4 ranks), with accumulation: 10 AdamW
+-- steps with clipping (which acts) give one
 -- process's losses, gradient norms and weights within 1e-5 (float32), the
 -- full weights gathered from every rank's experts (get_state_dict),
 -- save_model written as one process's and load_model taking them back;

@@ -2,7 +2,8 @@
 -- Checkpoints under expert parallelism (docs/api/parallelism.md,
 -- "Checkpoints of experts"): a tiny Mixtral (4 experts, top 2) whose
 -- experts are split over ep 2, trained 6 AdamW steps of 2 micro-steps with
--- clipping, EP 2 (dp_shard 2) on 2 ranks and EP 2 x FSDP 4 on 4. Saved
+-- clipping, EP 2 (dp_shard 2) on 2 ranks and EP 2 x FSDP 4 on 4 (the experts
+-- FSDP-sharded over the 2 ranks of dp_shard holding the same ones). Saved
 -- mid-accumulation (after step 3's first micro-step: the summed gradients,
 -- the experts' too, are saved) and after step 4, each loaded on the same
 -- mesh by a fresh Accelerator on a model built from other weights: its

@@ -55,9 +55,16 @@ local function expert_parallel_forward(self, h)
   -- zeros_like: a rank whose experts got no row must still run both
   -- exchanges' backward, which its peers wait for.
   local outputs = received * 0
+  -- An expert with no rows does not run, and its weights get no gradient
+  -- (the optimizer skips them, as one process's), unless FSDP shards the
+  -- experts (fsdp/expert_sharding.lua, which marks the block): then every
+  -- local expert runs, also on no rows, so that its weights' gradients
+  -- (zeros) come in the same order on every rank holding the same experts,
+  -- as the reduce-scatters of their flat shards need.
+  local every = rawget(self, "runs_every_expert") == true
   for j, expert in ipairs(self.experts) do
     local rows = local_expert:eq(j):nonzero()
-    if rows:size(1) > 0 then
+    if every or rows:size(1) > 0 then
       rows = rows:view(-1)
       outputs = outputs:index_add(1, rows, expert(received:index_select(1, rows)):to(outputs.dtype))
     end

@@ -2,8 +2,9 @@
 -- over ep (expert_parallel.lua), for what the Accelerator does around them:
 -- data parallel and FSDP leave them out (every ep rank holds other experts,
 -- so neither a broadcast from the first rank nor a flat buffer over the
--- shard group fits them; expert_sync.lua synchronises their gradients), and
--- the full weights gather them from their ep ranks.
+-- shard group fits them; expert_sync.lua synchronises their gradients, and
+-- fsdp/expert_sharding.lua shards them apart over the ranks holding the
+-- same ones), and the full weights gather them from their ep ranks.
 local core = require("accel.core")
 local named_tensors = require("accel.util.named_tensors")
 

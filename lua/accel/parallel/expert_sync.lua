@@ -16,6 +16,13 @@
 -- the number of dp x cp ranks. The sum over ep groups and replicas is then
 -- one process's gradient over the whole batch.
 --
+-- Under FSDP with dp_shard x cp > ep_size the experts are themselves
+-- sharded over the replicas of dp_shard x cp (fsdp/expert_sharding.lua):
+-- their sharded model reduce-scatters their gradients in every backward,
+-- as the other one does, and its finalize sums them over dp_replicate and
+-- divides them by the same divisor. Else they stay whole and are
+-- all-reduced over the replicas here.
+--
 -- ExpertSync wraps the model's gradient synchronisation (the GradientSync
 -- seam, engine/parallel/gradient_sync.h) and does both. It runs in the
 -- Accelerator's backward only: a recipe's own loss:backward() synchronises
@@ -45,23 +52,41 @@ local function replica_ranks(mesh)
   return ranks
 end
 
-function ExpertSync.new(inner, model, mesh)
-  local set = expert_parameters.set(model)
-  local params = {}
-  for _, p in ipairs(model:parameters()) do
-    if set[p] then params[#params + 1] = p end
+-- `sharding`: the experts' sharding (fsdp/expert_sharding.lua), or nil
+-- where they stay whole. `params` holds the experts' gradients: their
+-- shards, or the experts' parameters.
+function ExpertSync.new(inner, model, mesh, sharding)
+  local self = { inner = inner, sharding = sharding, dp_cp = mesh.dp_cp, ep = mesh.ep, synchronised = false }
+  if sharding then
+    self.params = sharding:shards()
+  else
+    local set = expert_parameters.set(model)
+    self.params = {}
+    for _, p in ipairs(model:parameters()) do
+      if set[p] then self.params[#self.params + 1] = p end
+    end
+    local ranks = replica_ranks(mesh)
+    self.replicas = #ranks > 1 and dist.new_group("mesh.ep_replicas." .. mesh.ep.rank, ranks) or nil
+    self.replica_count = #ranks
   end
-  local ranks = replica_ranks(mesh)
-  local replicas = #ranks > 1 and dist.new_group("mesh.ep_replicas." .. mesh.ep.rank, ranks) or nil
-  return setmetatable({ inner = inner, params = params, dp_cp = mesh.dp_cp, ep = mesh.ep, replicas = replicas,
-                        replica_count = #ranks, synchronised = false }, ExpertSync)
+  return setmetatable(self, ExpertSync)
 end
 
-function ExpertSync:set_sync(sync) self.inner:set_sync(sync) end
+-- The experts' sharded model beside the other parameters' synchronisation.
+function ExpertSync:set_sync(sync)
+  self.inner:set_sync(sync)
+  if self.sharding then self.sharding.sharded:set_sync(sync) end
+end
 function ExpertSync:sync() return self.inner:sync() end
-function ExpertSync:caller_finishes_backward() self.inner:caller_finishes_backward() end
+function ExpertSync:caller_finishes_backward()
+  self.inner:caller_finishes_backward()
+  if self.sharding then self.sharding.sharded:caller_finishes_backward() end
+end
 
-function ExpertSync:end_backward() self.inner:end_backward() end
+function ExpertSync:end_backward()
+  self.inner:end_backward()
+  if self.sharding then self.sharding.sharded:end_backward() end
+end
 
 -- A collective over dp x cp when num_items counts. Without num_items (an
 -- early synchronisation on a micro-step that accumulates: sync_each_batch,
@@ -71,6 +96,11 @@ function ExpertSync:end_backward() self.inner:end_backward() end
 -- is then the sum it would have been.
 function ExpertSync:finalize(num_items)
   self.inner:finalize(num_items)
+  if self.sharding then
+    self.sharding:finalize(num_items)
+    self.synchronised = true
+    return
+  end
   local divisor = num_items == nil and self.replica_count or self.dp_cp.size
   if num_items and num_items > 0 then
     local items = core.tensor({ num_items }, { dtype = "float64" })
@@ -116,7 +146,7 @@ function expert_sync.apply(layout, dims)
                              .. "split: apply accel.parallel.expert_parallel(model, acc.mesh) before making its "
                              .. "optimizer (%s)", dims.mesh.ep.size, tostring(dims.mesh.config)))
   end
-  layout.expert_sync = ExpertSync.new(layout.sync, layout.model, dims.mesh)
+  layout.expert_sync = ExpertSync.new(layout.sync, layout.model, dims.mesh, layout.expert_sharding)
   layout.sync = layout.expert_sync
 end
 
@@ -124,9 +154,10 @@ end
 -- models (`layouts`) under ep: the other parameters' squares as without
 -- experts (a sharded model's over its slices, by its grad_norm; or the
 -- replicated gradients'),
--- the experts' summed over ep (the replicas hold the same ones); under tp
--- (`tp`, or nil) the squares of what is split over it summed over tp
--- first (tp_parameters.lua). Returns the norm, a 0-dim tensor, on every rank.
+-- the experts' summed over ep (the replicas hold the same ones; sharded
+-- experts' over their slices first, by their sharded model's grad_norm);
+-- under tp (`tp`, or nil) the squares of what is split over it summed over
+-- tp first (tp_parameters.lua). Returns the norm, a 0-dim tensor, on every rank.
 function expert_sync.clip_grad_norm(layouts, max_norm, norm_type, tp)
   if norm_type ~= nil and norm_type ~= 2 then
     args.error("Accelerator:clip_grad_norm: under ep_size > 1 only the L2 norm (norm_type 2) is supported yet")
@@ -135,12 +166,18 @@ function expert_sync.clip_grad_norm(layouts, max_norm, norm_type, tp)
   -- [expert or not][split over tp or not]: summed squares.
   local sq = { [true] = { [true] = zero(), [false] = zero() }, [false] = { [true] = zero(), [false] = zero() } }
   local holders, ep = {}, nil
+  -- Summed over ep already (expert_sharding.lua).
+  local sharded_experts = zero()
   for _, layout in ipairs(layouts) do
     local sync = layout.expert_sync
     local experts = {}
     if sync then
       ep = sync.ep
-      for _, p in ipairs(sync.params) do experts[p] = true end
+      if sync.sharding then
+        sharded_experts = sharded_experts + sync.sharding:squared_norm()
+      else
+        for _, p in ipairs(sync.params) do experts[p] = true end
+      end
     end
     if layout.sharded then
       sq[false][false] = sq[false][false] + layout.sharded:grad_norm(2):double():pow(2):view(1)
@@ -163,7 +200,7 @@ function expert_sync.clip_grad_norm(layouts, max_norm, norm_type, tp)
   end
   local experts = (sq[true][true] + sq[true][false]):contiguous()
   ep:all_reduce(experts)
-  local total = experts + sq[false][true] + sq[false][false]
+  local total = experts + sharded_experts + sq[false][true] + sq[false][false]
   return clip_to_norm(holders, max_norm, total:sqrt():squeeze():float())
 end
 

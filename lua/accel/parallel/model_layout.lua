@@ -21,6 +21,9 @@
 --                         replaced the recipe's model
 --   layout.expert_sync    the synchronisation of experts split over ep
 --                         (expert_sync.lua), which is also layout.sync, or nil
+--   layout.expert_sharding
+--                         the experts' own sharded model when FSDP shards
+--                         them too (fsdp/expert_sharding.lua), or nil
 --   layout.after_sync     nil, or what runs once the gradients are
 --                         synchronised on a step that synchronises (a
 --                         pipeline's tied weights summed over their stages)
@@ -38,6 +41,11 @@ ModelLayout.__index = ModelLayout
 
 function ModelLayout.new(dims, model)
   return setmetatable({ dims = dims, model = model, no_sync = false }, ModelLayout)
+end
+
+-- The sharded models: the other parameters' and the experts', or none.
+local function sharded_models(self)
+  return { self.sharded, self.expert_sharding and self.expert_sharding.sharded }
 end
 
 -- Whether gradients are reduced on every backward, into this rank's
@@ -60,7 +68,8 @@ end
 function ModelLayout:gradient_holders()
   if not self:reduces_every_backward() then return self.model:parameters() end
   local holders = self.sharded:shards()
-  -- Split experts stay out of the flat buffers: their gradients are their own.
+  -- Split experts stay out of the flat buffers: their gradients are their
+  -- own, or their own sharded model's slices.
   if self.expert_sync then
     for _, p in ipairs(self.expert_sync.params) do holders[#holders + 1] = p end
   end
@@ -70,12 +79,15 @@ end
 -- The same by name, as checkpoints save accumulated gradients: the
 -- parameters', or this rank's slices of the flat buffers ("flat_<k>"),
 -- into which every backward reduces (already summed over the ranks), and
--- the split experts, which stay out of them (by name).
+-- the split experts, which stay out of them (by name; sharded, this rank's
+-- slices of theirs, "expert_flat_<k>").
 function ModelLayout:named_gradient_holders()
   local holders = {}
   if self:reduces_every_backward() then
     for k, shard in ipairs(self.sharded:shards()) do holders["flat_" .. k] = shard end
-    if self.expert_sync then
+    if self.expert_sharding then
+      for k, shard in ipairs(self.expert_sharding:shards()) do holders["expert_flat_" .. k] = shard end
+    elseif self.expert_sync then
       local experts = expert_parameters.set(self.model)
       for name, p in self.model:named_parameters() do
         if experts[p] then holders[name] = p end
@@ -88,20 +100,20 @@ function ModelLayout:named_gradient_holders()
 end
 
 -- Runs fn() with the full parameters in place: at ZeRO stage 3 every rank
--- gathers them for the call (a collective: call it on every rank). With
--- `written`, fn wrote them and the shards take what it wrote.
+-- gathers them for the call (a collective: call it on every rank), sharded
+-- experts too. With `written`, fn wrote them and the shards take what it wrote.
 function ModelLayout:with_full_parameters(fn, written)
-  local sharded = self.sharded
+  local sharded, all = self.sharded, sharded_models(self)
   if sharded then
     -- A 4-bit base sharded with them is whole for the call too.
     local inner = fn
     fn = function() return four_bit_storage.with_whole(self.model, inner) end
-    sharded:gather_all()
+    for _, s in ipairs(all) do s:gather_all() end
   end
   local results = { pcall(fn) }
-  if sharded then
-    if written and results[1] then sharded:keep_written_parameters() end
-    sharded:release_all()
+  for _, s in ipairs(all) do
+    if written and results[1] then s:keep_written_parameters() end
+    s:release_all()
   end
   if not results[1] then error(results[2], 0) end
   return unpack(results, 2, table.maxn(results))
@@ -162,27 +174,40 @@ end
 
 function ModelLayout:before_step()
   if self.expert_sync then self.expert_sync:check_synchronised() end
-  if self.sharded then self.sharded:before_step() end
+  for _, s in ipairs(sharded_models(self)) do s:before_step() end
 end
 function ModelLayout:after_step()
-  if self.sharded then self.sharded:after_step() end
+  for _, s in ipairs(sharded_models(self)) do s:after_step() end
 end
 function ModelLayout:zero_grad(set_to_none)
   if self.expert_sync then self.expert_sync:zero_grad() end
-  if self.sharded then self.sharded:zero_grad(set_to_none) end
+  for _, s in ipairs(sharded_models(self)) do s:zero_grad(set_to_none) end
 end
 
 -- The optimizer's state in its layout before sharding, as plain data
 -- parallel saves it (a collective when this model's shards are its), and
 -- the reverse. Under ep it holds this rank's experts under this rank's
--- indices, which checkpoints key by name (checkpoint/expert_checkpoint.lua).
+-- indices, which checkpoints key by name (checkpoint/expert_checkpoint.lua);
+-- sharded experts' state is put together with the others' by their
+-- sharding (fsdp/expert_sharding.lua).
 function ModelLayout:optimizer_state_dict(optimizer)
-  if self.sharded and self.optimizer == optimizer then return self.sharded:full_optimizer_state(optimizer) end
+  if self.sharded and self.optimizer == optimizer then
+    if self.expert_sharding then
+      return self.expert_sharding:full_optimizer_state(self.sharded, optimizer, self.original_optimizer.layout)
+    end
+    return self.sharded:full_optimizer_state(optimizer)
+  end
   return optimizer:state_dict()
 end
 
 function ModelLayout:load_optimizer_state_dict(optimizer, state)
-  if self.sharded and self.optimizer == optimizer then return self.sharded:load_full_optimizer_state(optimizer, state) end
+  if self.sharded and self.optimizer == optimizer then
+    if self.expert_sharding then
+      return self.expert_sharding:load_full_optimizer_state(self.sharded, optimizer, state,
+                                                            self.original_optimizer.layout)
+    end
+    return self.sharded:load_full_optimizer_state(optimizer, state)
+  end
   optimizer:load_state_dict(state)
 end
 

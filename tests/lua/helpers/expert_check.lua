@@ -112,6 +112,23 @@ function expert_check.train(check, ref, run)
   check.equal(#model.model.layers[1].block_sparse_moe.experts, 2, what .. ": each ep rank holds 2 of the 4 experts")
   local opt
   model, opt = acc:prepare(model, expert_check.adamw(model, ref.lr))
+  -- Sharded over the ranks of dp_shard x cp holding the same experts (R of
+  -- them) when there are several: each rank keeps 1/R of its experts'
+  -- elements (padding aside), and no more.
+  local expert_elements = 0
+  for name, p in ref.model:named_parameters() do
+    if name:find("%.experts%.") then expert_elements = expert_elements + p:numel() / mesh.ep.size end
+  end
+  local replicas = mesh.dp_shard_cp.size / mesh.ep.size
+  local sharding = acc._models[1].expert_sharding
+  check.equal(sharding ~= nil, replicas > 1, what .. ": the experts are sharded iff dp_shard x cp > ep_size")
+  if sharding then
+    local held = 0
+    for _, shard in ipairs(sharding:shards()) do held = held + shard:numel() end
+    check.truthy(held * replicas >= expert_elements and held * replicas < expert_elements + replicas * 64,
+                 string.format("%s: each rank holds 1/%d of its experts' %d elements, got %d", what, replicas,
+                               expert_elements, held))
+  end
   local dp = mesh.dp
   local rows = expert_check.ROWS / dp.size / accumulation
   local worst = { loss = 0, norm = 0 }

@@ -4,7 +4,8 @@
 -- dp_shard x cp group (mesh_sharding.lua; a pipeline's stages over the
 -- dp_shard group holding them, pipeline/pipeline_fsdp.lua), and its
 -- optimizer is pointed at the shards (shard_model.lua). The sharded model
--- is also the model's gradient synchronisation.
+-- is also the model's gradient synchronisation; experts split over ep may
+-- be a second one (fsdp/expert_sharding.lua), which expert_sync.lua drives.
 local args = require("accel.util.args")
 local data_parallel = require("accel.parallel.data_parallel")
 local sync_module_states = require("accel.parallel.fsdp.sync_module_states")
@@ -28,7 +29,8 @@ function fully_shard.apply(layout, dims, optimizer)
   local sharded, names
   if dims.mesh then
     data_parallel.refuse_meta_weights(model)
-    sharded, names = mesh_sharding.shard_model(dims.mesh, model, optimizer, sharding, dims.bucket_bytes, dims.device)
+    sharded, names, layout.expert_sharding = mesh_sharding.shard_model(dims.mesh, model, optimizer, sharding,
+                                                                       dims.bucket_bytes, dims.device)
   else
     -- Every rank takes the main process's weights, so the others may have
     -- built the model on the meta device (sync_module_states.lua).

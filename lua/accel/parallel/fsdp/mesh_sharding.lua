@@ -6,6 +6,8 @@
 -- made tensor parallel first keeps its tp slices, which FSDP then shards (as
 -- torchtitan applies TP, then FSDP). The engine's ShardedModel does the work
 -- over those groups (MeshGroups in engine/parallel/sharded_model.h).
+-- Experts split over ep are sharded apart, over the ranks of dp_shard x cp
+-- holding the same ones (expert_sharding.lua), or stay whole.
 --
 -- With context parallelism the cp ranks join the shard group, as in
 -- torchtitan: the shards span dp_shard x cp flattened (mesh.dp_shard_cp), so
@@ -25,6 +27,7 @@ local shard_model = require("accel.parallel.fsdp.shard_model")
 local tp_parameters = require("accel.parallel.tp_parameters")
 local data_parallel = require("accel.parallel.data_parallel")
 local expert_parameters = require("accel.parallel.expert_parameters")
+local ExpertSharding = require("accel.parallel.fsdp.expert_sharding")
 
 local mesh_sharding = {}
 
@@ -60,19 +63,25 @@ end
 -- over the world. Every rank of a dp x cp group starts from the group's
 -- first rank's weights and buffers (a tp rank keeps its own slices); the
 -- parameters split over tp are told to the engine, for the gradient norm.
--- Returns the ShardedModel and its parameter names.
+-- Returns the ShardedModel and its parameter names, and the experts'
+-- sharding (expert_sharding.lua) or nil.
 function mesh_sharding.shard_model(mesh, model, optimizer, settings, bucket_bytes, device)
   if device ~= "cpu" then model:to(device) end
   if mesh.dp_cp.size > 1 then data_parallel.broadcast_weights(model, mesh.dp_cp) end
+  -- Experts split over ep stay out of these flat buffers: each rank holds
+  -- other experts. Under dp_shard x cp > ep_size they are sharded over the
+  -- ranks holding the same ones, first (expert_sharding.lua); else they
+  -- stay whole (expert_sync.lua synchronises them).
+  local experts = ExpertSharding.applies(mesh, model)
+                  and ExpertSharding.new(mesh, model, optimizer, settings, bucket_bytes, device) or nil
   local split = {}
   for _, entry in ipairs(tp_parameters.list(model)) do
     if entry[3] then split[#split + 1] = entry[2] end
   end
-  -- Experts split over ep stay out of the flat buffers: each rank holds
-  -- other experts (expert_sync.lua synchronises them).
-  return shard_model(model, optimizer, settings, bucket_bytes, device, {
+  local sharded, names = shard_model(model, optimizer, settings, bucket_bytes, device, {
     shard = mesh.dp_shard_cp.group, replicate = mesh.dp_replicate.group, tp = mesh.tp.group, tp_split = split,
-  }, expert_parameters.set(model))
+  }, { excluded = expert_parameters.set(model) })
+  return sharded, names, experts
 end
 
 return mesh_sharding

@@ -4,8 +4,9 @@
 -- after it (the root stays gathered through backward when autograd records).
 -- The units are the wrap policy's (wrap_policy.lua, the root first), or
 -- those a model cut into a pipeline's stages gives (its shard_units:
--- pipeline/pipeline_fsdp.lua), among which `root` marks the one whose
--- outputs are the model's, if any.
+-- pipeline/pipeline_fsdp.lua), or those the caller gives (experts sharded
+-- over their own group: expert_sharding.lua), among which `root` marks the
+-- one whose outputs are the model's, if any.
 local core = require("accel.core")
 local tensor_tree = require("accel.util.tensor_tree")
 local wrap_policy = require("accel.parallel.fsdp.wrap_policy")
@@ -60,11 +61,16 @@ end
 -- {shard = group, replicate = group, tp = group, tp_split = {p, ...}}: the
 -- shards span the shard group's ranks (whose first rank's values every
 -- member takes), not the world (MeshGroups in engine/parallel/sharded_model.h).
--- `excluded` (a set of parameters, or nil) stays out of the flat buffers:
--- the optimizer steps those parameters themselves.
-return function(model, optimizer, settings, bucket_bytes, device, mesh_groups, excluded)
+-- `chosen` (or nil): {excluded = a set of parameters that stays out of the
+-- flat buffers (the optimizer steps those parameters themselves, or another
+-- sharded model shards them)} or {units = the units, {{module, params}, ...}
+-- as wrap_policy.lua's, which hold only the parameters this model shards}.
+return function(model, optimizer, settings, bucket_bytes, device, mesh_groups, chosen)
   local units
-  if settings.stage == 3 and model.shard_units then
+  local excluded = chosen and chosen.excluded
+  if chosen and chosen.units then
+    units = chosen.units
+  elseif settings.stage == 3 and model.shard_units then
     units = model:shard_units(settings.policy)
   elseif settings.stage == 3 then
     units = wrap_policy.units(model, settings.policy)
