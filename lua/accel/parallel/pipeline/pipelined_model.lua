@@ -47,6 +47,7 @@ local stage_runtime = require("accel.parallel.pipeline.stage_runtime")
 local stage_cut = require("accel.parallel.pipeline.stage_cut")
 local pipelined_loss = require("accel.parallel.pipeline.pipelined_loss")
 local pipeline_fsdp = require("accel.parallel.pipeline.pipeline_fsdp")
+local same_tensor = require("accel.util.same_tensor")
 
 local PipelinedModel = Module:extend("PipelinedModel")
 
@@ -65,7 +66,7 @@ local function whole_names(self, whole)
   local out = { stage = {}, order = {}, parameters = {} }
   for key, t in pairs(self:state_dict()) do
     for _, entry in ipairs(by_shape[table.concat(t:size(), "x")] or {}) do
-      if t:is_set_to(entry[2]) then out.stage[key] = entry[1] end
+      if same_tensor(t, entry[2]) then out.stage[key] = entry[1] end
     end
     if not out.stage[key] then
       args.error(string.format("%s: the stages' tensor %q is none of the model's (its state dict)", where, key))
