@@ -26,8 +26,9 @@
 -- - Tied embeddings (pieces.tied): the one weight sits in the first stage's
 --   embeddings (embed_tokens, GPT-2's wte) and the last stage's lm_head,
 --   on two ranks, each holding its copy (every rank built the whole
---   model). Once a step's gradients are synchronised, sum_tied_gradients
---   sums its gradient over the pp group (the ranks without it add zeros),
+--   model, or both read that weight: stage_loading.lua). Once a step's
+--   gradients are synchronised, sum_tied_gradients sums its gradient
+--   over the pp group (the ranks without it add zeros),
 --   so both copies take one process's gradient and step alike; the global
 --   norm counts it on the first of its ranks only (counts_in_norm). Under
 --   FSDP on each stage its gradient is in slices, summed alike
