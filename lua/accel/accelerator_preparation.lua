@@ -101,11 +101,17 @@ return function(Accelerator)
   -- fn as is; the others run it under accel.init_empty_weights when the
   -- sharding settings ask for it (FSDP's cpu_ram_efficient_loading,
   -- DeepSpeed's zero3_init_flag at stage 3), as transformers' from_pretrained
-  -- does under Accelerate. Otherwise every rank runs fn as is. Returns what fn
+  -- does under Accelerate. Under pp_size > 1 every rank builds the model
+  -- empty and reads only its stages' weights from the checkpoint
+  -- from_pretrained names (parallel/pipeline/stage_loading.lua), and the
+  -- model is returned. Otherwise every rank runs fn as is. Returns what fn
   -- returns.
   function Accelerator:build_model(fn)
     if type(fn) ~= "function" then
       args_error("Accelerator:build_model: expected a function that builds the model, got a " .. type(fn))
+    end
+    if self._parallel:pp() then
+      return require("accel.parallel.pipeline.stage_loading").build(fn, self._parallel.mesh)
     end
     if self._parallel:builds_empty() and not self.is_main_process then
       return init_empty_weights(fn)

@@ -5,7 +5,11 @@
 -- model.safetensors.index.json, or pytorch_model.bin; dtype conversion,
 -- device maps and offloading come with it). The model is returned in eval
 -- mode, as transformers returns it. dtype = "auto" loads as config.json's
--- torch_dtype (or dtype) says.
+-- torch_dtype (or dtype) says. Under a pipeline's acc:build_model
+-- (big_modeling/deferred_loading.lua) the model is built empty and its
+-- checkpoint recorded, not read: each pp rank reads its stages' tensors
+-- alone (parallel/pipeline/stage_loading.lua); the big-model options are
+-- refused there.
 local core = require("accel.core")
 local args = require("accel.util.args")
 local config = require("accel.models.config")
@@ -14,6 +18,7 @@ local checkpoint_sizes = require("accel.models.checkpoint_sizes")
 local generation_config = require("accel.models.generation_config")
 local init_empty_weights = require("accel.big_modeling.init_empty_weights")
 local load_checkpoint_and_dispatch = require("accel.big_modeling.load_checkpoint_and_dispatch")
+local deferred_loading = require("accel.big_modeling.deferred_loading")
 local quantization = require("accel.quantization")
 
 -- The checkpoint's name for a model tensor: its own, or with the base
@@ -45,18 +50,28 @@ return function(dir, options)
   local dtype = o.dtype
   if dtype == "auto" then dtype = cfg.torch_dtype or cfg.dtype end
   local model = init_empty_weights(function() return cls(cfg) end)
-  -- 4-bit (accel.quantization): linears swapped now, filled after the rest.
-  local quantized = quantization.prepare(model, cfg, o, where)
   local source_name = with_or_without(cls.base_model_prefix)
-  load_checkpoint_and_dispatch(model, dir, {
-    dtype = dtype,
-    device_map = o.device_map,
-    max_memory = o.max_memory,
-    offload_folder = o.offload_folder,
-    no_split_module_classes = o.device_map == "auto" and cls._no_split_modules or nil,
-    source_name = source_name,
-  })
-  if quantized then quantized(dir, source_name) end
+  if deferred_loading.active() then
+    for _, key in ipairs({ "device_map", "max_memory", "offload_folder", "quantization_config" }) do
+      if o[key] ~= nil then
+        args.error(string.format("%s: %s is not supported under a pipeline's acc:build_model, which reads each "
+                                 .. "rank's stages alone (docs/api/parallelism.md)", where, key))
+      end
+    end
+    deferred_loading.record(model, { path = dir, dtype = dtype, source_name = source_name })
+  else
+    -- 4-bit (accel.quantization): linears swapped now, filled after the rest.
+    local quantized = quantization.prepare(model, cfg, o, where)
+    load_checkpoint_and_dispatch(model, dir, {
+      dtype = dtype,
+      device_map = o.device_map,
+      max_memory = o.max_memory,
+      offload_folder = o.offload_folder,
+      no_split_module_classes = o.device_map == "auto" and cls._no_split_modules or nil,
+      source_name = source_name,
+    })
+    if quantized then quantized(dir, source_name) end
+  end
   local generation_file = dir .. "/generation_config.json"
   if core.formats.file_kind(generation_file) ~= "missing" then
     rawset(model, "generation_config", generation_config.read(generation_file))

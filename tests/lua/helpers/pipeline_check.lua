@@ -1,7 +1,8 @@
 -- What the pipeline tests share (test_pipeline_runtime, test_pipeline_llama_2ranks,
 -- test_pipeline_accelerator_2ranks, test_pipeline_dp_4ranks,
 -- test_pipeline_architectures_2ranks, test_pipeline_fsdp_4ranks,
--- test_pipeline_tp_4ranks, test_pipeline_tp_fsdp_8ranks).
+-- test_pipeline_tp_4ranks, test_pipeline_tp_fsdp_8ranks, test_pipeline_stage_build_2ranks,
+-- test_pipeline_stage_build_4ranks).
 local core = require("accel.core")
 local model_stages = require("accel.parallel.pipeline.model_stages")
 
@@ -86,11 +87,13 @@ end
 
 -- One process: {losses, norms, model, ...} after STEPS steps; options
 -- {precision = "bf16", lr = LR, learnable = false, base = a model's config
--- in place of TINY (its vocab_size TINY's), config = overrides of it}.
+-- in place of TINY (its vocab_size TINY's), config = overrides of it,
+-- build = a function returning the model in place of tiny's (in train
+-- mode)}.
 function pipeline_check.reference(check, options)
   local o = options or {}
   local precision = o.precision
-  local model = pipeline_check.tiny(o.config, o.base)
+  local model = o.build and o.build() or pipeline_check.tiny(o.config, o.base)
   local opt = adamw(model, o.lr)
   local losses, norms = {}, {}
   for step = 1, STEPS do
@@ -114,7 +117,8 @@ end
 -- accumulation = 1, mixed_precision, tolerances = {loss, norm, weights}
 -- (default 1e-5), save = {dir, step} (acc:save_state(dir) after that
 -- step), resume = {dir, step} (a model from another seed loads dir and
--- trains the steps after)}. Each step's loss (out.loss averaged over the
+-- trains the steps after), build = function(acc) returning the model in
+-- place of tiny's (acc:build_model's)}. Each step's loss (out.loss averaged over the
 -- micro-steps and mesh.dp) and the norm acc:clip_grad_norm returns equal
 -- the reference's, and after training every weight this rank's stages
 -- hold (under FSDP or TP: every weight of the whole model, acc:get_state_dict,
@@ -138,7 +142,7 @@ function pipeline_check.train(check, ref, o)
                                                   tp_size = tp, pp_schedule = o.schedule, pp_microbatches = 4,
                                                   pp_virtual_stages = o.virtual_stages } }
   local mesh = acc.mesh
-  local base = pipeline_check.tiny(ref.config, ref.base, o.resume and 9)
+  local base = o.build and o.build(acc) or pipeline_check.tiny(ref.config, ref.base, o.resume and 9)
   if tp > 1 then base = accel.parallel.tensor_parallel(base, mesh, o.plan) end
   local model, opt = acc:prepare(base, adamw(base, ref.lr))
   if o.resume then acc:load_state(o.resume[1]) end

@@ -7,8 +7,10 @@
 -- prepare records this for the optimizer it shards (parallel_dims.lua),
 -- before its parameters become flat shards: the layout its full state
 -- keeps. A parameter on the meta device (built empty, to take the main
--- process's weights) is found by the handle alone: LibTorch cannot compare
--- meta storages.
+-- process's weights, or outside a pipeline's stages) is found by the
+-- handle alone (same_tensor.lua): LibTorch cannot compare meta storages.
+local same_tensor = require("accel.util.same_tensor")
+
 return function(optimizer, models)
   local by_shape = {}
   for _, model in ipairs(models) do
@@ -24,7 +26,7 @@ return function(optimizer, models)
     group_sizes[g] = #params
     for _, p in ipairs(params) do
       for _, candidate in ipairs(by_shape[table.concat(p:size(), "x")] or {}) do
-        if rawequal(p, candidate[2]) or (p.device ~= "meta" and p:is_set_to(candidate[2])) then
+        if same_tensor(p, candidate[2]) then
           names[index] = candidate[1]
           break
         end

@@ -27,6 +27,7 @@ local layout_header = require("accel.parallel.checkpoint.layout_header")
 local sorted_keys = require("accel.util.sorted_keys")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
 local optimizer_by_name = require("accel.parallel.checkpoint.optimizer_by_name")
+local same_tensor = require("accel.util.same_tensor")
 
 local pipeline_checkpoint = {}
 
@@ -84,7 +85,7 @@ local function index_names(opt, models, c)
   end
   for k, p in ipairs(optimizer_params(opt)) do
     for _, entry in ipairs(by_shape[table.concat(p:size(), "x")] or {}) do
-      if p:is_set_to(entry[2]) then names[k - 1] = entry[1] end
+      if same_tensor(p, entry[2]) then names[k - 1] = entry[1] end
     end
   end
   return names

@@ -25,6 +25,7 @@ local field_checks = require("accel.util.field_checks")
 local tp_parameters = require("accel.parallel.tp_parameters")
 local tp_slice = require("accel.parallel.tp_slice")
 local sorted_keys = require("accel.util.sorted_keys")
+local same_tensor = require("accel.util.same_tensor")
 
 local tp_slices = {}
 
@@ -73,7 +74,7 @@ function tp_slices.splits(models, optimizers, sharded)
     else
       for k, p in ipairs(optimizer_params(opt)) do
         for _, entry in ipairs(by_shape[table.concat(p:size(), "x")] or {}) do
-          if p:is_set_to(entry[2]) then dims[k - 1] = entry[3] end
+          if same_tensor(p, entry[2]) then dims[k - 1] = entry[3] end
         end
       end
     end

@@ -16,9 +16,9 @@
 --   packed documents): the rows a pipeline trains on are whole sequences,
 --   and nothing but the hidden states then needs to travel.
 -- - The pieces are the given model's own modules (its parameters, trained
---   in place); the model is built whole first. Building only a stage's
---   modules of a pretrained checkpoint (init_empty_weights and the
---   big-model loader) is not done yet, nor sliding windows.
+--   in place): built whole, or by acc:build_model with only this rank's
+--   stages read from the checkpoint, the rest on meta (stage_loading.lua).
+--   Sliding windows are not cut yet.
 -- - The loss (loss_fn, loss_share) and tied embeddings (only for a runtime
 --   that sums their gradients: options.tied) are causal_lm_pieces.lua's.
 local core = require("accel.core")

@@ -14,7 +14,8 @@
 -- Decisions:
 -- - As decoder_stages.lua's: positions 0 to T - 1, no padding mask or
 --   packed documents, so only hidden states travel; the pieces are the
---   given model's own modules (built whole first); the loss is
+--   given model's own modules (built whole, or by stages:
+--   stage_loading.lua); the loss is
 --   causal_lm_pieces.lua's.
 -- - wte and wpe are two layers, as they are two modules: a cut may put
 --   them on two stages (the token embeddings then travel).

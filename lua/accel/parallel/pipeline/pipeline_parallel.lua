@@ -16,7 +16,9 @@
 -- here: the sizes and options a pipeline cannot be combined with yet,
 -- refused when the Accelerator is made, clipping over the global norm
 -- across the stages, and the refusal of what is not built under a
--- pipeline (join_uneven_inputs).
+-- pipeline (join_uneven_inputs). A model acc:build_model built for the
+-- pipeline holds only this rank's stages' weights (stage_loading.lua);
+-- one whose stages are still empty is refused.
 local core = require("accel.core")
 local clip_to_norm = require("accel.parallel.clip_to_norm")
 local args = require("accel.util.args")
@@ -24,6 +26,7 @@ local schedules = require("accel.parallel.pipeline.schedules")
 local model_stages = require("accel.parallel.pipeline.model_stages")
 local sequential_stages = require("accel.parallel.pipeline.sequential_stages")
 local PipelinedModel = require("accel.parallel.pipeline.pipelined_model")
+local stage_loading = require("accel.parallel.pipeline.stage_loading")
 local PipelineSync = require("accel.parallel.pipeline.pipeline_sync")
 local data_parallel = require("accel.parallel.data_parallel")
 local pipeline_fsdp = require("accel.parallel.pipeline.pipeline_fsdp")
@@ -48,8 +51,7 @@ function pipeline_parallel.check(config, sharding)
     refuse("an fsdp_plugin and dp_shard_size = 1", "a pipeline's stages are sharded over dp_shard: give "
            .. "dp_shard_size > 1 for FSDP on each stage")
   end
-  local s = schedules.build(config.pp_schedule, { pp = config.pp_size, microbatches = config.pp_microbatches,
-                                                  virtual_stages = config.pp_virtual_stages })
+  local s = schedules.of_config(config)
   if s.split_backward and config.dp_shard_size > 1 then
     -- FSDP reduce-scatters a unit's gradients as its backward ends, which
     -- W actions move after it.
@@ -94,9 +96,9 @@ function pipeline_parallel.apply(layout, dims)
                              .. "pipeline's stages pass whole sequences; apply tensor_parallel without it "
                              .. "(docs/api/parallelism.md)", config.pp_size, sp))
   end
-  local schedule = schedules.build(config.pp_schedule, { pp = config.pp_size, microbatches = config.pp_microbatches,
-                                                         virtual_stages = config.pp_virtual_stages })
+  local schedule = schedules.of_config(config)
   layout.model = PipelinedModel(pieces_of(layout.model), schedule, dims.mesh.pp, layout.model)
+  stage_loading.refuse_empty(layout.model, config)
   layout.pipelined = true
   local model = layout.model
   if dims.sharding then

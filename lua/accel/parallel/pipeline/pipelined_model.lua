@@ -26,8 +26,9 @@
 -- - Tied embeddings (pieces.tied): the one weight sits in the first stage's
 --   embeddings (embed_tokens, GPT-2's wte) and the last stage's lm_head,
 --   on two ranks, each holding its copy (every rank built the whole
---   model). Once a step's gradients are synchronised, sum_tied_gradients
---   sums its gradient over the pp group (the ranks without it add zeros),
+--   model, or both read that weight: stage_loading.lua). Once a step's
+--   gradients are synchronised, sum_tied_gradients sums its gradient
+--   over the pp group (the ranks without it add zeros),
 --   so both copies take one process's gradient and step alike; the global
 --   norm counts it on the first of its ranks only (counts_in_norm). Under
 --   FSDP on each stage its gradient is in slices, summed alike
@@ -47,6 +48,7 @@ local stage_runtime = require("accel.parallel.pipeline.stage_runtime")
 local stage_cut = require("accel.parallel.pipeline.stage_cut")
 local pipelined_loss = require("accel.parallel.pipeline.pipelined_loss")
 local pipeline_fsdp = require("accel.parallel.pipeline.pipeline_fsdp")
+local same_tensor = require("accel.util.same_tensor")
 
 local PipelinedModel = Module:extend("PipelinedModel")
 
@@ -65,7 +67,7 @@ local function whole_names(self, whole)
   local out = { stage = {}, order = {}, parameters = {} }
   for key, t in pairs(self:state_dict()) do
     for _, entry in ipairs(by_shape[table.concat(t:size(), "x")] or {}) do
-      if t:is_set_to(entry[2]) then out.stage[key] = entry[1] end
+      if same_tensor(t, entry[2]) then out.stage[key] = entry[1] end
     end
     if not out.stage[key] then
       args.error(string.format("%s: the stages' tensor %q is none of the model's (its state dict)", where, key))

@@ -253,4 +253,11 @@ function schedules.build(name, options)
   return s
 end
 
+-- The schedule a ParallelismConfig asks for (its pp_schedule, pp_size,
+-- pp_microbatches and pp_virtual_stages).
+function schedules.of_config(config)
+  return schedules.build(config.pp_schedule, { pp = config.pp_size, microbatches = config.pp_microbatches,
+                                               virtual_stages = config.pp_virtual_stages })
+end
+
 return schedules
