@@ -4,6 +4,7 @@
 #include "bindings/op_tables.h"
 #include "engine/compat.h"
 #include "engine/loss_scaler.h"
+#include "engine/tensor_description.h"
 
 namespace accel::lua {
 namespace {
@@ -86,6 +87,18 @@ std::vector<Binding> scaler_methods() {
 
 std::vector<Binding> amp_bindings() {
   return {
+      // autocast_dtype([device]) -> the dtype autocast casts to on the
+      // device type of `device` ("cpu" by default), or nil outside autocast:
+      // what a module sends peers it will compute on in that dtype anyway.
+      bind("autocast_dtype", [](lua_State* L, c10::optional<std::string> device_name) {
+        const c10::DeviceType device = c10::Device(device_name.value_or("cpu")).type();
+        if (compat::autocast_enabled(device)) {
+          lua_pushstring(L, dtype_text(compat::autocast_dtype(device)).c_str());
+        } else {
+          lua_pushnil(L);
+        }
+        return Pushed{1};
+      }),
       // LossScaler{init_scale, growth_factor, backoff_factor, growth_interval}
       bind("LossScaler", [](lua_State* L, Options o) {
         DynamicLossScaler::Options options;

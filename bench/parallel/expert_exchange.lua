@@ -3,7 +3,8 @@
 -- all-to-alls move off-rank (forward and backward) and the routing counts
 -- they exchange, against what the layout promises from the router's
 -- choices, and the experts' parameters, gradients and AdamW state a rank
--- holds against the whole model's / (ep x tp).
+-- holds against the whole model's / (ep x tp x R), R the dp_shard x cp ranks
+-- sharing an ep place, over which FSDP shards the experts.
 --   accel-run bench/parallel/expert_exchange.lua --nproc 2 --threads 1 [-- rows=2 seq=128]   # EP 2, fp32 and bf16
 --   accel-run bench/parallel/expert_exchange.lua --nproc 4 --threads 1 [-- rows=2 seq=128]   # EP 4, EP 2 x FSDP 2, EP 2 x TP 2
 -- rows and seq: one step's batch on each data-parallel rank.
@@ -22,7 +23,8 @@
 -- choice) rows whose expert another rank holds (S: this rank's; R: the
 -- other ranks' for this rank's experts, gathered) travel four times a step
 -- (dispatch and combine, each forward and backward), 2 (S + R) rows each
--- way of hidden x the hidden states' element size; and one count a
+-- way of hidden x the element size they travel in (the hidden states', or
+-- autocast's dtype under it); and one count a
 -- (peer, expert of that peer) per block, (ep - 1) x E/ep int64 each way,
 -- the combine's counts being the dispatch's reversed.
 -- Rank 0 prints two markdown tables; bench/README.md says how to read them.
@@ -91,14 +93,20 @@ end
 
 -- The experts' share of what this rank holds after the step: their
 -- parameters, gradients and AdamW state (found among the optimizer's
--- parameters by identity).
-local function expert_memory(model, opt)
+-- parameters by identity); FSDP-sharded (`sharding`, the prepared model's
+-- expert_sharding, or nil), their flat shards, the experts' own tensors
+-- being empty between steps.
+local function expert_memory(model, opt, sharding)
   local held, experts = { params = 0, grads = 0, optim = 0 }, {}
-  for _, layer in ipairs(model.model.layers) do
-    for _, p in ipairs(layer.block_sparse_moe.experts:parameters()) do
-      held.params, held.grads = held.params + bytes(p), held.grads + bytes(p.grad)
-      experts[#experts + 1] = p
+  local tensors = sharding and sharding:shards() or {}
+  if not sharding then
+    for _, layer in ipairs(model.model.layers) do
+      for _, p in ipairs(layer.block_sparse_moe.experts:parameters()) do tensors[#tensors + 1] = p end
     end
+  end
+  for _, p in ipairs(tensors) do
+    held.params, held.grads = held.params + bytes(p), held.grads + bytes(p.grad)
+    experts[#experts + 1] = p
   end
   local function is_expert(p)
     for _, e in ipairs(experts) do
@@ -145,7 +153,9 @@ local function run(l)
       -- one_hot's classes are 1-based too.
       local owner = (chosen:reshape(-1) - 1):div(per_rank, { rounding_mode = "floor" }) + 1
       to_rank:add_(accel.nn.functional.one_hot(owner, l.ep):sum(1))
-      row_bytes = H * x:element_size()
+      -- Rows travel in autocast's dtype under it (expert_parallel.lua).
+      local travel = require("accel.core").amp.autocast_dtype(x.device)
+      row_bytes = H * (travel and accel.zeros({ 1 }, { dtype = travel }) or x):element_size()
       return x, top, chosen
     end)
   end
@@ -156,7 +166,7 @@ local function run(l)
   local ids = accel.randint(0, config.vocab_size, { o.rows, o.seq })
   acc:backward(model{ input_ids = ids, labels = ids }.loss)
   opt:step()
-  local held = expert_memory(model, opt)
+  local held = expert_memory(model, opt, acc._models[1].expert_sharding)
   opt:zero_grad()
   local sent, received, counts = measured(calls, me, l.ep)
   -- What the other ranks of this ep group route to this rank's experts.
@@ -167,7 +177,9 @@ local function run(l)
     if k - 1 ~= me then R = R + everyone[rank + 1].to_rank[me + 1]:item() end
   end
   local blocks = config.num_hidden_layers
-  local whole_experts = blocks * E * 3 * H * config.intermediate_size * 4 / (l.ep * (l.tp or 1))
+  -- FSDP shards the experts over the dp_shard x cp ranks sharing an ep place.
+  local replicas = mesh.dp_shard_cp.size / l.ep
+  local whole_experts = blocks * E * 3 * H * config.intermediate_size * 4 / (l.ep * (l.tp or 1) * replicas)
   local result = {
     rank = acc.process_index, S = S, R = R, sent = sent, received = received,
     promised = 2 * (S + R) * row_bytes, row_bytes = row_bytes,
@@ -205,7 +217,7 @@ if accel.PartialState().is_main_process then
     end
   end
   print("")
-  print("| layout | expert params MiB/rank | actual/promised 1/(ep x tp): params (min-max over ranks) | grads | "
+  print("| layout | expert params MiB/rank | actual/promised 1/(ep x tp x R): params (min-max over ranks) | grads | "
         .. "AdamW state |")
   print("|---|---|---|---|---|")
   for _, r in ipairs(results) do

@@ -40,7 +40,13 @@ local function expert_parallel_forward(self, h)
   local row_weight = top:reshape(-1):index_select(1, order):unsqueeze(-1)
   local numbers = core.arange(1, experts + 1, { device = x.device })
   local counts = row_expert:unsqueeze(-1):eq(numbers):long():sum(1):view(ep.size, per_rank)
-  local received, received_counts = ep.group:all_to_all(x:index_select(1, row_token), counts)
+  -- Under autocast the rows travel in its dtype (bf16: half of float32's
+  -- bytes), both ways: the experts' linears would cast them to it anyway,
+  -- and their outputs are in it, so the values are those of float32 rows.
+  local rows_out = x:index_select(1, row_token)
+  local travel = core.amp.autocast_dtype(x.device)
+  if travel then rows_out = rows_out:to(travel) end
+  local received, received_counts = ep.group:all_to_all(rows_out, counts)
   -- Which local expert (1-based) each received row is for: every rank's rows
   -- come in expert order.
   local pieces = {}
