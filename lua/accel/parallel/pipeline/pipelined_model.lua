@@ -172,7 +172,7 @@ local function runtime(self)
   local p = self.pipeline
   if not p.runtime then
     p.runtime = stage_runtime.new{ group = p.pp.group, schedule = p.schedule, stages = p.stages,
-                                   loss_fn = p.pieces.loss_fn }
+                                   loss_fn = p.pieces.loss_fn, before_weights = p.before_weights }
   end
   return p.runtime
 end
