@@ -138,11 +138,6 @@ end, "fsdp_plugin over a dp_shard of 1", "pp_size = 2 with an fsdp_plugin and dp
   "give dp_shard_size > 1 for FSDP on each stage")
 check.raises(function() accel.Accelerator{ parallelism_config = pp2(), zero_stage = 2 } end, "zero_stage",
              "pp_size = 2 with zero_stage (DeepSpeed)")
-check.raises(function()
-  accel.Accelerator{ parallelism_config = pp2{ pp_schedule = "InterleavedZeroBubble", pp_virtual_stages = 2,
-                                               dp_shard_size = 2 } }
-end, "zero bubble with FSDP", "pp_schedule = \"InterleavedZeroBubble\" and dp_shard_size = 2 is not implemented yet",
-   "W actions run the weight gradients after FSDP's reduction")
 local fresh = accel.Accelerator{ parallelism_config = pp2() }
 check.raises(function() fresh:prepare(pipeline_check.tiny{ model_type = "qwen2", tie_word_embeddings = false,
                                                            sliding_window = 4, use_sliding_window = true,

@@ -4,12 +4,14 @@
 -- pair shards its stages FULL_SHARD over its dp_shard group; every
 -- micro-batch's backward reduce-scatters into the slices, the slices are
 -- divided by dp once the schedule has run, and clipping takes the norm
--- over the slices of both stages. For GPipe, 1F1B and Interleaved1F1B (2
--- stages per rank), with the stages whole or their decoder layers wrapped
--- one by one, with and without accumulating over 2 micro-steps, 10 AdamW
--- steps with clipping (which acts) of a small Llama give one process's
--- losses, gradient norms and weights within 1e-5 (float32); tied
--- embeddings alike (their slices summed over the two stages); each rank
+-- over the slices of both stages. For GPipe, 1F1B, Interleaved1F1B and
+-- InterleavedZeroBubble (2 stages per rank; each W gathers its stage's
+-- units again and its gradients are reduce-scattered after it, not after
+-- B), with the stages whole or their decoder layers wrapped one by one,
+-- with and without accumulating over 2 micro-steps, 10 AdamW steps with
+-- clipping (which acts) of a small Llama give one process's losses,
+-- gradient norms and weights within 1e-5 (float32); tied embeddings alike
+-- (their slices summed over the two stages); each rank
 -- holds half its stages' weights and optimizer state, its parameters
 -- empty between steps; an fp16 overflow in one rank's slice skips the step
 -- on all four; save_model writes one process's model, which load_model
@@ -64,6 +66,8 @@ for _, run in ipairs({ { schedule = "GPipe", dp_shard = 2 },
                        { schedule = "1F1B", dp_shard = 2 },
                        { schedule = "1F1B", dp_shard = 2, accumulation = 2, fsdp_plugin = by_layer },
                        { schedule = "Interleaved1F1B", virtual_stages = 2, dp_shard = 2, fsdp_plugin = by_layer },
+                       { schedule = "InterleavedZeroBubble", virtual_stages = 2, dp_shard = 2, fsdp_plugin = by_layer },
+                       { schedule = "InterleavedZeroBubble", virtual_stages = 2, dp_shard = 2, accumulation = 2 },
                        { schedule = "Interleaved1F1B", virtual_stages = 2, dp_shard = 2, accumulation = 2 } }) do
   acc, model = pipeline_check.train(check, ref, run)
   opt = acc._optimizers[1]
@@ -79,7 +83,8 @@ check.equal(mesh.dp.size, 2, "dp = dp_replicate x dp_shard")
 local tied_ref = pipeline_check.reference(check, { config = { tie_word_embeddings = true } })
 for _, run in ipairs({ { schedule = "1F1B", dp_shard = 2 },
                        { schedule = "Interleaved1F1B", virtual_stages = 2, dp_shard = 2, accumulation = 2,
-                         fsdp_plugin = by_layer } }) do
+                         fsdp_plugin = by_layer },
+                       { schedule = "InterleavedZeroBubble", virtual_stages = 2, dp_shard = 2, fsdp_plugin = by_layer } }) do
   local _, _, tied_base = pipeline_check.train(check, tied_ref, run)
   check.truthy(rawequal(tied_base.lm_head.weight, tied_base.model.embed_tokens.weight), "the weights stay tied")
 end

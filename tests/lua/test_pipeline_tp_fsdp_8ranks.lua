@@ -5,7 +5,8 @@
 -- slices of its stages FULL_SHARD over its dp_shard pair (ranks 0-3 hold
 -- stage 1: tp pairs {0, 1} {2, 3}, dp_shard pairs {0, 2} {1, 3}). GPipe,
 -- 1F1B with accumulation over 2 micro-steps and its decoder layers wrapped
--- one by one, and Interleaved1F1B (2 stages per rank) with a
+-- one by one, InterleavedZeroBubble (2 stages per rank, its W after B)
+-- wrapped alike, and Interleaved1F1B (2 stages per rank) with a
 -- vocabulary-parallel head: 10 AdamW steps with clipping (which acts: the
 -- norm sums the split flat parameters' slices over dp_shard and tp, the
 -- others' over dp_shard, then the stages' over pp) of a small Llama give
@@ -46,6 +47,8 @@ local ref = pipeline_check.reference(check)
 local acc
 for _, run in ipairs({ { schedule = "GPipe", tp = 2, dp_shard = 2 },
                        { schedule = "1F1B", tp = 2, dp_shard = 2, accumulation = 2, fsdp_plugin = by_layer },
+                       { schedule = "InterleavedZeroBubble", virtual_stages = 2, tp = 2, dp_shard = 2,
+                         fsdp_plugin = by_layer },
                        { schedule = "Interleaved1F1B", virtual_stages = 2, tp = 2, dp_shard = 2,
                          plan = vocab_parallel } }) do
   local model

@@ -29,6 +29,18 @@
 --   ranks of a pp group share their dp_shard rank, so summing the slices
 --   over the pp group sums the weight's gradient (pipelined_model.lua's
 --   sum_tied_gradients, after finalize); both shards then step alike.
+-- - Under the zero-bubble schedule (split backward: stage_runtime.lua) a
+--   stage's B runs autograd to its input alone, which reaches no
+--   parameter's gradient accumulator, so nothing is reduced there; its
+--   units stay gathered after it, but a later forward of theirs (another
+--   micro-batch's F before this one's W) releases them, and W's nodes read
+--   the weights they saved (their shapes at least). So each W gathers its
+--   stage's units again first (weights_back, through the runtime's
+--   before_weights), as that unit's forward would; W's gradients then reach
+--   the accumulators, whose hooks reduce-scatter each flat parameter once
+--   all its gradients are in and release it, as any backward's. The last
+--   unit's gather prefetches the unit after it in forward order, if any
+--   (another stage's), as a forward's would.
 -- - The global norm: each rank's squares of its slices summed over the
 --   shard group (the pipeline then sums the stages' over pp); replicas
 --   (dp_replicate) hold equal slices, counted once; a tied weight's slice
@@ -50,12 +62,14 @@ function pipeline_fsdp.units(model, policy)
   for _, tied in ipairs(p.tied) do
     if tied.here then alone[tied.parameter] = true end
   end
-  local units, tied_units = {}, {}
+  local units, tied_units, stage_units = {}, {}, {}
   for _, stage in ipairs(p.held) do
+    stage_units[stage] = {}
     for j, unit in ipairs(wrap_policy.units(p.stages[stage], policy, alone)) do
       unit.root = j == 1 and stage == p.schedule.stages
       if #unit.params > 0 or unit.root then
         units[#units + 1] = unit
+        table.insert(stage_units[stage], #units)
         for i, tied in ipairs(p.tied) do
           if #unit.params == 1 and rawequal(unit.params[1], tied.parameter) then
             if tied_units[i] then
@@ -68,8 +82,15 @@ function pipeline_fsdp.units(model, policy)
       end
     end
   end
-  p.tied_units = tied_units
+  p.tied_units, p.stage_units = tied_units, stage_units
   return units
+end
+
+-- For the runtime's before_weights under a split backward (above): the
+-- units of `stage` gathered again (a collective over the shard group, which
+-- runs the same schedule), in forward order.
+function pipeline_fsdp.weights_back(layout, stage)
+  for _, unit in ipairs(layout.model.pipeline.stage_units[stage]) do layout.sharded:before_forward(unit) end
 end
 
 -- tied weight i -> the index of its flat parameter among the sharded

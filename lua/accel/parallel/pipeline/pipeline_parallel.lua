@@ -51,15 +51,7 @@ function pipeline_parallel.check(config, sharding)
     refuse("an fsdp_plugin and dp_shard_size = 1", "a pipeline's stages are sharded over dp_shard: give "
            .. "dp_shard_size > 1 for FSDP on each stage")
   end
-  local s = schedules.of_config(config)
-  if s.split_backward and config.dp_shard_size > 1 then
-    -- FSDP reduce-scatters a unit's gradients as its backward ends, which
-    -- W actions move after it.
-    refuse(string.format("pp_schedule = %q and dp_shard_size = %d", config.pp_schedule, config.dp_shard_size),
-           "its W actions run the weight gradients after FSDP's reduction of each backward; GPipe, 1F1B and "
-           .. "Interleaved1F1B combine with FSDP")
-  end
-  return s
+  return schedules.of_config(config)
 end
 
 -- The layers of `model` as a pipeline's pieces: an nn.Sequential's, or a
@@ -105,6 +97,10 @@ function pipeline_parallel.apply(layout, dims)
     -- fully_shard applies next; its sharded model reduces every backward,
     -- each micro-batch's, and is the gradient synchronisation.
     layout.after_sync = function() model:sum_tied_gradients(pipeline_fsdp.tied_parts(layout)) end
+    -- W actions compute with the weights, which FSDP may have released since B.
+    if schedule.split_backward then
+      model.pipeline.before_weights = function(stage) pipeline_fsdp.weights_back(layout, stage) end
+    end
     return
   end
   data_parallel.apply(layout, dims)

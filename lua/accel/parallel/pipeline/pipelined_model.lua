@@ -35,6 +35,9 @@
 --   (pipeline_fsdp.lua).
 -- - Under FSDP (dp_shard_size > 1) shard_model.lua cuts the stages into
 --   units by shard_units (pipeline_fsdp.lua): none spans two stages.
+--   Under the zero-bubble schedule the runtime calls
+--   pipeline.before_weights (set by pipeline_parallel.lua) before each W,
+--   which gathers that stage's units again.
 -- - Checkpoints speak the whole model's names (parallel/checkpoint/
 --   pipeline_checkpoint.lua): at init each of this rank's tensors is found
 --   by identity among the whole model's state dict and its name kept
@@ -172,7 +175,7 @@ local function runtime(self)
   local p = self.pipeline
   if not p.runtime then
     p.runtime = stage_runtime.new{ group = p.pp.group, schedule = p.schedule, stages = p.stages,
-                                   loss_fn = p.pieces.loss_fn }
+                                   loss_fn = p.pieces.loss_fn, before_weights = p.before_weights }
   end
   return p.runtime
 end

@@ -50,6 +50,9 @@
 --   (core.autograd.input_backward, engine/parallel/split_backward.h: the
 --   graph and the gradients reaching the parameters' ops kept between them);
 --   stage 1, whose input needs no gradient, runs the whole backward at B.
+--   What holds the parameters may need them back for W (FSDP, whose units
+--   are released between B and W: pipeline_fsdp.lua): new's optional
+--   before_weights(stage) runs just before each W's weight gradients.
 local core = require("accel.core")
 local args = require("accel.util.args")
 local stage_cut = require("accel.parallel.pipeline.stage_cut")
@@ -144,7 +147,8 @@ local function release_points(s, rank)
 end
 
 function stage_runtime.new(options)
-  local o = required_options(where .. ".new", options, { "group", "schedule", "stages", "loss_fn" })
+  local o = required_options(where .. ".new", options, { "group", "schedule", "stages", "loss_fn" },
+                             { "before_weights" })
   local s = o.schedule
   if o.group:size() ~= s.pp then
     args.error(string.format("%s.new: the schedule is for pp = %d but the group has %d ranks", where, s.pp,
@@ -165,8 +169,8 @@ function stage_runtime.new(options)
     devices[stage] = first and first.device or "cpu"
   end
   return setmetatable({ group = o.group, schedule = s, stages = o.stages, loss_fn = o.loss_fn, rank = rank,
-                        actions = s.ranks[rank + 1], devices = devices, releases = release_points(s, rank) },
-                      Runtime)
+                        actions = s.ranks[rank + 1], devices = devices, releases = release_points(s, rank),
+                        before_weights = o.before_weights }, Runtime)
 end
 
 -- The parameters of every stage this rank holds, in stage order.
@@ -328,7 +332,10 @@ function Runtime:_run(input, target, o)
       local key = slot(stage, mb)
       local split = st.weights[key]
       st.weights[key] = nil
-      if split then split:weight_backward() end
+      if split then
+        if step.before_weights then step.before_weights(stage) end
+        split:weight_backward()
+      end
     elseif k == "SEND_B" then
       local key = slot(stage, mb)
       st.sends[index] = step.group:isend(st.grad_in[key], s.placement[stage - 1])
