@@ -20,7 +20,7 @@ end
 
 accel.manual_seed(1)
 local model = nn.Sequential()
-for _ = 1, o.layers do model:add(nn.Linear(o.width, o.width)) end
+for _ = 1, o.layers do model:append(nn.Linear(o.width, o.width)) end
 local params = model:parameters()
 local input, grad = accel.randn(o.rows, o.width), accel.randn(o.rows, o.width)
 
