@@ -55,6 +55,18 @@ function pipeline_check.numels()
   return out
 end
 
+-- The pipelined model's stages hold tp slices over 2 ranks: each split
+-- parameter half the whole model's (TINY's), the others whole.
+function pipeline_check.holds_slices(check, model, what)
+  local numel_of, split = pipeline_check.numels(), 0
+  for _, entry in ipairs(require("accel.parallel.tp_parameters").list(model)) do
+    local whole = numel_of[model.pipeline.names.stage[entry[1]]]
+    check.equal(entry[2]:numel(), entry[3] and whole / 2 or whole, what .. ": " .. entry[1] .. "'s size here")
+    if entry[3] then split = split + 1 end
+  end
+  check.truthy(split > 0, what .. ": the stages hold tp slices")
+end
+
 -- llama's tp plan with lm_head's logits left split over the vocabulary
 -- (the loss then vocab_parallel_cross_entropy's over tp).
 function pipeline_check.vocab_parallel_plan()
