@@ -103,7 +103,8 @@ return function(Accelerator)
   -- DeepSpeed's zero3_init_flag at stage 3), as transformers' from_pretrained
   -- does under Accelerate. Under pp_size > 1 every rank builds the model
   -- empty and reads only its stages' weights from the checkpoint
-  -- from_pretrained names (parallel/pipeline/stage_loading.lua), and the
+  -- from_pretrained names (parallel/pipeline/stage_loading.lua; under
+  -- tp_size > 1 when tensor_parallel splits it, its tp slices), and the
   -- model is returned. Otherwise every rank runs fn as is. Returns what fn
   -- returns.
   function Accelerator:build_model(fn)

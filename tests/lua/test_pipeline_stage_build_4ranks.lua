@@ -7,7 +7,10 @@
 -- replacements, still not on meta); 10 AdamW steps with clipping over 4
 -- micro-batches give one process's losses, norms and weights within 1e-5
 -- (float32) against the model loaded whole, tied embeddings alike under
--- FSDP. PP 2 x TP 2 is refused at build_model naming the sizes.
+-- FSDP. PP 2 x TP 2 alike: the model stays empty through build_model and
+-- tensor_parallel reads each rank's tp slices of its stage (split tensors
+-- half their size, the rest on meta); a model never split is refused at
+-- prepare, naming tensor_parallel.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local pipeline_check = dofile(arg[0]:match("(.*/)") .. "helpers/pipeline_check.lua")
 local stage_build_check = dofile(arg[0]:match("(.*/)") .. "helpers/stage_build_check.lua")
@@ -34,8 +37,23 @@ for _, case in ipairs({ { name = "untied", runs = { { schedule = "1F1B", dp = 2 
   if state.is_main_process then formats.remove_folder(folder) end
 end
 
-local acc = accel.Accelerator{ parallelism_config = accel.ParallelismConfig{ pp_size = 2, tp_size = 2 } }
-check.raises(function() acc:build_model(function() return pipeline_check.tiny() end) end, "build_model under PP x TP",
-             "Accelerator:build_model under pp_size = 2 and tp_size = 2 is not implemented yet",
-             "apply tensor_parallel, then prepare")
+-- PP 2 x TP 2 (llama's tp plan): build_model leaves the model empty and
+-- tensor_parallel, splitting it on meta, reads this rank's stages' slices.
+do
+  local folder = stage_build_check.checkpoint(state, nil, 4096)
+  local build = stage_build_check.from(folder)
+  local ref = pipeline_check.reference(check, { build = build })
+  local acc, model, whole = pipeline_check.train(check, ref, { schedule = "1F1B", tp = 2, build = build })
+  local what = string.format("pp 2 x tp 2, rank %d", acc.process_index)
+  stage_build_check.holds_stages_only(check, whole, model, what)
+  pipeline_check.holds_slices(check, model, what)
+  -- Not split: the stages stay empty and prepare says what to do.
+  local unsplit = accel.Accelerator{ parallelism_config = accel.ParallelismConfig{ pp_size = 2, tp_size = 2 } }
+  local empty = unsplit:build_model(function() return accel.models.from_pretrained(folder) end)
+  for _, p in ipairs(empty:parameters()) do check.equal(p.device, "meta", "pp 2 x tp 2 before tensor_parallel: empty") end
+  check.raises(function() unsplit:prepare(empty) end, "pp 2 x tp 2 without tensor_parallel",
+               "on the meta device", "accel.parallel.tensor_parallel(model, acc.mesh) splits it")
+  state:wait_for_everyone()
+  if state.is_main_process then formats.remove_folder(folder) end
+end
 check.done("test_pipeline_stage_build_4ranks")

@@ -21,22 +21,14 @@
 -- is refused naming it.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local pipeline_check = dofile(arg[0]:match("(.*/)") .. "helpers/pipeline_check.lua")
-local tp_parameters = require("accel.parallel.tp_parameters")
 
 local vocab_parallel = pipeline_check.vocab_parallel_plan()
-local numel_of = pipeline_check.numels()
 
 -- A rank's stages hold its tp slices (half of each split parameter), and
 -- the hidden states its first stage hands on are whole and equal on both
 -- tp ranks.
 local function holds_slices(acc, model, what)
-  local split = 0
-  for _, entry in ipairs(tp_parameters.list(model)) do
-    local whole = numel_of[model.pipeline.names.stage[entry[1]]]
-    check.equal(entry[2]:numel(), entry[3] and whole / 2 or whole, what .. ": " .. entry[1] .. "'s size here")
-    if entry[3] then split = split + 1 end
-  end
-  check.truthy(split > 0, what .. ": the stages hold tp slices")
+  pipeline_check.holds_slices(check, model, what)
   local first = model.pipeline.stages[model.pipeline.held[1]]
   if acc.mesh.pp.rank == 0 then
     local h = accel.no_grad(function() return first(pipeline_check.batch(1):narrow(1, 1, 2)) end)

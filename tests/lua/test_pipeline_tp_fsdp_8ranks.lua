@@ -17,31 +17,9 @@
 -- PP 2 x TP 2 x DP 2.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local pipeline_check = dofile(arg[0]:match("(.*/)") .. "helpers/pipeline_check.lua")
-local tp_parameters = require("accel.parallel.tp_parameters")
 
 local by_layer = accel.FullyShardedDataParallelPlugin{ transformer_layer_cls = "LlamaDecoderLayer" }
 local vocab_parallel = pipeline_check.vocab_parallel_plan()
-local numel_of = pipeline_check.numels()
-
--- The flat parameters hold this rank's tp slices of its stages (half of
--- each split parameter), the split ones in flat parameters of their own,
--- and each rank's shard is half of each (up to padding).
-local function holds_half(acc, model, what)
-  local flats = acc._models[1].sharded:flat_parameters(acc._optimizers[1].optimizer).flats
-  local total, split = 0, 0
-  for k, flat in ipairs(flats) do
-    check.equal(flat.shard_numel, math.ceil(flat.numel / 2), string.format("%s: flat %d's shard is half", what, k))
-    total = total + flat.numel
-    if flat.split_over_tp then split = split + 1 end
-  end
-  check.truthy(split > 0 and split < #flats, what .. ": the split parameters are flat parameters of their own")
-  local slices = 0
-  for _, entry in ipairs(tp_parameters.list(model)) do
-    local whole = numel_of[model.pipeline.names.stage[entry[1]]]
-    slices = slices + (entry[3] and whole / 2 or whole)
-  end
-  check.equal(total, slices, what .. ": the flat parameters hold this rank's tp slices of its stages")
-end
 
 local ref = pipeline_check.reference(check)
 local acc
@@ -53,7 +31,7 @@ for _, run in ipairs({ { schedule = "GPipe", tp = 2, dp_shard = 2 },
                          plan = vocab_parallel } }) do
   local model
   acc, model = pipeline_check.train(check, ref, run)
-  holds_half(acc, model, run.schedule)
+  pipeline_check.holds_half_slices(check, acc, model, run.schedule)
 end
 local mesh, rank = acc.mesh, acc.process_index
 check.equal(table.concat(mesh.tp.ranks, ","), (rank - rank % 2) .. "," .. (rank - rank % 2 + 1), "tp: neighbours")

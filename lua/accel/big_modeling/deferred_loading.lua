@@ -4,6 +4,7 @@
 --   local model = deferred_loading.run(function() return accel.models.from_pretrained(dir) end)
 --   deferred_loading.checkpoint(model)       -- {path, dtype, source_name}: what from_pretrained would read
 --   deferred_loading.fill(model, modules)    -- those modules' tensors read from it; the rest stays on meta
+--   deferred_loading.defer(model, fill)      -- a fill left for when the model is split (finish(model) runs it)
 -- Under run, fn runs under accel.init_empty_weights and from_pretrained
 -- builds the model empty and records its checkpoint here instead of
 -- reading it (as transformers' from_pretrained skips the read on the ranks
@@ -17,6 +18,10 @@
 -- - The checkpoint's tensors are mapped where they lie in the file, as
 --   load_checkpoint_and_dispatch maps them: of a safetensors file (or the
 --   shards an index names) only the tensors filled are read.
+-- - A module split over ranks while empty (tensor_parallel on meta
+--   modules) is read as its part of each tensor: `part` names, for a
+--   tensor, its whole shape in the checkpoint and how to take this rank's
+--   part from the mapped whole, so only that part is copied.
 -- - The model's tensors are replaced, not filled in place (LibTorch cannot
 --   give a meta tensor memory): an optimizer is made over the parameters
 --   after fill.
@@ -31,6 +36,7 @@ local deferred_loading = {}
 
 local depth = 0
 local recorded = setmetatable({}, { __mode = "k" })  -- model -> its checkpoint
+local deferred = setmetatable({}, { __mode = "k" })  -- model -> the fill left for when it is split
 
 -- Runs fn under accel.init_empty_weights, from_pretrained deferring its
 -- reads (active() is true meanwhile). Returns what fn returns.
@@ -60,11 +66,27 @@ function deferred_loading.checkpoint(model)
   return recorded[model]
 end
 
+-- `fill` (a function) is to run once `model`, still empty, has been split
+-- (accel.parallel.tensor_parallel calls finish at its end).
+function deferred_loading.defer(model, fill)
+  deferred[model] = fill
+end
+
+-- Runs the fill deferred for `model`, if any, once.
+function deferred_loading.finish(model)
+  local fill = deferred[model]
+  deferred[model] = nil
+  if fill then fill() end
+end
+
 -- Fills the parameters and buffers of `modules` (a list of modules of
 -- `model`, each with its children) from the checkpoint recorded for it,
--- on the CPU; `where` names the caller in errors. A tensor the checkpoint
+-- on the CPU; `where` names the caller in errors. `part` (optional):
+-- function(entry) -> nil for a tensor read whole, or its whole shape in
+-- the checkpoint and a function taking this rank's part of the mapped
+-- whole (entry: {name, module, key, tensor}). A tensor the checkpoint
 -- lacks or holds with another shape is refused naming both.
-function deferred_loading.fill(model, modules, where)
+function deferred_loading.fill(model, modules, where, part)
   local checkpoint = recorded[model]
   if not checkpoint then args.error(where .. ": no checkpoint was recorded for this model (deferred_loading.run)") end
   local wanted = {}
@@ -102,10 +124,14 @@ function deferred_loading.fill(model, modules, where)
         missing[#missing + 1] = e.name
       else
         local info = src:info(name)
-        if args.shape(info.shape) ~= args.shape(e.tensor:size()) then
+        local whole, take
+        if part then whole, take = part(e) end
+        whole = whole or e.tensor:size()
+        if args.shape(info.shape) ~= args.shape(whole) then
           src:close()
-          args.error(string.format("%s: '%s' has shape %s in '%s' but %s in the model", where, name,
-                                   args.shape(info.shape), path, args.shape(e.tensor:size())))
+          args.error(string.format("%s: '%s' has shape %s in '%s' but %s in the model%s", where, name,
+                                   args.shape(info.shape), path, args.shape(whole),
+                                   take and string.format(" (%s here, split)", args.shape(e.tensor:size())) or ""))
         end
         local dtype, why = dtypes.loaded(info.dtype, e.tensor.dtype, checkpoint.dtype)
         if not dtype then
@@ -113,6 +139,7 @@ function deferred_loading.fill(model, modules, where)
           args.error(string.format("%s: '%s' in '%s' %s", where, name, path, why))
         end
         local t = src:map(name, dtype)
+        if take then t = take(t) end
         if not e.is_buffer then t = t:requires_grad_() end
         for _, alias in ipairs(list) do rawset(alias.module, alias.key, t) end
       end

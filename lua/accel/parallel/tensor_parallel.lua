@@ -27,6 +27,9 @@
 -- gather_sequence keep theirs, wrapping its forward); returns the model. A
 -- module with `head_dim` whose colwise children would split a head across
 -- ranks is refused, naming the heads and tp_size.
+-- A model that acc:build_model built empty under PP x TP (its modules on
+-- meta, the slices too) reads this rank's stages' slices from its
+-- checkpoint here, at the end (parallel/pipeline/stage_loading.lua).
 -- Not yet: tied weights split together (tie_word_embeddings is refused).
 local core = require("accel.core")
 local args = require("accel.util.args")
@@ -37,6 +40,7 @@ local VocabParallelEmbedding = require("accel.parallel.vocab_parallel_embedding"
 local sequence_parallel = require("accel.parallel.sequence_parallel")
 local plan_of = require("accel.parallel.plan")
 local sorted_keys = require("accel.util.sorted_keys")
+local deferred_loading = require("accel.big_modeling.deferred_loading")
 
 local where = "accel.parallel.tensor_parallel"
 
@@ -163,5 +167,8 @@ return function(model, mesh, plan, options)
   mark_gathered_inputs(model, sp)
   check_heads(model)
   if sequence_plan then refuse_kept_logits(model) end
+  -- A model acc:build_model left empty under PP x TP reads its stages now,
+  -- each split tensor as this rank's slice (pipeline/stage_loading.lua).
+  deferred_loading.finish(model)
   return model
 end

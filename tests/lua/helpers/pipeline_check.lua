@@ -2,7 +2,7 @@
 -- test_pipeline_accelerator_2ranks, test_pipeline_dp_4ranks,
 -- test_pipeline_architectures_2ranks, test_pipeline_fsdp_4ranks,
 -- test_pipeline_tp_4ranks, test_pipeline_tp_fsdp_8ranks, test_pipeline_stage_build_2ranks,
--- test_pipeline_stage_build_4ranks).
+-- test_pipeline_stage_build_4ranks, test_pipeline_stage_build_8ranks).
 local core = require("accel.core")
 local model_stages = require("accel.parallel.pipeline.model_stages")
 
@@ -53,6 +53,39 @@ function pipeline_check.numels()
   local out = {}
   for name, p in pipeline_check.tiny():named_parameters() do out[name] = p:numel() end
   return out
+end
+
+-- The pipelined model's stages hold tp slices over 2 ranks: each split
+-- parameter half the whole model's (TINY's), the others whole.
+function pipeline_check.holds_slices(check, model, what)
+  local numel_of, split = pipeline_check.numels(), 0
+  for _, entry in ipairs(require("accel.parallel.tp_parameters").list(model)) do
+    local whole = numel_of[model.pipeline.names.stage[entry[1]]]
+    check.equal(entry[2]:numel(), entry[3] and whole / 2 or whole, what .. ": " .. entry[1] .. "'s size here")
+    if entry[3] then split = split + 1 end
+  end
+  check.truthy(split > 0, what .. ": the stages hold tp slices")
+end
+
+-- Under PP x TP 2 x FSDP 2 (dp_shard 2): the flat parameters hold this
+-- rank's tp slices of its stages (half of each split parameter), the split
+-- ones in flat parameters of their own, and each rank's shard is half of
+-- each (up to padding).
+function pipeline_check.holds_half_slices(check, acc, model, what)
+  local flats = acc._models[1].sharded:flat_parameters(acc._optimizers[1].optimizer).flats
+  local total, split = 0, 0
+  for k, flat in ipairs(flats) do
+    check.equal(flat.shard_numel, math.ceil(flat.numel / 2), string.format("%s: flat %d's shard is half", what, k))
+    total = total + flat.numel
+    if flat.split_over_tp then split = split + 1 end
+  end
+  check.truthy(split > 0 and split < #flats, what .. ": the split parameters are flat parameters of their own")
+  local numel_of, slices = pipeline_check.numels(), 0
+  for _, entry in ipairs(require("accel.parallel.tp_parameters").list(model)) do
+    local whole = numel_of[model.pipeline.names.stage[entry[1]]]
+    slices = slices + (entry[3] and whole / 2 or whole)
+  end
+  check.equal(total, slices, what .. ": the flat parameters hold this rank's tp slices of its stages")
 end
 
 -- llama's tp plan with lm_head's logits left split over the vocabulary
