@@ -28,14 +28,8 @@
 -- (peer, expert of that peer) per block, (ep - 1) x E/ep int64 each way,
 -- the combine's counts being the dispatch's reversed.
 -- Rank 0 prints two markdown tables; bench/README.md says how to read them.
-local o = { rows = 2, seq = 128 }
-for i = 1, #arg do
-  local key, value = arg[i]:match("^(%w+)=(%d+)$")
-  if not (key and o[key]) then
-    error("expert_exchange.lua: expected key=number with a key of rows, seq; got " .. arg[i], 0)
-  end
-  o[key] = tonumber(value)
-end
+local bench_options = dofile(arg[0]:match("(.*/)") .. "bench_options.lua")
+local o = bench_options.parse("expert_exchange.lua", { rows = 2, seq = 128 })
 
 local config = { model_type = "mixtral", vocab_size = 4096, hidden_size = 256, intermediate_size = 512,
                  num_hidden_layers = 4, num_attention_heads = 8, num_key_value_heads = 4,

@@ -9,21 +9,16 @@
 -- Rank 0 prints a markdown table; bench/README.md says how to read it.
 local F = accel.nn.functional
 
-local o = { rows = 2, seq = 128, warmup = 1, steps = 3 }
 local config = { model_type = "llama", vocab_size = 32000, hidden_size = 768, intermediate_size = 2048,
                  num_hidden_layers = 12, num_attention_heads = 12, num_key_value_heads = 4,
                  max_position_embeddings = 2048 }
-for i = 1, #arg do
-  local key, value = arg[i]:match("^(%w+)=(%d+)$")
-  if arg[i] == "smoke" then
+local bench_options = dofile(arg[0]:match("(.*/)") .. "bench_options.lua")
+local o = bench_options.parse("layouts.lua", { rows = 2, seq = 128, warmup = 1, steps = 3 }, {
+  smoke = function()
     config.hidden_size, config.intermediate_size, config.num_hidden_layers, config.vocab_size = 256, 512, 4, 8000
     config.num_attention_heads = 8
-  elseif not (key and o[key]) then
-    error("layouts.lua: expected smoke or key=number with a key of rows, seq, warmup, steps; got " .. arg[i], 0)
-  else
-    o[key] = tonumber(value)
-  end
-end
+  end,
+})
 
 local by_layer = accel.FullyShardedDataParallelPlugin{ transformer_layer_cls = "LlamaDecoderLayer" }
 -- dp_replicate, dp_shard, cp, tp; the first is plain data parallel (no mesh).

@@ -25,31 +25,15 @@ local core = require("accel.core")
 local schedules = require("accel.parallel.pipeline.schedules")
 local stage_runtime = require("accel.parallel.pipeline.stage_runtime")
 
-local o = { width = 1024, rows = 64, steps = 3 }
-for i = 1, #arg do
-  local key, value = arg[i]:match("^([%w_]+)=(%d+)$")
-  if not (key and o[key]) then
-    error("pipeline_bubble.lua: expected key=number with a key of width, rows, steps; got " .. arg[i], 0)
-  end
-  o[key] = tonumber(value)
-end
+local bench_options = dofile(arg[0]:match("(.*/)") .. "bench_options.lua")
+local median, timed = bench_options.median, bench_options.timed
+local o = bench_options.parse("pipeline_bubble.lua", { width = 1024, rows = 64, steps = 3 })
 
 local acc = accel.Accelerator{}
 local pp = acc.num_processes
 local LAYERS = 8
 local NAMES = {}
 for i = 1, LAYERS do NAMES[i] = tostring(i) end
-
-local function median(list)
-  table.sort(list)
-  return list[math.floor((#list + 1) / 2)]
-end
-
-local function timed(fn)
-  local start = accel.time()
-  fn()
-  return accel.time() - start
-end
 
 local function loss_fn(out) return out:mean() end
 

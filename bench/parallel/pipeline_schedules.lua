@@ -25,14 +25,9 @@ local core = require("accel.core")
 local schedules = require("accel.parallel.pipeline.schedules")
 local stage_runtime = require("accel.parallel.pipeline.stage_runtime")
 
-local o = { forward_ms = 20, steps = 3, width = 262144 }
-for i = 1, #arg do
-  local key, value = arg[i]:match("^([%w_]+)=(%d+)$")
-  if not (key and o[key]) then
-    error("pipeline_schedules.lua: expected key=number with a key of forward_ms, steps, width; got " .. arg[i], 0)
-  end
-  o[key] = tonumber(value)
-end
+local bench_options = dofile(arg[0]:match("(.*/)") .. "bench_options.lua")
+local median = bench_options.median
+local o = bench_options.parse("pipeline_schedules.lua", { forward_ms = 20, steps = 3, width = 262144 })
 
 local acc = accel.Accelerator{}
 local pp = acc.num_processes
@@ -58,11 +53,6 @@ local function promised(schedule, rank, layers_per_stage)
     most = math.max(most, held)
   end
   return most
-end
-
-local function median(list)
-  table.sort(list)
-  return list[math.floor((#list + 1) / 2)]
 end
 
 local rows = {}

@@ -9,31 +9,15 @@
 local nn = accel.nn
 local core = require("accel.core")
 
-local o = { width = 1024, rows = 512, layers = 8, repeats = 9 }
-for i = 1, #arg do
-  local key, value = arg[i]:match("^([%w_]+)=(%d+)$")
-  if not (key and o[key]) then
-    error("split_backward.lua: expected key=number with a key of width, rows, layers, repeats; got " .. arg[i], 0)
-  end
-  o[key] = tonumber(value)
-end
+local bench_options = dofile(arg[0]:match("(.*/)") .. "bench_options.lua")
+local median, timed = bench_options.median, bench_options.timed
+local o = bench_options.parse("split_backward.lua", { width = 1024, rows = 512, layers = 8, repeats = 9 })
 
 accel.manual_seed(1)
 local model = nn.Sequential()
 for _ = 1, o.layers do model:append(nn.Linear(o.width, o.width)) end
 local params = model:parameters()
 local input, grad = accel.randn(o.rows, o.width), accel.randn(o.rows, o.width)
-
-local function median(list)
-  table.sort(list)
-  return list[math.floor((#list + 1) / 2)]
-end
-
-local function timed(fn)
-  local start = accel.time()
-  fn()
-  return accel.time() - start
-end
 
 local full, b, w = {}, {}, {}
 for r = 0, o.repeats do
