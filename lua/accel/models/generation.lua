@@ -11,6 +11,11 @@
 -- decoding stops when every row has. Defaults come from the folder's
 -- generation_config.json (model.generation_config), then the model's config,
 -- then transformers' (top_k 50 when sampling).
+-- A model that computes its logits otherwise (a pipeline's stages:
+-- parallel/pipeline/pipelined_model.lua) passes `through`: {config,
+-- generation_config (the defaults' sources), next_logits(ids) -> the (B, V)
+-- logits of ids' last position (ids: the prompt and the tokens so far),
+-- agree(tokens) -> the (B) tokens every rank takes}; no cache is kept then.
 local core = require("accel.core")
 local F = core.functional
 local args = require("accel.util.args")
@@ -85,8 +90,9 @@ local function input_device(model)
   return "cpu"
 end
 
-function generation.generate(model, input_ids, options)
+function generation.generate(model, input_ids, options, through)
   local where = model.__name .. ":generate"
+  local source = through and { config = through.config, generation_config = through.generation_config } or model
   local o = args.options(where, options, option_defaults, option_types)
   if type(input_ids) ~= "userdata" or input_ids:dim() ~= 2 or input_ids:is_floating_point() then
     args.error(string.format("%s: input_ids must be an integer (batch, sequence) tensor of token ids, got %s", where,
@@ -94,19 +100,19 @@ function generation.generate(model, input_ids, options)
                              or type(input_ids)))
   end
   local B, T = input_ids:size(1), input_ids:size(2)
-  local max_new = setting(o, model, "max_new_tokens", 20)
+  local max_new = setting(o, source, "max_new_tokens", 20)
   local min_new = o.min_new_tokens
-  local do_sample = setting(o, model, "do_sample", false)
-  local temperature = setting(o, model, "temperature", 1)
-  local top_k = setting(o, model, "top_k", 50)
-  local top_p = setting(o, model, "top_p", 1)
-  local penalty = setting(o, model, "repetition_penalty", 1)
-  local eos = id_list(setting(o, model, "eos_token_id", nil))
-  local pad = setting(o, model, "pad_token_id", nil) or eos[1]
+  local do_sample = setting(o, source, "do_sample", false)
+  local temperature = setting(o, source, "temperature", 1)
+  local top_k = setting(o, source, "top_k", 50)
+  local top_p = setting(o, source, "top_p", 1)
+  local penalty = setting(o, source, "repetition_penalty", 1)
+  local eos = id_list(setting(o, source, "eos_token_id", nil))
+  local pad = setting(o, source, "pad_token_id", nil) or eos[1]
   for key, v in pairs({ max_new_tokens = max_new, min_new_tokens = min_new }) do
     if v % 1 ~= 0 or v < 0 then args.error(string.format("%s: %s must be a whole number >= 0, got %s", where, key, v)) end
   end
-  generation_config.check_length(model, T, max_new, o.max_new_tokens ~= nil, where)
+  generation_config.check_length(source, T, max_new, o.max_new_tokens ~= nil, where)
   if not (temperature > 0) then args.error(where .. ": temperature must be positive, got " .. temperature) end
   if not (top_p > 0 and top_p <= 1) then args.error(where .. ": top_p must be in (0, 1], got " .. top_p) end
   if not (penalty > 0) then args.error(where .. ": repetition_penalty must be positive, got " .. penalty) end
@@ -120,7 +126,12 @@ function generation.generate(model, input_ids, options)
   end
   local eos_ids = #eos > 0 and core.tensor(eos, { dtype = "int64", device = device }) or nil
   local unfinished = core.ones({ B }, { dtype = "int64", device = device })
-  local cache = KVCache()
+  local cache = not through and KVCache() or nil
+  local next_logits = through and through.next_logits or function(_, step_ids, step_mask, positions)
+    local out = model{ input_ids = step_ids, attention_mask = step_mask, position_ids = positions,
+                       past_key_values = cache, logits_to_keep = 1 }
+    return out.logits:select(2, 1)
+  end
   -- transformers' streamer: put(prompt ids), put(each step's new ids), end().
   local streamer = o.streamer
   if streamer and (type(streamer.put) ~= "function" or type(streamer["end"]) ~= "function") then
@@ -132,9 +143,7 @@ function generation.generate(model, input_ids, options)
   local ok, result = pcall(core.no_grad, function()
     local step_ids, positions = ids, attention_mask.positions(mask)
     for step = 1, max_new do
-      local out = model{ input_ids = step_ids, attention_mask = mask, position_ids = positions, past_key_values = cache,
-                         logits_to_keep = 1 }
-      local scores = out.logits:select(2, 1):float()
+      local scores = next_logits(ids, step_ids, mask, positions):float()
       if penalty ~= 1 then scores = penalize(scores, ids, penalty) end
       if eos_ids and step <= min_new then
         scores = scores:index_fill(2, eos_ids + 1, -math.huge)
@@ -148,6 +157,7 @@ function generation.generate(model, input_ids, options)
       else
         next_tokens = scores:argmax(-1) - 1
       end
+      if through then next_tokens = through.agree(next_tokens) end
       if eos_ids then next_tokens = next_tokens * unfinished + (unfinished:neg() + 1) * pad end
       step_ids = next_tokens:view(B, 1)
       if streamer then streamer:put(step_ids) end

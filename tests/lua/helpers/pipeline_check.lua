@@ -1,5 +1,6 @@
 -- What the pipeline tests share (test_pipeline_runtime, test_pipeline_llama_2ranks,
--- test_pipeline_accelerator_2ranks, test_pipeline_dp_4ranks,
+-- test_pipeline_accelerator_2ranks, test_pipeline_dp_4ranks, test_pipeline_generate_2ranks,
+-- test_pipeline_generate_4ranks,
 -- test_pipeline_architectures_2ranks, test_pipeline_fsdp_4ranks,
 -- test_pipeline_tp_4ranks, test_pipeline_tp_fsdp_8ranks, test_pipeline_stage_build_2ranks,
 -- test_pipeline_stage_build_4ranks, test_pipeline_stage_build_8ranks).

@@ -73,7 +73,8 @@ function causal_lm_pieces.layout(spec)
     if i and list[i + 1] then return list[i + 1] end
     args.error(string.format("%s: %q is not a layer of this %s", where, tostring(name), model.__name))
   end
-  -- {layer_names, build, loss_fn, loss_share, input_key [, tied]} of
+  -- {layer_names, build, loss_fn, loss_share, input_key, output_key =
+  -- "logits", logits_split (a vocabulary-parallel head) [, tied]} of
   -- `model`: each layer's stage module is wrap[name](module), or for a
   -- block wrap.block(module), or the module itself; the token embeddings'
   -- a TokenEmbedding. options: {tied = true} or nil; `tied` lists {names =
@@ -107,7 +108,8 @@ function causal_lm_pieces.layout(spec)
       if not num_items then num_items = T < 2 and 1 or labels:narrow(2, 2, T - 1):ne(-100):sum():item() end
       return function(logits, mb_labels) return causal_lm.loss(logits, mb_labels, num_items, vocab_tp) end
     end
-    return { layer_names = layout.names(model), build = build, input_key = "input_ids", loss_share = loss_share,
+    return { layer_names = layout.names(model), build = build, input_key = "input_ids", output_key = "logits",
+             logits_split = vocab_tp ~= nil, loss_share = loss_share,
              loss_fn = function(logits, labels) return causal_lm.loss(logits, labels, nil, vocab_tp) end,
              tied = tied and { { names = { first[1], "lm_head" }, parameter = embedding.weight } } or nil }
   end

@@ -7,10 +7,18 @@
 -- In training (model.training, gradients on) the call defers the work:
 -- out.loss stands for the loss (pipelined_loss.lua) and acc:backward(out.loss)
 -- runs the schedule over pp_microbatches slices of the batch, after which
--- out.loss holds the batch's loss on every pp rank. In evaluation
--- (model:eval(), or under accel.no_grad) reading out.loss runs the
--- schedule's forwards alone. out holds the loss only: the logits stay in
--- the last stage's micro-batches.
+-- out.loss holds the batch's loss on every pp rank; out holds the loss only.
+-- In evaluation (model:eval(), or under accel.no_grad) the labels are
+-- optional and out is read lazily: out.loss runs the schedule's forwards
+-- alone; out.logits (a Sequential's out.output) runs them keeping the last
+-- stage's outputs, which every pp rank then holds (broadcast from the last
+-- stage's: under TP with a vocabulary-parallel head the tp rank's slice,
+-- as one process's), and sets out.loss too when labels were given (read
+-- logits first for one run). model:generate(input_ids, options) is the
+-- models' generate (accel.models.generation) through the stages:
+--   local ids = model:generate(prompt, { max_new_tokens = 8 })   -- every pp rank, alike
+-- Every pp rank calls it with the same prompt and options (each step is
+-- a forward-only schedule over the pp group) and gets the same tokens.
 --
 -- Decisions:
 -- - Every pp rank is given the whole batch (the pp ranks of a mesh see the
@@ -38,6 +46,16 @@
 --   Under the zero-bubble schedule the runtime calls
 --   pipeline.before_weights (set by pipeline_parallel.lua) before each W,
 --   which gathers that stage's units again.
+-- - generate keeps no key/value cache: each new token runs the whole
+--   sequence so far through the stages (a schedule of forwards keeping the
+--   last position's logits), the stages taking ids alone (no padding:
+--   an attention_mask with zeros is refused). A batch that does not cut
+--   into pp_microbatches rows is filled with copies of its last row (rows
+--   are independent) and those rows' tokens dropped. The tokens are the
+--   last stage's rank's, broadcast over the pp group, so that sampling
+--   (each rank's own generator) agrees; greedy tokens are one process's.
+--   A vocabulary-parallel head (each tp rank a slice of the logits) is
+--   refused: its tokens would come from a slice.
 -- - Checkpoints speak the whole model's names (parallel/checkpoint/
 --   pipeline_checkpoint.lua): at init each of this rank's tensors is found
 --   by identity among the whole model's state dict and its name kept
@@ -52,6 +70,7 @@ local stage_cut = require("accel.parallel.pipeline.stage_cut")
 local pipelined_loss = require("accel.parallel.pipeline.pipelined_loss")
 local pipeline_fsdp = require("accel.parallel.pipeline.pipeline_fsdp")
 local same_tensor = require("accel.util.same_tensor")
+local generation = require("accel.models.generation")
 
 local PipelinedModel = Module:extend("PipelinedModel")
 
@@ -83,9 +102,10 @@ local function whole_names(self, whole)
   return out
 end
 
--- pieces: {layer_names, build, loss_fn, input_key [, loss_share]}; schedule
--- and pp (the mesh's pp dim) from pipeline_parallel.lua; `whole`: the
--- model cut (its names only are kept).
+-- pieces: {layer_names, build, loss_fn, input_key, output_key [,
+-- loss_share, logits_split]}; schedule and pp (the mesh's pp dim) from
+-- pipeline_parallel.lua; `whole`: the model cut (its names, config and
+-- generation_config only are kept).
 function PipelinedModel:init(pieces, schedule, pp, whole)
   local stages = stage_runtime.build_stages{ layer_names = pieces.layer_names, build = pieces.build,
                                              schedule = schedule, pp_rank = pp.rank }
@@ -98,8 +118,10 @@ function PipelinedModel:init(pieces, schedule, pp, whole)
   end
   -- Not pieces.build, which reaches the whole model: once prepare returns,
   -- the other stages' modules are the recipe's to drop.
-  local kept = { loss_fn = pieces.loss_fn, loss_share = pieces.loss_share, input_key = pieces.input_key }
-  rawset(self, "pipeline", { pieces = kept, schedule = schedule, pp = pp, stages = stages, held = held, tied = {} })
+  local kept = { loss_fn = pieces.loss_fn, loss_share = pieces.loss_share, input_key = pieces.input_key,
+                 output_key = pieces.output_key or "logits", logits_split = pieces.logits_split }
+  rawset(self, "pipeline", { pieces = kept, schedule = schedule, pp = pp, stages = stages, held = held, tied = {},
+                             config = whole.config, generation_config = whole.generation_config })
   self.pipeline.names = whole_names(self, whole)
   -- Where each tied weight's layers are: the pp ranks of their stages,
   -- and each pp rank's layers, in layer_names' order (a checkpoint's cut).
@@ -180,19 +202,24 @@ local function runtime(self)
   return p.runtime
 end
 
--- Runs the schedule on the batch; returns its loss on every pp rank.
-local function run(self, x, labels, num_items, backward, scale_loss)
+-- Runs the schedule on the batch; returns its loss on every pp rank (nil
+-- without labels), and with `outputs` (forward-only) what it keeps of the
+-- last stage's outputs (stage_runtime's step).
+local function run(self, x, labels, num_items, backward, scale_loss, outputs)
   local p = self.pipeline
-  local options = { backward = backward, scale_loss = scale_loss, autocast = p.autocast }
-  if p.pieces.loss_share then
+  local options = { backward = backward, scale_loss = scale_loss, autocast = p.autocast, outputs = outputs }
+  if p.pieces.loss_share and labels ~= nil then
     options.loss_fn, options.loss_reduction = p.pieces.loss_share(labels, num_items), "sum"
   end
   return runtime(self):step(x, labels, options)
 end
 
-local function refuse_field(key)
-  args.error(string.format("%s: a pipelined model's output holds only loss (its %s stay in the last stage's "
-                           .. "micro-batches)", where, tostring(key)))
+local function whole_output(y) return y end
+
+local function refuse_field(key, output_key)
+  args.error(string.format("%s: a pipelined model's output holds only loss in training (its %s stay in the last "
+                           .. "stage's micro-batches; out.%s is read in evaluation: model:eval() or accel.no_grad)",
+                           where, tostring(key), output_key))
 end
 
 function PipelinedModel:forward(inputs, ...)
@@ -209,8 +236,11 @@ function PipelinedModel:forward(inputs, ...)
     end
   end
   local x, labels, num_items = inputs[key], inputs.labels, inputs.num_items_in_batch
-  if x == nil or labels == nil then
-    args.error(string.format("%s: a pipelined model needs %s and labels: the last stage computes the loss", where, key))
+  local training = self.training and core.is_grad_enabled()
+  if x == nil or (labels == nil and training) then
+    args.error(string.format("%s: a pipelined model needs %s and labels: the last stage computes the loss (in "
+                             .. "evaluation, model:eval() or accel.no_grad, %s alone gives out.%s)", where, key, key,
+                             p.pieces.output_key))
   end
   if p.waiting and pipelined_loss.is_pending(p.waiting) then
     args.error(string.format("%s: the previous batch's out.loss was never given to acc:backward: in training a "
@@ -218,17 +248,70 @@ function PipelinedModel:forward(inputs, ...)
                              .. "acc:backward(out.loss); for a loss without gradients call model:eval() or run "
                              .. "under accel.no_grad", where))
   end
-  if self.training and core.is_grad_enabled() then
+  local output_key = p.pieces.output_key
+  if training then
     local loss = pipelined_loss.defer(function(scale_loss) return run(self, x, labels, num_items, true, scale_loss) end)
     p.waiting = loss
-    return setmetatable({ loss = loss }, { __index = function(_, k) refuse_field(k) end })
+    return setmetatable({ loss = loss }, { __index = function(_, k) refuse_field(k, output_key) end })
   end
+  -- Lazily, on first reading: a loss alone broadcasts a number, the
+  -- outputs the whole batch's.
   return setmetatable({}, { __index = function(t, k)
-    if k ~= "loss" then refuse_field(k) end
+    if k == output_key then
+      local loss, y = run(self, x, labels, num_items, false, nil, whole_output)
+      if loss and rawget(t, "loss") == nil then rawset(t, "loss", loss) end
+      rawset(t, k, y)
+      return y
+    end
+    if k ~= "loss" then
+      args.error(string.format("%s: a pipelined model's output holds loss and %s only, not %s", where, output_key,
+                               tostring(k)))
+    end
+    if labels == nil then
+      args.error(string.format("%s: out.loss needs labels (the model was called with %s alone)", where, key))
+    end
     local loss = run(self, x, labels, num_items, false)
     rawset(t, "loss", loss)
     return loss
   end })
+end
+
+-- accel.models' generate through the stages (above); every pp rank calls
+-- it alike. Options as the model's own generate (accel.models.generation).
+function PipelinedModel:generate(input_ids, options)
+  local p = self.pipeline
+  local name = where .. ": PipelinedModel:generate"
+  if p.pieces.input_key ~= "input_ids" then
+    args.error(string.format("%s: generating needs a causal LM cut into stages; this pipeline's model takes %s", name,
+                             p.pieces.input_key))
+  end
+  if p.pieces.logits_split then
+    args.error(name .. ": lm_head is vocabulary-parallel (tensor_parallel's \"colwise\": each tp rank holds a slice "
+               .. "of the logits); generate through a pipeline needs the whole logits (\"colwise_gather\", llama's "
+               .. "own plan)")
+  end
+  local mask = type(options) == "table" and options.attention_mask
+  if core.is_tensor(mask) and mask:numel() > 0 and mask:min():item() == 0 then
+    args.error(name .. ": attention_mask has zeros (padding): a pipeline's stages take whole sequences of ids "
+               .. "(no padding mask travels between them)")
+  end
+  local m, last_rank = p.schedule.microbatches, p.schedule.placement[p.schedule.stages]
+  local function last_position(y) return y:narrow(2, y:size(2), 1) end
+  return generation.generate(self, input_ids, options, {
+    config = p.config, generation_config = p.generation_config,
+    next_logits = function(ids)
+      local B = ids:size(1)
+      local rows = math.ceil(B / m) * m
+      if rows > B then ids = core.cat({ ids, ids:narrow(1, B, 1):expand(rows - B, ids:size(2)) }, 1) end
+      local _, last = run(self, ids, nil, nil, false, nil, last_position)
+      return last:narrow(1, 1, B):select(2, 1)
+    end,
+    agree = function(tokens)
+      tokens = tokens:contiguous()
+      p.pp:broadcast(tokens, last_rank)
+      return tokens
+    end,
+  })
 end
 
 return PipelinedModel

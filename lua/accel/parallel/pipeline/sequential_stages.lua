@@ -22,7 +22,8 @@ function sequential_stages.is(model)
   return false
 end
 
--- {layer_names, build, loss_fn, input_key} of `model`.
+-- {layer_names, build, loss_fn, input_key, output_key} of `model` (in
+-- evaluation a pipelined Sequential's out.output is the last layer's).
 function sequential_stages.of(model)
   if not sequential_stages.is(model) then args.error(where .. ".of: expected an nn.Sequential") end
   local loss_fn = rawget(model, "loss_fn")
@@ -34,7 +35,7 @@ function sequential_stages.of(model)
   local names = {}
   for i = 1, model.length do names[i] = tostring(i) end
   return { layer_names = names, build = function(name) return model[tonumber(name)] end, loss_fn = loss_fn,
-           input_key = "input" }
+           input_key = "input", output_key = "output" }
 end
 
 return sequential_stages

@@ -53,6 +53,13 @@
 --   What holds the parameters may need them back for W (FSDP, whose units
 --   are released between B and W: pipeline_fsdp.lua): new's optional
 --   before_weights(stage) runs just before each W's weight gradients.
+-- - A forward-only step may keep the last stage's outputs (step's
+--   `outputs`, an evaluation's logits): each micro-batch's, through
+--   outputs(y), joined along dim 1 and broadcast over the group from the
+--   last stage's rank, its shape and dtype first (the other ranks know
+--   neither: a vocabulary-parallel head's slice, an autocast dtype), onto
+--   each rank's stages' device. Without a target the step computes no
+--   loss and returns none.
 local core = require("accel.core")
 local args = require("accel.util.args")
 local stage_cut = require("accel.parallel.pipeline.stage_cut")
@@ -204,7 +211,45 @@ local function slot(stage, mb) return stage .. ":" .. mb end
 local FORWARD_KINDS = { F = true, SEND_F = true, RECV_F = true }
 
 local STEP_OPTIONS = { backward = true, loss_fn = args.NONE, loss_reduction = "mean", scale_loss = args.NONE,
-                       autocast = args.NONE }
+                       autocast = args.NONE, outputs = args.NONE }
+
+-- The dtypes an output may travel in, by the code its header carries.
+local DTYPES = { "float32", "float64", "float16", "bfloat16", "int64", "int32", "bool" }
+local DTYPE_CODE = {}
+for code, dtype in ipairs(DTYPES) do DTYPE_CODE[dtype] = code end
+local MAX_DIMS = 8
+
+-- The last stage's kept outputs joined, on every rank of the group: its
+-- rank sends a header {dims, dtype code, sizes...} (CPU int64), then the
+-- tensor; the others receive both onto `device`.
+local function broadcast_outputs(self, kept, device)
+  local s = self.schedule
+  local root = s.placement[s.stages]
+  local header = core.zeros({ MAX_DIMS + 2 }, { dtype = "int64" })
+  local joined
+  if self.rank == root then
+    joined = (#kept == 1 and kept[1] or core.cat(kept, 1)):contiguous()
+    local code = DTYPE_CODE[joined.dtype]
+    if not code or joined:dim() > MAX_DIMS then
+      args.error(string.format("%s:step: the last stage's output (%s %s) cannot be kept: outputs travel as %s of at "
+                               .. "most %d dims", where, joined.dtype, args.shape(joined), table.concat(DTYPES, ", "),
+                               MAX_DIMS))
+    end
+    local values = { joined:dim(), code }
+    for _, n in ipairs(joined:size()) do values[#values + 1] = n end
+    for i = #values + 1, MAX_DIMS + 2 do values[i] = 0 end
+    header = core.tensor(values, { dtype = "int64" })
+  end
+  self.group:broadcast(header, root)
+  if self.rank ~= root then
+    local values = header:totable()
+    local sizes = {}
+    for i = 1, values[1] do sizes[i] = values[i + 2] end
+    joined = core.zeros(sizes, { dtype = DTYPES[values[2]], device = device })
+  end
+  self.group:broadcast(joined, root)
+  return joined
+end
 
 -- Runs the schedule on `input` (read by stage 1) and `target` (read by the
 -- last stage); returns the batch's loss, a 0-dim float32 tensor, on every
@@ -219,8 +264,16 @@ local STEP_OPTIONS = { backward = true, loss_fn = args.NONE, loss_reduction = "m
 --   scale_loss(l)      what each micro-batch's backward runs on instead of l
 --                      (the Accelerator's accumulation and fp16 scaling)
 --   autocast(fn)       runs each stage's forward and the loss (mixed precision)
+--   outputs(y)         forward-only steps: what to keep of each micro-batch's
+--                      last-stage output y (y itself, its last position); the
+--                      step then returns loss, the kept outputs joined along
+--                      dim 1 on every rank; the target may then be nil (no loss)
 function Runtime:step(input, target, options)
   local o = args.options(where .. ":step", options, STEP_OPTIONS)
+  if o.outputs ~= nil and (o.backward or type(o.outputs) ~= "function") then
+    args.error(string.format("%s:step: outputs must be a function, in a forward-only step (backward = false), got "
+                             .. "a %s with backward = %s", where, type(o.outputs), tostring(o.backward)))
+  end
   if o.loss_reduction ~= "mean" and o.loss_reduction ~= "sum" then
     args.error(string.format("%s:step: loss_reduction must be \"mean\" or \"sum\", got %s", where,
                              tostring(o.loss_reduction)))
@@ -243,11 +296,11 @@ function Runtime:_run(input, target, o)
   local inputs = input ~= nil and microbatches(input, m, "input")
   local targets = target ~= nil and microbatches(target, m, "target")
   if self.stages[1] and not inputs then args.error(where .. ":step: stage 1 is on this rank and needs the input") end
-  if self.stages[last] and not targets then
+  if self.stages[last] and not targets and not o.outputs then
     args.error(where .. ":step: the last stage is on this rank and needs the target")
   end
   local st = { input = {}, output = {}, loss = {}, grad_in = {}, grad_out = {}, recv = {}, sends = {}, weights = {} }
-  local losses = {}
+  local losses, kept = {}, {}
   local step = self
   local function run(index, a)
     local k, stage, mb = a.kind, a.stage, a.microbatch
@@ -273,11 +326,12 @@ function Runtime:_run(input, target, o)
       if o.backward then st.input[slot(stage, mb)] = x end
       local y, loss = autocast(function()
         local out = step.stages[stage](x)
-        if stage == last then return out, loss_fn(out, targets[mb]) end
+        if stage == last and targets then return out, loss_fn(out, targets[mb]) end
         return out
       end)
       if stage == last then
-        losses[mb] = loss:detach()
+        if o.outputs then kept[mb] = o.outputs(y) end
+        if loss then losses[mb] = loss:detach() end
         if o.backward then st.loss[slot(stage, mb)] = loss end
       else
         st.output[slot(stage, mb)] = y
@@ -360,14 +414,19 @@ function Runtime:_run(input, target, o)
     end
   end
   for _, w in pairs(st.sends) do core.release_tensor(w:wait()) end
-  local loss = core.tensor(0, { dtype = "float32" })
-  if self.stages[last] then
-    local sum = losses[1]:to("float32")
-    for mb = 2, m do sum = sum + losses[mb]:to("float32") end
-    loss = share and sum or sum / m
+  local loss
+  if target ~= nil then
+    loss = core.tensor(0, { dtype = "float32" })
+    if self.stages[last] then
+      local sum = losses[1]:to("float32")
+      for mb = 2, m do sum = sum + losses[mb]:to("float32") end
+      loss = share and sum or sum / m
+    end
+    self.group:broadcast(loss, s.placement[last])
   end
-  self.group:broadcast(loss, s.placement[last])
-  return loss
+  if not o.outputs then return loss end
+  local _, held = next(self.devices)
+  return loss, broadcast_outputs(self, kept, held)
 end
 
 return stage_runtime
