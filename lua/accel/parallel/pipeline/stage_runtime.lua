@@ -211,7 +211,7 @@ local function slot(stage, mb) return stage .. ":" .. mb end
 local FORWARD_KINDS = { F = true, SEND_F = true, RECV_F = true }
 
 local STEP_OPTIONS = { backward = true, loss_fn = args.NONE, loss_reduction = "mean", scale_loss = args.NONE,
-                       autocast = args.NONE, outputs = args.NONE }
+                       autocast = args.NONE, outputs = args.NONE, timings = args.NONE }
 
 -- The dtypes an output may travel in, by the code its header carries.
 local DTYPES = { "float32", "float64", "float16", "bfloat16", "int64", "int32", "bool" }
@@ -268,6 +268,10 @@ end
 --                      last-stage output y (y itself, its last position); the
 --                      step then returns loss, the kept outputs joined along
 --                      dim 1 on every rank; the target may then be nil (no loss)
+--   timings = {}       filled with the seconds each of this rank's F, B and W
+--                      actions computed, by action index: from when what it
+--                      waits for (a receive) arrived to its end, so that a
+--                      bench can weigh the schedule against its actions' times
 function Runtime:step(input, target, options)
   local o = args.options(where .. ":step", options, STEP_OPTIONS)
   if o.outputs ~= nil and (o.backward or type(o.outputs) ~= "function") then
@@ -324,6 +328,7 @@ function Runtime:_run(input, target, o)
         if o.backward then x:requires_grad_() end
       end
       if o.backward then st.input[slot(stage, mb)] = x end
+      local started = o.timings and core.time()
       local y, loss = autocast(function()
         local out = step.stages[stage](x)
         if stage == last and targets then return out, loss_fn(out, targets[mb]) end
@@ -336,6 +341,7 @@ function Runtime:_run(input, target, o)
       else
         st.output[slot(stage, mb)] = y
       end
+      if started then o.timings[index] = core.time() - started end
     elseif k == "SEND_F" then
       local sent = st.output[slot(stage, mb)]:detach()
       st.sends[index] = step.group:isend(sent, s.placement[stage + 1])
@@ -366,6 +372,7 @@ function Runtime:_run(input, target, o)
       end
       local x = st.input[key]
       st.input[key] = nil
+      local started = o.timings and core.time()
       -- Split (W actions follow): the input's gradient alone now, the
       -- parameters' at this stage's W (engine/parallel/split_backward.h).
       -- Stage 1's input needs none: its B is the whole backward, its W nothing.
@@ -374,6 +381,7 @@ function Runtime:_run(input, target, o)
       else
         y:backward(grad)
       end
+      if started then o.timings[index] = core.time() - started end
       if stage < last then  -- the last stage's is the loss, which the step still reads
         core.release_tensor(y)
         core.release_tensor(grad)
@@ -388,7 +396,9 @@ function Runtime:_run(input, target, o)
       st.weights[key] = nil
       if split then
         if step.before_weights then step.before_weights(stage) end
+        local started = o.timings and core.time()
         split:weight_backward()
+        if started then o.timings[index] = core.time() - started end
       end
     elseif k == "SEND_B" then
       local key = slot(stage, mb)
