@@ -88,6 +88,14 @@ run("InterleavedZeroBubble", 2)
 local mesh, schedule, stages = run("Interleaved1F1B", 2)
 
 local pipe = stage_runtime.new{ group = mesh.pp.group, schedule = schedule, stages = stages, loss_fn = loss_fn }
+-- step{timings}: a time for each of this rank's F and B actions, none for its transfers.
+local took = {}
+pipe:step(accel.randn({ 8, 6 }), accel.randn({ 8, 3 }), { timings = took })
+for i, a in ipairs(schedule.ranks[mesh.pp.rank + 1]) do
+  local computes = a.kind == "F" or a.kind == "B"
+  check.truthy(computes == (took[i] ~= nil) and (not computes or took[i] >= 0),
+               string.format("timings: action %d (%s) %s", i, a.kind, computes and "timed" or "not timed"))
+end
 check.raises(function() pipe:step(accel.randn({ 6, 6 }), accel.randn({ 6, 3 })) end, "uneven batch",
              "rows do not cut into pp_microbatches = 4 equal micro-batches")
 local wrong = {}
