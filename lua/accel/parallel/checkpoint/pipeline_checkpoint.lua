@@ -19,7 +19,11 @@
 -- whose optimizer's indices are taken as the whole model's parameters()
 -- order (the optimizer made on model:parameters(), as usual). Under tensor
 -- parallelism each rank keeps its tp slices of the whole tensors read
--- (read_split.fit).
+-- (read_split.fit). On a sharded model without a pipeline (FSDP, TP x
+-- FSDP) the whole model's state is loaded as a FULL_STATE_DICT one is,
+-- the full parameters in place (checkpointing/load.lua), and its
+-- optimizer's state in the layout before sharding, each rank then keeping
+-- its shards.
 local gathering = require("accel.gathering")
 local layout = require("accel.checkpointing.layout")
 local field_checks = require("accel.util.field_checks")
