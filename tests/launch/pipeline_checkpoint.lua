@@ -8,14 +8,16 @@
 --     MESH: 0 (one process, no mesh) or sizes pp=P[,dp=D][,shard=S][,v=V]:
 --     pp_size P x dp_replicate_size D x dp_shard_size S (FSDP on each
 --     stage), one micro-batch a row, 1F1B, or with V > 1
---     Interleaved1F1B of V virtual stages (another cut); or tp=2 (no
---     pipeline: tensor_parallel over a mesh of tp 2). 10 updates, their losses
---     and final weights one process's within 1e-5, save_state(DIR/checkpoint)
---     after the 5th; then DIR/after (save_model of the final weights: the
---     whole model's names) and DIR/losses.lua
+--     Interleaved1F1B of V virtual stages (another cut); or without pp
+--     tp=T[,shard=S] or shard=S (no pipeline: tensor_parallel over a mesh
+--     of tp T, FSDP over dp_shard S). 10 updates, their losses and final
+--     weights one process's within 1e-5, save_state(DIR/checkpoint) and
+--     save_model(DIR/saved) after the 5th; then DIR/after (save_model of
+--     the final weights: the whole model's names) and DIR/losses.lua
 --   accel-run pipeline_checkpoint.lua --nproc N -- resume DIR MESH TOL
 --     a run on MESH built from other weights (seed 9): load_state(DIR/checkpoint),
---     the 5 updates left, their losses and final weights (get_state_dict)
+--     its full weights (get_state_dict) against DIR/saved's within 1e-6, the
+--     5 updates left, their losses and final weights (get_state_dict)
 --     against DIR's within TOL
 local here = arg[0]:match("(.*/)")
 local check = dofile(here .. "../lua/helpers/check.lua")
@@ -49,7 +51,9 @@ local function setup(seed)
       dp_shard_size = o.shard, pp_schedule = o.v and o.v > 1 and "Interleaved1F1B" or "1F1B",
       pp_virtual_stages = o.v, pp_microbatches = ROWS / dp }
   end
-  if o.tp then options.parallelism_config = accel.ParallelismConfig{ tp_size = o.tp } end
+  if not o.pp and (o.tp or o.shard) then
+    options.parallelism_config = accel.ParallelismConfig{ tp_size = o.tp, dp_shard_size = o.shard }
+  end
   local acc = accel.Accelerator(options)
   local model = mc.build(seed)
   if o.tp then model = accel.parallel.tensor_parallel(model, acc.mesh) end
@@ -102,7 +106,10 @@ end
 
 if mode == "save" then
   local run = setup(1)
-  local losses = train(run, mc.STEPS, { [5] = function() run.acc:save_state(dir .. "/checkpoint") end })
+  local losses = train(run, mc.STEPS, { [5] = function()
+    run.acc:save_state(dir .. "/checkpoint")
+    run.acc:save_model(run.model, dir .. "/saved")
+  end })
   run.acc:save_model(run.model, dir .. "/after")
   local reference_losses, reference_state = reference()
   check.near(losses, reference_losses, 1e-5, spec .. ": the saving run's losses against one process's")
@@ -118,6 +125,8 @@ elseif mode == "resume" then
   local tol = tonumber(arg[4])
   local run = setup(9)
   run.acc:load_state(dir .. "/checkpoint")
+  mc.same_state(check, run.acc:get_state_dict(run.model), ck.load_weights(dir .. "/saved"), 1e-6,
+                "the weights loaded (get_state_dict) against the saving run's at the save (save_model)")
   local rest = train(run, mc.STEPS)
   local f = assert(io.open(dir .. "/losses.lua", "rb"))
   local losses = serialize.load(f:read("*a"), dir .. "/losses.lua")

@@ -9,9 +9,14 @@
 # at PP 2 within 1e-5; PP 2 x DP 2 (4 ranks, the first replica's ranks write)
 # resumes exactly on PP 2 x DP 2 and within 1e-5 on PP 2 and on one
 # process; PP 2 x FSDP 2 (each stage sharded over its dp_shard pair, whose
-# first rank writes it whole) alike, and PP 2's resumes under PP 2 x FSDP 2
-# within 1e-5. Every saving run's losses and final weights (save_model) are one
-# process's within 1e-5, so each resumed run is held to one process's too.
+# first rank writes it whole) alike, and also on sharded models without a
+# pipeline: FSDP 2, FSDP 4 and TP 2 x FSDP 2 (tensor_parallel before
+# prepare), each rank keeping its shards of the whole tensors read; PP 2's
+# resumes under PP 2 x FSDP 2 within 1e-5. Every resumed run's full weights
+# right after load_state (get_state_dict) are the saving run's at the save
+# (save_model) within 1e-6. Every saving run's losses and final weights
+# (save_model) are one process's within 1e-5, so each resumed run is held
+# to one process's too.
 source "$(dirname "$0")/lib.sh"
 recipe="$source_root/tests/launch/pipeline_checkpoint.lua"
 
@@ -56,6 +61,11 @@ on_four_ranks() {  # on_four_ranks NAME MESH
 }
 on_four_ranks pp2_dp2 pp=2,dp=2
 on_four_ranks pp2_fsdp2 pp=2,shard=2
+# On sharded models without a pipeline: the whole model's names read from
+# both stages' files, each rank keeping its flat shards (and tp slices).
+resume pp2_fsdp2 2 shard=2 1e-5
+resume pp2_fsdp2 4 shard=4 1e-5
+resume pp2_fsdp2 4 tp=2,shard=2 1e-5
 resume pp2 4 pp=2,shard=2 1e-5
 
 finish

@@ -19,7 +19,11 @@
 -- whose optimizer's indices are taken as the whole model's parameters()
 -- order (the optimizer made on model:parameters(), as usual). Under tensor
 -- parallelism each rank keeps its tp slices of the whole tensors read
--- (read_split.fit).
+-- (read_split.fit). On a sharded model without a pipeline (FSDP, TP x
+-- FSDP) the whole model's state is loaded as a FULL_STATE_DICT one is,
+-- the full parameters in place (checkpointing/load.lua), and its
+-- optimizer's state in the layout before sharding, each rank then keeping
+-- its shards.
 local gathering = require("accel.gathering")
 local layout = require("accel.checkpointing.layout")
 local field_checks = require("accel.util.field_checks")
@@ -51,19 +55,21 @@ local function named_tensors(models)
   return out
 end
 
--- Under FSDP on each stage the optimizer of a sharded model keeps its
--- state, as checkpoints see it, in the layout it had before sharding
--- (ModelLayout:optimizer_state_dict, a collective): its indices are the
--- parameters it held then, named here through the sharded model's flat
--- layout. Returns {names = index (from 0) -> whole name, group_sizes =
+-- Under FSDP (on each stage, or without a pipeline) the optimizer of a
+-- sharded model keeps its state, as checkpoints see it, in the layout it
+-- had before sharding (ModelLayout:optimizer_state_dict, a collective):
+-- its indices are the parameters it held then, named here through the
+-- sharded model's flat layout (a stage's names mapped to the whole
+-- model's). Returns {names = index (from 0) -> whole name, group_sizes =
 -- {n, ...}} for the optimizer stepping a sharded model's shards, else nil.
 local function original_layout(c, opt)
   for _, model in ipairs(c.models) do
     if c.split:sharded(model) and c.split:shard_optimizer(model) == opt.optimizer then
       local flats, names = c.split:flat_layout(model), {}
+      local whole = rawget(model, "pipeline") and model.pipeline.names.stage
       for _, flat in ipairs(flats.flats) do
         for _, p in ipairs(flat.params) do
-          if p.optimizer_index >= 0 then names[p.optimizer_index] = model.pipeline.names.stage[p.name] end
+          if p.optimizer_index >= 0 then names[p.optimizer_index] = whole and whole[p.name] or p.name end
         end
       end
       return { names = names, group_sizes = flats.group_sizes }
@@ -324,10 +330,8 @@ function pipeline_checkpoint.read(c, s, listed, folder, files)
       for _, name in pairs(model.pipeline.names.stage) do wanted[name] = true end
       s.models[i] = stage_state(model, sources.model(i, wanted), folder, sources.model_files(i))
     else
-      if c.split:sharded(model) then
-        error(string.format("'%s' is a pipeline's checkpoint: it loads on one process, on data parallel, or on a "
-                            .. "pipeline, not on a sharded model (ZeRO / FSDP) yet", folder), 0)
-      end
+      -- The whole model's state (a sharded model's loaded with its full
+      -- parameters in place, load.lua; tp slices cut by read_split.fit).
       s.models[i] = sources.model(i)
     end
   end
