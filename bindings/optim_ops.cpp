@@ -205,6 +205,12 @@ std::vector<Binding> optimizer_methods() {
         Optimizer& opt = self(L);
         return opt.param_groups()[group_index(opt, group.value_or(1))].params;
       }),
+      // replace_params(group, params): the group steps `params` instead,
+      // keeping its hyper-parameters; before the first step (prepare).
+      bind("replace_params", [](lua_State* L, Receiver, int64_t group, TensorList params) {
+        Optimizer& opt = self(L);
+        opt.replace_params(group_index(opt, group), params.value);
+      }),
       bind("name", [](lua_State* L, Receiver) { return self(L).name(); }),
       // "auto", "for-loop", "foreach" or "fused" (engine/optim/optimizer.h).
       bind("implementation", [](lua_State* L, Receiver) {

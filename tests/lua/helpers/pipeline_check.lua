@@ -178,6 +178,8 @@ function pipeline_check.train(check, ref, o)
   local mesh = acc.mesh
   local base = o.build and o.build(acc) or pipeline_check.tiny(ref.config, ref.base, o.resume and 9)
   if tp > 1 then base = accel.parallel.tensor_parallel(base, mesh, o.plan) end
+  local numel_of = {}  -- by whole name, tp slices as this rank holds them
+  for name, p in base:named_parameters() do numel_of[name] = p:numel() end
   local model, opt = acc:prepare(base, adamw(base, ref.lr))
   if o.resume then acc:load_state(o.resume[1]) end
   check.truthy(model ~= base, what .. ": prepare returns the pipelined model")
@@ -185,6 +187,21 @@ function pipeline_check.train(check, ref, o)
   check.truthy(#model:parameters() > 0 and #model:parameters() < whole,
                string.format("%s: the rank's stages hold %d of the model's %d parameters", what, #model:parameters(),
                              whole))
+  -- The optimizer, made over the whole model, steps this rank's stages
+  -- only (their flat shards under FSDP): no other stage's weight is held.
+  local stepped, stage_numel = 0, 0
+  for g = 1, opt.optimizer:num_param_groups() do
+    for _, p in ipairs(opt.optimizer:params(g)) do stepped = stepped + p:numel() end
+  end
+  local is_parameter = {}
+  for _, name in ipairs(model.pipeline.names.parameters) do is_parameter[name] = true end
+  for _, name in pairs(model.pipeline.names.stage) do
+    if is_parameter[name] then stage_numel = stage_numel + numel_of[name] end
+  end
+  local expected = shards > 1 and stage_numel / shards or stage_numel
+  check.truthy(stepped >= expected and stepped <= expected + 64 * #model:parameters(),
+               string.format("%s: the optimizer holds this rank's stages' %d elements (%d over FSDP's shards), got %d",
+                             what, stage_numel, expected, stepped))
   local rows = ROWS / dp / accumulation
   for step = o.resume and o.resume.step + 1 or 1, STEPS do
     local batch = pipeline_check.batch(step, ref.learnable)

@@ -32,6 +32,7 @@ local data_parallel = require("accel.parallel.data_parallel")
 local pipeline_fsdp = require("accel.parallel.pipeline.pipeline_fsdp")
 local sequence_parallel = require("accel.parallel.sequence_parallel")
 local tp_parameters = require("accel.parallel.tp_parameters")
+local same_tensor = require("accel.util.same_tensor")
 
 local pipeline_parallel = {}
 
@@ -74,7 +75,31 @@ function pipeline_parallel.applies(dims)
   return dims:pp() ~= nil
 end
 
-function pipeline_parallel.apply(layout, dims)
+-- The recipe's optimizer was made over the whole model's parameters: each
+-- group keeps this rank's stages' only, so that the other stages' weights
+-- (never given a gradient here) are not held alive by it.
+local function keep_stage_parameters(optimizer, model)
+  local by_shape = {}
+  for _, p in ipairs(model:parameters()) do
+    local shape = table.concat(p:size(), "x")
+    by_shape[shape] = by_shape[shape] or {}
+    table.insert(by_shape[shape], p)
+  end
+  for g = 1, optimizer:num_param_groups() do
+    local kept = {}
+    for _, p in ipairs(optimizer:params(g)) do
+      for _, mine in ipairs(by_shape[table.concat(p:size(), "x")] or {}) do
+        if same_tensor(p, mine) then
+          kept[#kept + 1] = p
+          break
+        end
+      end
+    end
+    optimizer:replace_params(g, kept)
+  end
+end
+
+function pipeline_parallel.apply(layout, dims, optimizer)
   local config = dims.mesh.config
   -- Under sequence parallelism the hidden states between the tp regions
   -- are split over the sequence, and a stage would be handed part of the
@@ -91,6 +116,7 @@ function pipeline_parallel.apply(layout, dims)
   local schedule = schedules.of_config(config)
   layout.model = PipelinedModel(pieces_of(layout.model), schedule, dims.mesh.pp, layout.model)
   stage_loading.refuse_empty(layout.model, config)
+  if optimizer then keep_stage_parameters(optimizer, layout.model) end
   layout.pipelined = true
   local model = layout.model
   if dims.sharding then
