@@ -139,13 +139,22 @@ function expert_sync.applies(dims)
   return dims:ep() ~= nil
 end
 
-function expert_sync.apply(layout, dims)
-  local _, split = expert_parameters.set(layout.model)
+-- Refuses `model` (the recipe's, whole) whose experts expert_parallel did
+-- not split.
+function expert_sync.refuse_unsplit(model, dims)
+  local _, split = expert_parameters.set(model)
   if split == 0 then
     args.error(string.format("Accelerator:prepare: the mesh has ep_size = %d, but the model's experts are not "
                              .. "split: apply accel.parallel.expert_parallel(model, acc.mesh) before making its "
                              .. "optimizer (%s)", dims.mesh.ep.size, tostring(dims.mesh.config)))
   end
+end
+
+-- Under a pipeline the recipe's model was checked before it was cut
+-- (pipeline_parallel.lua): a rank's stages may hold no experts (the
+-- embeddings and the head alone), and its ExpertSync then holds none.
+function expert_sync.apply(layout, dims)
+  if not layout.pipelined then expert_sync.refuse_unsplit(layout.model, dims) end
   layout.expert_sync = ExpertSync.new(layout.sync, layout.model, dims.mesh, layout.expert_sharding)
   layout.sync = layout.expert_sync
 end
