@@ -106,6 +106,14 @@ function ParallelDims:refuse_under_pipeline(action)
   if self:pp() then require("accel.parallel.pipeline.pipeline_parallel").refuse(self, action) end
 end
 
+-- Refuses `action` under a pipeline with experts split over ep (PP x
+-- EP), where it is not built yet.
+function ParallelDims:refuse_under_pipeline_experts(action)
+  if self:pp() and self:ep() then
+    require("accel.parallel.pipeline.pipeline_parallel").refuse_with_experts(self, action)
+  end
+end
+
 -- The ep dim of the mesh, or nil without expert parallelism.
 function ParallelDims:ep()
   local ep = self.mesh and self.mesh.ep

@@ -202,4 +202,13 @@ function pipeline_parallel.refuse(dims, action)
                            tostring(dims.mesh.config)))
 end
 
+-- What is not built under a pipeline whose stages' experts are split
+-- over ep (PP x EP), refused by `action` on every rank alike.
+function pipeline_parallel.refuse_with_experts(dims, action)
+  args.error(string.format("Accelerator:%s under pp_size = %d with ep_size = %d is not implemented yet: a "
+                           .. "pipeline's checkpoint names each rank's stages' tensors, not the experts its ep "
+                           .. "ranks hold apart (%s; docs/api/parallelism.md)", action, dims.mesh.pp.size,
+                           dims.mesh.ep.size, tostring(dims.mesh.config)))
+end
+
 return pipeline_parallel
