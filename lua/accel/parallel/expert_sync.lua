@@ -23,6 +23,12 @@
 -- divides them by the same divisor. Else they stay whole and are
 -- all-reduced over the replicas here.
 --
+-- Under a pipeline (PP x EP, pipeline/pipeline_parallel.lua) the model is
+-- this rank's stages, FSDP-sharded over their dp_shard group, which is
+-- the ep group (no replicas: the experts stay whole); the schedule's
+-- micro-batches accumulate the experts' gradients and finalize, once it
+-- has run, divides them as above. A rank's stages may hold no experts.
+--
 -- ExpertSync wraps the model's gradient synchronisation (the GradientSync
 -- seam, engine/parallel/gradient_sync.h) and does both. It runs in the
 -- Accelerator's backward only: a recipe's own loss:backward() synchronises

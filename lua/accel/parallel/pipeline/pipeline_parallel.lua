@@ -12,11 +12,18 @@
 -- stage's dp_shard group, its replicas over dp_replicate (HSDP). A model
 -- the recipe made tensor parallel (tensor_parallel.lua, before prepare) is
 -- cut as it is, each rank's stages holding its tp slices (PP x TP, and
--- with FSDP PP x TP x FSDP); sequence parallelism is refused. Also
+-- with FSDP PP x TP x FSDP); sequence parallelism is refused. A model
+-- whose experts the recipe split over ep (expert_parallel.lua) is cut as
+-- it is too (PP x EP, with dp_shard_size = ep_size: FSDP shards each
+-- stage's other weights over its dp_shard group, which is its ep group,
+-- the experts stay whole and expert_sync.lua synchronises them after the
+-- schedule; each stage's blocks exchange their rows over ep inside its
+-- forward and backward, both ep ranks running the same schedule). Also
 -- here: the sizes and options a pipeline cannot be combined with yet,
 -- refused when the Accelerator is made, clipping over the global norm
--- across the stages, and the refusal of what is not built under a
--- pipeline (join_uneven_inputs). A model acc:build_model built for the
+-- across the stages (and over ep, the experts'), and the refusal of what
+-- is not built under a pipeline (join_uneven_inputs; under PP x EP
+-- save_state and load_state). A model acc:build_model built for the
 -- pipeline holds only this rank's stages' weights (stage_loading.lua);
 -- one whose stages are still empty is refused.
 local core = require("accel.core")
