@@ -343,6 +343,7 @@ end
 -- Writes everything needed to resume exactly into `dir` (or, with
 -- automatic checkpoint naming, the next project checkpoint); returns the folder.
 function Accelerator:save_state(dir, options)
+  self._parallel:refuse_under_pipeline_experts("save_state")
   if self._parallel.state_dict_type == "SHARDED_STATE_DICT" then
     self._parallel:refuse_under_experts("save_state with SHARDED_STATE_DICT",
                                         "FULL_STATE_DICT (the default) writes each expert once, by its first holder")
@@ -355,6 +356,7 @@ end
 -- Restores what save_state wrote; without `dir`, the newest complete
 -- automatic checkpoint. Returns the folder loaded.
 function Accelerator:load_state(dir)
+  self._parallel:refuse_under_pipeline_experts("load_state")
   if dir == nil then self:_check_project_folder("Accelerator:load_state") end
   return checkpointing.load_state(self:_checkpoint_contents(), dir)
 end

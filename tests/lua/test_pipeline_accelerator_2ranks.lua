@@ -131,7 +131,7 @@ local function pp2(options)
   return accel.ParallelismConfig(o)
 end
 check.raises(function() accel.Accelerator{ parallelism_config = pp2{ cp_size = 2 } } end, "cp_size",
-             "pp_size = 2 with cp_size = 2 is not implemented yet", "dp_shard_size (FSDP) and tp_size only")
+             "pp_size = 2 with cp_size = 2 is not implemented yet", "dp_shard_size (FSDP), tp_size and ep_size only")
 check.raises(function()
   accel.Accelerator{ parallelism_config = pp2(), fsdp_plugin = accel.FullyShardedDataParallelPlugin{} }
 end, "fsdp_plugin over a dp_shard of 1", "pp_size = 2 with an fsdp_plugin and dp_shard_size = 1",

@@ -4,7 +4,7 @@
 -- ranks {0, 1} on stage 1 and {2, 3} on stage 2; ep borrows the ranks of
 -- dp_shard x cp; each group's all_reduce reaches its members only; sizes
 -- the schedule or the mesh cannot take are refused naming them; and an
--- Accelerator says plainly that PP x FSDP and expert parallelism are not built.
+-- Accelerator is made on PP x EP.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local DeviceMesh = require("accel.parallel.device_mesh")
 local rank = accel.Accelerator{}.process_index
@@ -49,6 +49,6 @@ check.raises(function() accel.ParallelismConfig{ pp_size = 2, pp_schedule = "ZBV
 check.raises(function() accel.ParallelismConfig{ pp_size = 1.5 } end, "whole", "pp_size must be a whole number")
 check.equal(accel.ParallelismConfig{ pp_size = 2, pp_schedule = "GPipe", pp_microbatches = 1 }.pp_microbatches, 1,
             "GPipe takes fewer micro-batches than stages")
-check.raises(function() accel.Accelerator{ parallelism_config = config } end, "pp x ep not built",
-             "pp_size = 2 with ep_size = 2 is not implemented yet")
+-- PP x EP over each stage's dp_shard group is built (test_pipeline_expert_4ranks.lua trains it).
+check.equal(accel.Accelerator{ parallelism_config = config }.mesh.ep.size, 2, "pp x ep: an Accelerator")
 check.done("pipeline mesh")

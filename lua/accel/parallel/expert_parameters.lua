@@ -42,28 +42,43 @@ function expert_parameters.without(model, list)
   return out
 end
 
--- Every expert of every split block, by the whole model's name, added to
--- `state` (name -> tensor, this rank's already in it): each rank's experts
--- broadcast over ep from the rank holding them. A collective over ep.
-function expert_parameters.gather(model, state)
+-- The split blocks of `model` as data, for what names their experts:
+-- {{prefix = the block's name, num_experts = E, per_rank = E / ep, ep =
+-- the mesh's ep dim, fields = an expert's parameter names in order}, ...},
+-- model order. A pipeline keeps that of the whole model it cut
+-- (pipelined_model.lua), whose blocks its stages reach under other names.
+function expert_parameters.layout(model)
+  local out = {}
   for _, pair in ipairs(expert_parameters.blocks(model)) do
-    local prefix, block = pair[1], pair[2]
-    local ep = block.ep
-    local per_rank = #block.experts
+    local block, fields = pair[2], {}
+    for name in block.experts[1]:named_parameters() do fields[#fields + 1] = name end
+    out[#out + 1] = { prefix = pair[1], num_experts = block.num_experts, per_rank = #block.experts, ep = block.ep,
+                      fields = fields }
+  end
+  return out
+end
+
+-- Every expert of every block of `layout` (expert_parameters.layout), by
+-- the whole model's name, added to `state` (name -> tensor, this rank's
+-- already in it): each rank's experts broadcast over ep from the rank
+-- holding them. A collective over ep.
+function expert_parameters.gather_layout(layout, state)
+  for _, b in ipairs(layout) do
+    local ep, per_rank = b.ep, b.per_rank
     -- Every rank's experts have the shapes and dtypes of this rank's in
     -- `state` (whole there, also where tp split them): the same
     -- architecture, split evenly. In the same order on every rank: the
     -- module's, not a hash table's.
     local shapes = {}
-    for name in block.experts[1]:named_parameters() do
-      shapes[#shapes + 1] = { name, state[string.format("%s.experts.%d.%s", prefix, ep.rank * per_rank, name)] }
+    for _, name in ipairs(b.fields) do
+      shapes[#shapes + 1] = { name, state[string.format("%s.experts.%d.%s", b.prefix, ep.rank * per_rank, name)] }
     end
     for owner = 0, ep.size - 1 do
       for j = 0, per_rank - 1 do
         local index = owner * per_rank + j  -- named from 0, as the unsplit model's
         for _, pair in ipairs(shapes) do
           local name, like = pair[1], pair[2]
-          local key = string.format("%s.experts.%d.%s", prefix, index, name)
+          local key = string.format("%s.experts.%d.%s", b.prefix, index, name)
           local t = owner == ep.rank and state[key]:detach():clone() or core.empty_like(like)
           ep:broadcast(t, owner)
           state[key] = t
@@ -74,14 +89,17 @@ function expert_parameters.gather(model, state)
   return state
 end
 
--- The whole model's names from `names` (the split model's, in order):
--- each split block's experts, all of them in index order, where its first
--- expert's names were.
-local function whole_names(model, names)
+-- The same for `model`'s own split blocks.
+function expert_parameters.gather(model, state)
+  return expert_parameters.gather_layout(expert_parameters.layout(model), state)
+end
+
+-- The whole model's names from `names` (the split model's, in order), its
+-- blocks `layout` (expert_parameters.layout): each split block's experts,
+-- all of them in index order, where its first expert's names were.
+function expert_parameters.whole_names(layout, names)
   local blocks = {}
-  for _, pair in ipairs(expert_parameters.blocks(model)) do
-    blocks[#blocks + 1] = { prefix = pair[1] .. ".experts.", block = pair[2] }
-  end
+  for _, b in ipairs(layout) do blocks[#blocks + 1] = { prefix = b.prefix .. ".experts.", block = b } end
   local out, written = {}, {}
   for _, name in ipairs(names) do
     local of = nil
@@ -93,7 +111,7 @@ local function whole_names(model, names)
     elseif not written[of] then
       written[of] = true
       for index = 0, of.block.num_experts - 1 do
-        for field in of.block.experts[1]:named_parameters() do out[#out + 1] = of.prefix .. index .. "." .. field end
+        for _, field in ipairs(of.block.fields) do out[#out + 1] = of.prefix .. index .. "." .. field end
       end
     end
   end
@@ -106,7 +124,9 @@ function expert_parameters.ordered(model, full)
   local names = {}
   for i, pair in ipairs(named_tensors(model)) do names[i] = pair[1] end
   local out = {}
-  for i, name in ipairs(whole_names(model, names)) do out[i] = { name, full[name] } end
+  for i, name in ipairs(expert_parameters.whole_names(expert_parameters.layout(model), names)) do
+    out[i] = { name, full[name] }
+  end
   return out
 end
 
@@ -115,7 +135,7 @@ end
 function expert_parameters.whole_parameter_names(model)
   local names = {}
   for name in model:named_parameters() do names[#names + 1] = name end
-  return whole_names(model, names)
+  return expert_parameters.whole_names(expert_parameters.layout(model), names)
 end
 
 -- Whether a tensor's name (the whole model's) is a split expert's, of any

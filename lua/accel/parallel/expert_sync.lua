@@ -23,6 +23,12 @@
 -- divides them by the same divisor. Else they stay whole and are
 -- all-reduced over the replicas here.
 --
+-- Under a pipeline (PP x EP, pipeline/pipeline_parallel.lua) the model is
+-- this rank's stages, FSDP-sharded over their dp_shard group, which is
+-- the ep group (no replicas: the experts stay whole); the schedule's
+-- micro-batches accumulate the experts' gradients and finalize, once it
+-- has run, divides them as above. A rank's stages may hold no experts.
+--
 -- ExpertSync wraps the model's gradient synchronisation (the GradientSync
 -- seam, engine/parallel/gradient_sync.h) and does both. It runs in the
 -- Accelerator's backward only: a recipe's own loss:backward() synchronises
@@ -139,13 +145,22 @@ function expert_sync.applies(dims)
   return dims:ep() ~= nil
 end
 
-function expert_sync.apply(layout, dims)
-  local _, split = expert_parameters.set(layout.model)
+-- Refuses `model` (the recipe's, whole) whose experts expert_parallel did
+-- not split.
+function expert_sync.refuse_unsplit(model, dims)
+  local _, split = expert_parameters.set(model)
   if split == 0 then
     args.error(string.format("Accelerator:prepare: the mesh has ep_size = %d, but the model's experts are not "
                              .. "split: apply accel.parallel.expert_parallel(model, acc.mesh) before making its "
                              .. "optimizer (%s)", dims.mesh.ep.size, tostring(dims.mesh.config)))
   end
+end
+
+-- Under a pipeline the recipe's model was checked before it was cut
+-- (pipeline_parallel.lua): a rank's stages may hold no experts (the
+-- embeddings and the head alone), and its ExpertSync then holds none.
+function expert_sync.apply(layout, dims)
+  if not layout.pipelined then expert_sync.refuse_unsplit(layout.model, dims) end
   layout.expert_sync = ExpertSync.new(layout.sync, layout.model, dims.mesh, layout.expert_sharding)
   layout.sync = layout.expert_sync
 end

@@ -106,6 +106,14 @@ function ParallelDims:refuse_under_pipeline(action)
   if self:pp() then require("accel.parallel.pipeline.pipeline_parallel").refuse(self, action) end
 end
 
+-- Refuses `action` under a pipeline with experts split over ep (PP x
+-- EP), where it is not built yet.
+function ParallelDims:refuse_under_pipeline_experts(action)
+  if self:pp() and self:ep() then
+    require("accel.parallel.pipeline.pipeline_parallel").refuse_with_experts(self, action)
+  end
+end
+
 -- The ep dim of the mesh, or nil without expert parallelism.
 function ParallelDims:ep()
   local ep = self.mesh and self.mesh.ep
@@ -177,14 +185,15 @@ end
 -- prepared models' (whatever `params` lists): split gradients' squares are
 -- summed over the tp group (tp_parameters.lua).
 function ParallelDims:clip_grad_norm(layouts, params, max_norm, norm_type)
-  if self:ep() then
-    return require("accel.parallel.expert_sync").clip_grad_norm(layouts, max_norm, norm_type, self:tp())
-  end
-  -- A pipeline's norm spans its stages, FSDP's and TP's slices of each among them.
+  -- A pipeline's norm spans its stages, FSDP's and TP's slices of each
+  -- among them, and their experts split over ep.
   local pp = self:pp()
   if pp then
     return require("accel.parallel.pipeline.pipeline_parallel").clip_grad_norm(layouts, max_norm, norm_type, pp,
-                                                                             self:tp())
+                                                                             self:tp(), self:ep())
+  end
+  if self:ep() then
+    return require("accel.parallel.expert_sync").clip_grad_norm(layouts, max_norm, norm_type, self:tp())
   end
   local sharded = slice_holder(layouts)
   if sharded then return sharded:clip_grad_norm(max_norm, norm_type) end

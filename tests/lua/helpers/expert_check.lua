@@ -1,5 +1,5 @@
 -- What the tests of experts through the Accelerator share
--- (test_expert_accelerator, test_expert_checkpoint,
+-- (test_expert_accelerator, test_expert_checkpoint, test_pipeline_expert_4ranks,
 -- test_expert_mixed_precision): a tiny Mixtral (4 experts, top 2, float32)
 -- and its batches of ROWS rows of T tokens, the same on every rank and in
 -- every run; one process's training on them and the same through the

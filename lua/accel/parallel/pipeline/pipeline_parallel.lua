@@ -12,11 +12,18 @@
 -- stage's dp_shard group, its replicas over dp_replicate (HSDP). A model
 -- the recipe made tensor parallel (tensor_parallel.lua, before prepare) is
 -- cut as it is, each rank's stages holding its tp slices (PP x TP, and
--- with FSDP PP x TP x FSDP); sequence parallelism is refused. Also
+-- with FSDP PP x TP x FSDP); sequence parallelism is refused. A model
+-- whose experts the recipe split over ep (expert_parallel.lua) is cut as
+-- it is too (PP x EP, with dp_shard_size = ep_size: FSDP shards each
+-- stage's other weights over its dp_shard group, which is its ep group,
+-- the experts stay whole and expert_sync.lua synchronises them after the
+-- schedule; each stage's blocks exchange their rows over ep inside its
+-- forward and backward, both ep ranks running the same schedule). Also
 -- here: the sizes and options a pipeline cannot be combined with yet,
 -- refused when the Accelerator is made, clipping over the global norm
--- across the stages, and the refusal of what is not built under a
--- pipeline (join_uneven_inputs). A model acc:build_model built for the
+-- across the stages (and over ep, the experts'), and the refusal of what
+-- is not built under a pipeline (join_uneven_inputs; under PP x EP
+-- save_state and load_state). A model acc:build_model built for the
 -- pipeline holds only this rank's stages' weights (stage_loading.lua);
 -- one whose stages are still empty is refused.
 local core = require("accel.core")
@@ -43,9 +50,24 @@ function pipeline_parallel.check(config, sharding)
     args.error(string.format("accel.Accelerator: pp_size = %d with %s is not implemented yet (%s; "
                              .. "docs/api/parallelism.md): %s", config.pp_size, what, tostring(config), why))
   end
-  local combines = "a pipeline combines with dp_replicate_size, dp_shard_size (FSDP) and tp_size only"
-  for _, key in ipairs({ "cp_size", "ep_size" }) do
-    if config[key] > 1 then refuse(string.format("%s = %d", key, config[key]), combines) end
+  local combines = "a pipeline combines with dp_replicate_size, dp_shard_size (FSDP), tp_size and ep_size only"
+  if config.cp_size > 1 then refuse(string.format("cp_size = %d", config.cp_size), combines) end
+  if config.ep_size > 1 then
+    -- PP x EP is built with each stage's experts whole on its dp_shard
+    -- group (FSDP shards the rest of the stage) and every weight
+    -- synchronised over that group alone.
+    local what = string.format("ep_size = %d and ", config.ep_size)
+    if config.dp_shard_size ~= config.ep_size then
+      refuse(what .. string.format("dp_shard_size = %d", config.dp_shard_size), "under a pipeline the experts are "
+             .. "split over all of a stage's dp_shard ranks (dp_shard_size = ep_size); sharding them over the ranks "
+             .. "holding the same ones is not built there")
+    end
+    for _, key in ipairs({ "dp_replicate_size", "tp_size" }) do
+      if config[key] > 1 then
+        refuse(what .. string.format("%s = %d", key, config[key]), "a pipeline with experts split over ep combines "
+               .. "with dp_shard_size = ep_size only")
+      end
+    end
   end
   if sharding and sharding.name ~= "FSDP" then refuse("zero_stage (DeepSpeed)", combines) end
   if sharding and config.dp_shard_size == 1 then
@@ -113,6 +135,7 @@ function pipeline_parallel.apply(layout, dims, optimizer)
                              .. "pipeline's stages pass whole sequences; apply tensor_parallel without it "
                              .. "(docs/api/parallelism.md)", config.pp_size, sp))
   end
+  if dims:ep() then require("accel.parallel.expert_sync").refuse_unsplit(layout.model, dims) end
   local schedule = schedules.of_config(config)
   layout.model = PipelinedModel(pieces_of(layout.model), schedule, dims.mesh.pp, layout.model)
   stage_loading.refuse_empty(layout.model, config)
@@ -157,14 +180,30 @@ local function stage_squares(layout, tp)
   return (whole + split):to("cpu")
 end
 
+-- The squared norm of the experts' gradients this rank's stages hold
+-- (split over ep: expert_sync.lua's, whole), summed over `ep` (the stage's
+-- ep group: each of its ranks holds other experts of the same layers). A
+-- collective over ep, on every rank, also one whose stages hold no experts
+-- (its ep group's ranks hold the same stages, so none).
+local function expert_squares(layout, ep)
+  local sq = core.zeros(1)
+  for _, p in ipairs(layout.expert_sync.params) do
+    if p.grad then sq = sq + p.grad:detach():float():pow(2):sum():to("cpu"):view(1) end
+  end
+  sq = sq:contiguous()
+  ep:all_reduce(sq, "sum")
+  return sq
+end
+
 -- torch.nn.utils.clip_grad_norm_ over the global norm of the prepared
 -- pipelined models (`layouts`), whatever parameters the recipe lists: each
 -- rank's stages' squares summed over the pp group, under FSDP each stage's
 -- slices' squares summed over its shard group first (pipeline_fsdp.lua),
 -- under TP (`tp`, the mesh's tp dim, or nil) the split parameters' over
--- tp, so that every weight is counted once. Returns the norm, a 0-dim
--- tensor, on every rank.
-function pipeline_parallel.clip_grad_norm(layouts, max_norm, norm_type, pp, tp)
+-- tp, under EP (`ep`, or nil) the experts' over ep (FSDP leaves them out
+-- of its slices), so that every weight is counted once. Returns the norm, a
+-- 0-dim tensor, on every rank.
+function pipeline_parallel.clip_grad_norm(layouts, max_norm, norm_type, pp, tp, ep)
   if norm_type ~= nil and norm_type ~= 2 then
     args.error("Accelerator:clip_grad_norm: through a pipeline only the L2 norm (norm_type 2) is supported yet")
   end
@@ -176,6 +215,7 @@ function pipeline_parallel.clip_grad_norm(layouts, max_norm, norm_type, pp, tp)
     else
       sq = sq + stage_squares(layout, tp)
     end
+    if ep then sq = sq + expert_squares(layout, ep) end
     for _, t in ipairs(layout:gradient_holders()) do holders[#holders + 1] = t end
   end
   sq = sq:contiguous()
@@ -193,6 +233,15 @@ function pipeline_parallel.refuse(dims, action)
   args.error(string.format("Accelerator:%s under pp_size = %d is not implemented yet: %s (%s; "
                            .. "docs/api/parallelism.md)", action, dims.mesh.pp.size, NOT_BUILT[action],
                            tostring(dims.mesh.config)))
+end
+
+-- What is not built under a pipeline whose stages' experts are split
+-- over ep (PP x EP), refused by `action` on every rank alike.
+function pipeline_parallel.refuse_with_experts(dims, action)
+  args.error(string.format("Accelerator:%s under pp_size = %d with ep_size = %d is not implemented yet: a "
+                           .. "pipeline's checkpoint names each rank's stages' tensors, not the experts its ep "
+                           .. "ranks hold apart (%s; docs/api/parallelism.md)", action, dims.mesh.pp.size,
+                           dims.mesh.ep.size, tostring(dims.mesh.config)))
 end
 
 return pipeline_parallel

@@ -1,13 +1,15 @@
 -- A pipelined model's full weights (pipelined_model.lua) under the whole
 -- model's names: the Accelerator's get_state_dict and save_model gather
 -- them from the stages' ranks (under tensor parallelism each stage's tp
--- slices first), load_model gives each rank its stages' of full weights
--- (its tp slices of them).
+-- slices first, under expert parallelism the experts from their ep ranks
+-- after), load_model gives each rank its stages' of full weights (its tp
+-- slices of them, its experts).
 local core = require("accel.core")
 local args = require("accel.util.args")
 local gathering = require("accel.gathering")
 local tp_parameters = require("accel.parallel.tp_parameters")
 local tp_slices = require("accel.parallel.checkpoint.tp_slices")
+local expert_parameters = require("accel.parallel.expert_parameters")
 
 local pipeline_weights = {}
 
@@ -15,7 +17,8 @@ local pipeline_weights = {}
 -- the world, then the pp group): each tensor broadcast from the first pp
 -- rank holding it (a tied weight is held by two); under tensor parallelism
 -- (`tp`, the mesh's tp dim, or nil) the stages' split tensors gathered
--- over tp first (a collective over it).
+-- over tp first (a collective over it); experts split over ep gathered
+-- over ep last (a collective over it).
 function pipeline_weights.full_state_dict(model, world, tp)
   local p = model.pipeline
   local mine, held, device = {}, {}, "cpu"
@@ -41,13 +44,15 @@ function pipeline_weights.full_state_dict(model, world, tp)
     p.pp:broadcast(t, o.pp)
     out[name] = t
   end
-  return out
+  -- Every stage's experts of this ep rank are here now; the others' come
+  -- from the ep group (each of its ranks at the same stages).
+  return expert_parameters.gather_layout(p.names.experts, out)
 end
 
 -- The whole model's {name, tensor} in the order save_model writes them.
 function pipeline_weights.ordered(model, full)
   local out = {}
-  for i, name in ipairs(model.pipeline.names.order) do out[i] = { name, full[name] } end
+  for i, name in ipairs(model.pipeline.names.whole_order) do out[i] = { name, full[name] } end
   return out
 end
 

@@ -70,6 +70,7 @@ local stage_cut = require("accel.parallel.pipeline.stage_cut")
 local pipelined_loss = require("accel.parallel.pipeline.pipelined_loss")
 local pipeline_fsdp = require("accel.parallel.pipeline.pipeline_fsdp")
 local same_tensor = require("accel.util.same_tensor")
+local expert_parameters = require("accel.parallel.expert_parameters")
 local generation = require("accel.models.generation")
 
 local PipelinedModel = Module:extend("PipelinedModel")
@@ -78,7 +79,10 @@ local where = "accel.parallel.pipeline"
 
 -- The whole model's names: {stage = this model's state-dict key -> the
 -- whole model's, order = the whole model's state-dict names as save_model
--- orders them, parameters = its parameters' names in parameters() order}.
+-- orders them, parameters = its parameters' names in parameters() order,
+-- experts = its blocks whose experts are split over ep
+-- (expert_parameters.layout; empty for most), whole_order = order with
+-- every expert of those (order names this ep rank's alone)}.
 local function whole_names(self, whole)
   local state, by_shape = whole:state_dict(), {}
   for name, t in pairs(state) do
@@ -99,6 +103,11 @@ local function whole_names(self, whole)
     if state[pair[1]] then out.order[#out.order + 1] = pair[1] end
   end
   for name in whole:named_parameters() do out.parameters[#out.parameters + 1] = name end
+  -- Experts split over ep (expert_parallel.lua): the whole model's blocks,
+  -- whose other experts the full weights gather from the ep ranks, and
+  -- save_model's order with every expert.
+  out.experts = expert_parameters.layout(whole)
+  out.whole_order = expert_parameters.whole_names(out.experts, out.order)
   return out
 end
 
