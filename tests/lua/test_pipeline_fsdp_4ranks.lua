@@ -17,7 +17,8 @@
 -- on all four; save_model writes one process's model, which load_model
 -- reads back into the shards; save_state's checkpoints (a pipeline's: the
 -- whole model's names) resume alike, mid-accumulation too, and load
--- across PP x FSDP and PP x DP; what is not built is refused naming it.
+-- across PP x FSDP and PP x DP; a small Mixtral alike (1F1B); what is not
+-- built is refused naming it.
 local check = dofile(arg[0]:match("(.*/)") .. "helpers/check.lua")
 local pipeline_check = dofile(arg[0]:match("(.*/)") .. "helpers/pipeline_check.lua")
 
@@ -148,6 +149,14 @@ do
 end
 acc:wait_for_everyone()
 if rank == 0 then os.execute("rm -rf '" .. folder .. "'") end
+
+-- A small Mixtral (4 experts, top 2), its experts inside the stages'
+-- units: each micro-batch runs every expert, on no rows too, so that each
+-- unit has all its gradients in every backward (pipeline_fsdp.lua).
+local MIXTRAL = { model_type = "mixtral", vocab_size = 32, hidden_size = 16, intermediate_size = 16,
+                  num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2, num_local_experts = 4,
+                  num_experts_per_tok = 2 }
+pipeline_check.train(check, pipeline_check.reference(check, { base = MIXTRAL }), { schedule = "1F1B", dp_shard = 2 })
 
 -- Refused, naming the sizes.
 check.raises(function()

@@ -82,10 +82,12 @@ function SparseMoeBlock:forward(h)
   local B, T, H = h:size(1), h:size(2), h:size(3)
   local x, top, chosen = self:route(h)
   local out = core.zeros_like(x)
+  -- Set where FSDP shards a pipeline's experts (parallel/pipeline/pipeline_fsdp.lua).
+  local every = rawget(self, "runs_every_expert") == true
   for e, expert in ipairs(self.experts) do
     local picked = chosen:eq(e)
     local tokens = picked:any(-1):nonzero()
-    if tokens:size(1) > 0 then
+    if every or tokens:size(1) > 0 then
       tokens = tokens:view(-1)
       local weight = (top * picked:float()):sum(-1):index_select(1, tokens):unsqueeze(-1)
       out:index_add_(1, tokens, (expert(x:index_select(1, tokens)) * weight):to(out.dtype))

@@ -65,6 +65,17 @@ function pipeline_fsdp.units(model, policy)
   local units, tied_units, stage_units = {}, {}, {}
   for _, stage in ipairs(p.held) do
     stage_units[stage] = {}
+    -- A mixture-of-experts block whose experts FSDP shards runs every
+    -- expert in each micro-batch, on no rows too (models/mixtral.lua): a
+    -- flat parameter reduce-scatters once each of its parameters has its
+    -- gradient (above), and an expert left out of one micro-batch's
+    -- backward would leave its unit waiting into the next micro-batch's.
+    for _, pair in ipairs(p.stages[stage]:named_modules()) do
+      local m = pair[2]
+      if type(m.route) == "function" and m.experts ~= nil and rawget(m, "ep") == nil then
+        rawset(m, "runs_every_expert", true)
+      end
+    end
     for j, unit in ipairs(wrap_policy.units(p.stages[stage], policy, alone)) do
       unit.root = j == 1 and stage == p.schedule.stages
       if #unit.params > 0 or unit.root then
