@@ -10,18 +10,12 @@ if not (ckpt and (mode == "qlora" or mode == "lora-bf16")) then
   error("usage: accel-run bench/finetune/phases.lua -- CHECKPOINT qlora|lora-bf16 [steps], got mode " .. tostring(mode))
 end
 local MiB = 2^20
-local function st(key)
-  for line in io.lines("/proc/self/status") do
-    local kib = line:match("^" .. key .. ":%s+(%d+)")
-    if kib then return tonumber(kib) * 1024 end
-  end
-  error("no " .. key .. " in /proc/self/status")
-end
+local status = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "proc_status.lua")
 local function reset_peak_rss() local f = assert(io.open("/proc/self/clear_refs", "w")); f:write("5"); f:close() end
 local function report(phase)
   local s = accel.cpu_memory_stats()
   io.stderr:write(string.format("%-12s RSS %6.0f HWM %6.0f anon %6.0f file %6.0f | alloc %6.0f peak %6.0f pooled %5.0f\n",
-    phase, st("VmRSS")/MiB, st("VmHWM")/MiB, st("RssAnon")/MiB, st("RssFile")/MiB,
+    phase, status("VmRSS")/MiB, status("VmHWM")/MiB, status("RssAnon")/MiB, status("RssFile")/MiB,
     s.allocated_bytes/MiB, s.peak_allocated_bytes/MiB, s.pooled_bytes/MiB))
 end
 report("start")
