@@ -17,14 +17,7 @@ if not (spec_path and out_prefix) then
 end
 local spec = json.read(spec_path, 1024 * 1024)
 
--- A /proc/self/status figure in bytes (VmRSS, VmHWM).
-local function status(key)
-  for line in io.lines("/proc/self/status") do
-    local kib = line:match("^" .. key .. ":%s+(%d+)")
-    if kib then return tonumber(kib) * 1024 end
-  end
-  error("no " .. key .. " in /proc/self/status")
-end
+local status = dofile((debug.getinfo(1, "S").source:match("^@(.*/)") or "./") .. "proc_status.lua")
 
 local function reset_peak_rss()
   local f = assert(io.open("/proc/self/clear_refs", "w"))

@@ -11,7 +11,9 @@
 --     from the checkpoint one tensor at a time and quantizes it (or, from a
 --     4-bit folder, takes its codes and statistics as they are), so the
 --     whole float model is never in memory: the rest of the model is loaded
---     by accel.load_checkpoint_and_dispatch between the two.
+--     by accel.load_checkpoint_and_dispatch between the two. The allocator's
+--     pooled blocks are given back after it.
+local core = require("accel.core")
 local args = require("accel.util.args")
 local Module = require("accel.nn.module")
 local Linear = require("accel.nn.linear")
@@ -120,6 +122,12 @@ function loading.fill(dir, swapped, o)
   end)
   src:close()
   if not ok then error(err, 0) end
+  -- Reading and quantizing left the CPU allocator's pools full of the float
+  -- weights' blocks (engine/caching_cpu_allocator.h keeps up to 320 MiB), of
+  -- sizes a 4-bit model's steps never ask for again: kept, they stayed
+  -- resident under every later peak (Llama 3.2 1B's shape: 373 MiB of its
+  -- QLoRA training peak, bench/finetune/RESULTS-1b.md).
+  core.release_pooled_blocks()
 end
 
 return loading
